@@ -1,0 +1,46 @@
+# wsu — build, test, lint, demo. `make help` lists the targets.
+GO       ?= go
+VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X github.com/wsu-project/wsu/version.Version=$(VERSION)
+BIN      := bin/wsu
+TOOLS    := $(CURDIR)/bin/tools
+STATICCHECK_VERSION := v0.8.2
+FUZZTIME ?= 30s
+
+.PHONY: help build test lint docs demo fuzz bench clean tools
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+build: ## build bin/wsu
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/wsu
+
+test: ## run every test tier (the README's test command)
+	$(GO) test -count=1 ./...
+
+lint: tools ## gofmt, go vet, staticcheck, and playbook formatting
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(TOOLS)/staticcheck ./...
+	$(GO) run ./cmd/wsu fmt --check examples playbooks
+
+tools: $(TOOLS)/staticcheck ## install the lint tools into bin/tools
+
+$(TOOLS)/staticcheck:
+	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+docs: ## regenerate docs/modules.md from the module schemas
+	$(GO) run ./cmd/wsu modules --markdown > docs/modules.md
+
+demo: build ## plan, apply and re-plan the demo playbook
+	./scripts/demo.sh
+
+fuzz: ## run every fuzz target for FUZZTIME each
+	./scripts/fuzz.sh $(FUZZTIME)
+
+bench: ## engine benchmarks
+	$(GO) test -run '^$$' -bench . -benchmem ./engine/
+
+clean: ## remove build output
+	rm -rf bin

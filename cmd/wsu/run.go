@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/spf13/cobra"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/wsu-project/wsu/engine"
+	"github.com/wsu-project/wsu/engine/planfile"
+	"github.com/wsu-project/wsu/engine/playbook"
+	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/modules/all"
+	"github.com/wsu-project/wsu/transport"
+	"github.com/wsu-project/wsu/version"
+	"github.com/wsu-project/wsu/view"
+)
+
+// runOptions are the flags plan and apply share.
+type runOptions struct {
+	inventory        string
+	vars             []string
+	varFiles         []string
+	limit            string
+	tags             []string
+	skipTags         []string
+	forks            int
+	output           string
+	noColor          bool
+	local            bool
+	verbose          bool
+	out              string // plan -out
+	detailedExitcode bool   // plan
+	check            bool   // apply --check: plan
+	diff             bool   // apply --diff
+}
+
+func (o *runOptions) bind(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVarP(&o.inventory, "inventory", "i", "", "inventory file (INI or YAML), or a comma-separated host list like \"win01,win02,\"")
+	f.StringArrayVar(&o.vars, "var", nil, "set a variable: -var 'name=value' (repeatable)")
+	f.StringArrayVar(&o.varFiles, "var-file", nil, "read variable values from an HCL file (repeatable)")
+	f.StringVarP(&o.limit, "limit", "l", "", "further limit hosts to a pattern")
+	f.StringSliceVarP(&o.tags, "tags", "t", nil, "run only tasks with these tags")
+	f.StringSliceVar(&o.skipTags, "skip-tags", nil, "skip tasks with these tags")
+	f.IntVarP(&o.forks, "forks", "f", engine.DefaultForks, "how many hosts to work on at once")
+	f.StringVarP(&o.output, "output", "o", "human", "output format: human or json (one event per line)")
+	f.BoolVar(&o.noColor, "no-color", false, "no colours, even on a terminal")
+	f.BoolVar(&o.local, "local", false, "run against this machine (connection local), without an inventory")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "also show unchanged and skipped tasks")
+}
+
+func (a *app) planCommand() *cobra.Command {
+	o := &runOptions{}
+	cmd := &cobra.Command{
+		Use:   "plan PLAYBOOK",
+		Short: "Show what apply would change, changing nothing",
+		Long: `Plan reads every host's current state and shows, per host and task, what apply would
+change: + create, ~ update (field: old → new), - delete, -/+ replace, ! run, and the
+services that would be restarted. Values known only after apply show as
+(known after apply); sensitive values as (sensitive).
+
+Exit codes: 0 success; 1 error. With -detailed-exitcode: 0 no changes, 1 error,
+2 changes present.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.run(cmd.Context(), o, args[0], engine.ModePlan)
+		},
+	}
+	o.bind(cmd)
+	cmd.Flags().StringVar(&o.out, "out", "", "save the plan to a file, for `wsu apply FILE`")
+	cmd.Flags().BoolVar(&o.detailedExitcode, "detailed-exitcode", false, "exit 2 when there are changes, 0 when none")
+	return cmd
+}
+
+func (a *app) applyCommand() *cobra.Command {
+	o := &runOptions{}
+	cmd := &cobra.Command{
+		Use:   "apply PLAYBOOK | PLANFILE",
+		Short: "Bring hosts to the state a playbook describes",
+		Long: `Apply plans and applies each task in turn on every host. Given a plan saved by
+'wsu plan -out FILE', it applies exactly that plan, and refuses if anything it was
+based on (playbook files, variables, inventory, a host's state) has changed since.
+
+--check is plan under Ansible's name. Exit codes: 0 success; 1 error, or a host
+failed or was unreachable.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			mode := engine.ModeApply
+			if o.check {
+				mode = engine.ModePlan
+			}
+			return a.run(cmd.Context(), o, args[0], mode)
+		},
+	}
+	o.bind(cmd)
+	cmd.Flags().BoolVarP(&o.check, "check", "C", false, "plan only (Ansible's check mode)")
+	cmd.Flags().BoolVarP(&o.diff, "diff", "D", false, "show each change's field diff as it is applied")
+	return cmd
+}
+
+// run is plan and apply.
+func (a *app) run(ctx context.Context, o *runOptions, target string, mode engine.Mode) error {
+	var expect *planfile.Plan
+	if saved, isPlan, err := planfile.Load(target); err != nil && isPlan {
+		return err
+	} else if isPlan {
+		if mode != engine.ModeApply {
+			return fmt.Errorf("%s is a saved plan; apply it with `wsu apply %s`", target, target)
+		}
+		expect = saved
+		target = saved.Playbook
+		o.inventory, o.varFiles, o.vars, o.limit = saved.Inventory, saved.VarFiles, saved.Vars, saved.Limit
+		o.tags, o.skipTags, o.local = saved.Tags, saved.SkipTags, saved.Local
+	}
+
+	loader := playbook.NewLoader(all.Registry(), nil)
+	v := a.newView(o, loader.Sources())
+	defer v.Close()
+	pb, diags := loader.Load(target)
+	if diags.HasErrors() {
+		v.Diagnostics(diags)
+		return exitError{1}
+	}
+	v.Diagnostics(diags) // warnings
+	inv, invSources, diags := a.loadInventory(o)
+	if diags.HasErrors() {
+		v.Diagnostics(diags)
+		return exitError{1}
+	}
+	sources := map[string][]byte{}
+	for k, s := range loader.Sources() {
+		sources[k] = s
+	}
+	for k, s := range invSources {
+		sources[k] = s
+	}
+	transports := transport.NewRegistry()
+	def := "ssh"
+	if o.local {
+		def = "local"
+	}
+	req := engine.Request{
+		Playbook:  pb,
+		Inventory: inv,
+		Inputs:    engine.Inputs{VarFiles: o.varFiles, Vars: o.vars, Environ: a.env},
+		Mode:      mode,
+		Registry:  all.Registry(),
+		Connector: engine.ConnectorFunc(func(ctx context.Context, t engine.Target) (host.Host, error) {
+			return transports.Dial(ctx, t.Name, t.Vars, def)
+		}),
+		Hooks:    v,
+		Forks:    o.forks,
+		Limit:    o.limit,
+		Tags:     o.tags,
+		SkipTags: o.skipTags,
+		Sources:  sources,
+		Expect:   expect,
+	}
+	res := engine.Run(ctx, req)
+	if expect != nil && res.Diagnostics.HasErrors() && len(res.Recap) == 0 {
+		v.Diagnostics(res.Diagnostics)
+	}
+	if res.Failed() {
+		return exitError{1}
+	}
+	if mode == engine.ModePlan && o.out != "" {
+		p := res.Plan
+		p.WSUVersion = version.Version
+		p.Playbook, p.Inventory, p.VarFiles, p.Vars = target, o.inventory, o.varFiles, o.vars
+		p.Limit, p.Tags, p.SkipTags, p.Local = o.limit, o.tags, o.skipTags, o.local
+		if err := planfile.Save(o.out, p); err != nil {
+			return fmt.Errorf("saving the plan: %w", err)
+		}
+		if o.output != "json" {
+			fmt.Fprintf(a.stdout, "\nSaved the plan to %s. Apply exactly it with: wsu apply %s\n", o.out, o.out)
+		}
+	}
+	if mode == engine.ModePlan && o.detailedExitcode && res.Changes > 0 {
+		return exitError{2}
+	}
+	return nil
+}
+
+func (a *app) newView(o *runOptions, sources map[string][]byte) view.View {
+	if o.output == "json" {
+		return view.NewJSON(a.stdout)
+	}
+	tty := isTerminal(a.stdout)
+	_, noColorEnv := os.LookupEnv("NO_COLOR")
+	return view.NewHuman(a.stdout, view.HumanOptions{
+		Color:    tty && !o.noColor && !noColorEnv,
+		Progress: tty,
+		Diff:     o.diff,
+		Verbose:  o.verbose,
+		Sources:  sources,
+	})
+}
+
+// loadInventory reads -i, or makes the one-host inventory --local implies.
+func (a *app) loadInventory(o *runOptions) (*inventory.Inventory, map[string][]byte, hcl.Diagnostics) {
+	sources := map[string][]byte{}
+	if o.inventory == "" {
+		if !o.local {
+			return nil, nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No inventory", Detail: "Give the hosts with -i INVENTORY (a file, or a list like \"win01,win02,\"), or use --local to run on this machine."}}
+		}
+		inv := inventory.FromList("localhost,")
+		inv.Hosts["localhost"].Vars["connection"] = inventory.Var{Value: cty.StringVal("local")}
+		return inv, sources, nil
+	}
+	inv, diags := inventory.Load(o.inventory)
+	if diags.HasErrors() {
+		return nil, nil, diags
+	}
+	if src, err := os.ReadFile(o.inventory); err == nil {
+		abs, _ := filepath.Abs(o.inventory)
+		sources["inventory:"+abs] = src
+	}
+	if o.local {
+		for _, name := range sortedHosts(inv) {
+			inv.Hosts[name].Vars["connection"] = inventory.Var{Value: cty.StringVal("local")}
+		}
+	}
+	return inv, sources, diags
+}
+
+func sortedHosts(inv *inventory.Inventory) []string {
+	names := make([]string, 0, len(inv.Hosts))
+	for n := range inv.Hosts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

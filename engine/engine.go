@@ -1,0 +1,530 @@
+// Package engine runs playbooks: per host it connects, evaluates each task,
+// asks the module for a plan, shows the change, applies it (unless planning)
+// and runs notified handlers. The CLI and the controller both call Run.
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/wsu-project/wsu/engine/funcs"
+	"github.com/wsu-project/wsu/engine/planfile"
+	"github.com/wsu-project/wsu/engine/playbook"
+	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/modules"
+)
+
+// Mode says whether a run changes hosts.
+type Mode string
+
+const (
+	ModePlan  Mode = "plan"  // read state, show changes, change nothing
+	ModeApply Mode = "apply" // plan and apply each task in turn
+)
+
+// DefaultForks bounds how many hosts run at once.
+const DefaultForks = 10
+
+// Connector opens a connection to a host. The engine calls it lazily, the
+// first time a task on that host needs one, and closes what it returns.
+type Connector interface {
+	Connect(ctx context.Context, t Target) (host.Host, error)
+}
+
+// ConnectorFunc adapts a function to Connector.
+type ConnectorFunc func(ctx context.Context, t Target) (host.Host, error)
+
+// Connect implements Connector.
+func (f ConnectorFunc) Connect(ctx context.Context, t Target) (host.Host, error) { return f(ctx, t) }
+
+// Target is a host to connect to, with its inventory variables (connection,
+// ansible_host, ansible_user...).
+type Target struct {
+	Name string
+	Vars map[string]inventory.Var
+}
+
+// Request is everything a run needs.
+type Request struct {
+	Playbook  *playbook.Playbook
+	Inventory *inventory.Inventory
+	Inputs    Inputs
+	Mode      Mode
+	Registry  *modules.Registry
+	Connector Connector
+	Hooks     Hooks // may be nil
+
+	Forks    int
+	Limit    string
+	Tags     []string
+	SkipTags []string
+
+	// Sources are the files the playbook was loaded from (Loader.Sources),
+	// fingerprinted into the plan.
+	Sources map[string][]byte
+	// Expect, when set, is a saved plan: Run plans first and refuses to
+	// apply if the fresh plan differs from it.
+	Expect *planfile.Plan
+}
+
+// Result is the outcome of a run.
+type Result struct {
+	Recap []HostRecap
+	// Plan is filled in plan mode, ready for planfile.Save once the caller
+	// adds the inputs it wants recorded.
+	Plan        *planfile.Plan
+	Changes     int
+	Diagnostics hcl.Diagnostics
+	Cancelled   bool
+}
+
+// Failed reports whether any host failed or was unreachable, or the run
+// could not start.
+func (r *Result) Failed() bool {
+	if r.Diagnostics.HasErrors() || r.Cancelled {
+		return true
+	}
+	for _, h := range r.Recap {
+		if h.Failed > 0 || h.Unreachable > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Run executes req.
+func Run(ctx context.Context, req Request) *Result {
+	if req.Expect != nil && req.Mode == ModeApply {
+		fresh := req
+		fresh.Mode, fresh.Expect, fresh.Hooks = ModePlan, nil, nil
+		pr := Run(ctx, fresh)
+		if pr.Diagnostics.HasErrors() || pr.Failed() {
+			return pr
+		}
+		if stale := planfile.Stale(req.Expect, pr.Plan); len(stale) > 0 {
+			return &Result{Diagnostics: hcl.Diagnostics{{
+				Severity: hcl.DiagError,
+				Summary:  "Saved plan is stale",
+				Detail:   "Nothing was applied. Since the plan was made:\n  - " + strings.Join(stale, "\n  - ") + "\nRun `wsu plan` again and review the new plan.",
+			}}}
+		}
+	}
+	r, diags := newRunner(req)
+	if diags.HasErrors() {
+		return &Result{Diagnostics: diags}
+	}
+	r.emit(Event{Type: EventRunStart, Hosts: r.hostOrder})
+	for _, d := range diags {
+		r.result.Diagnostics = append(r.result.Diagnostics, d)
+	}
+	r.runInstance(ctx, r.root)
+	r.closeAll()
+	if ctx.Err() != nil {
+		r.result.Cancelled = true
+		r.emit(Event{Type: EventRunCancelled})
+	}
+	r.result.Recap = r.recap()
+	r.emit(Event{Type: EventRecap, Recap: r.result.Recap})
+	return r.result
+}
+
+type runner struct {
+	req       Request
+	inputs    *parsedInputs
+	root      *instance
+	hosts     map[string]*hostState
+	hostOrder []string
+	result    *Result
+	forks     int
+	aborted   bool
+	mu        sync.Mutex // guards result.Changes, plan
+}
+
+// instance is one playbook file in the include tree.
+type instance struct {
+	pb     *playbook.Playbook
+	path   string // address prefix: "" or `include.a.include.b.`
+	parent *instance
+	inc    *playbook.Include
+	// children by include name
+	children map[string]*instance
+}
+
+func newRunner(req Request) (*runner, hcl.Diagnostics) {
+	if req.Forks <= 0 {
+		req.Forks = DefaultForks
+	}
+	if req.Mode == "" {
+		req.Mode = ModePlan
+	}
+	declared := map[string]bool{}
+	req.Playbook.Walk(func(pb *playbook.Playbook) {
+		for n := range pb.Variables {
+			declared[n] = true
+		}
+	})
+	in, diags := parseInputs(req.Inputs, declared)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	r := &runner{req: req, inputs: in, hosts: map[string]*hostState{}, forks: req.Forks, result: &Result{}}
+	r.root = newInstance(req.Playbook, "", nil, nil)
+	inv := req.Inventory
+	if inv == nil {
+		inv = inventory.FromList("")
+	}
+	r.req.Inventory = inv
+	for _, name := range inv.Order {
+		r.hosts[name] = newHostState(inv, name)
+		r.hostOrder = append(r.hostOrder, name)
+	}
+	r.result.Plan = &planfile.Plan{Sources: map[string]string{}, Hosts: map[string]*planfile.Host{}}
+	for name, src := range req.Sources {
+		r.result.Plan.Sources[name] = hashString(string(src))
+	}
+	for name, src := range in.Sources {
+		r.result.Plan.Sources[name] = hashString(string(src))
+	}
+	return r, diags
+}
+
+func newInstance(pb *playbook.Playbook, path string, parent *instance, inc *playbook.Include) *instance {
+	inst := &instance{pb: pb, path: path, parent: parent, inc: inc, children: map[string]*instance{}}
+	for _, it := range pb.Items {
+		if i, ok := it.(*playbook.Include); ok {
+			inst.children[i.Name] = newInstance(i.Playbook, path+"include."+i.Name+".", inst, i)
+		}
+	}
+	return inst
+}
+
+func (r *runner) emit(e Event) {
+	if r.req.Hooks == nil {
+		return
+	}
+	e.Schema = EventSchema
+	e.Time = time.Now().UTC()
+	e.Mode = r.req.Mode
+	r.req.Hooks.Event(e)
+}
+
+func (r *runner) runInstance(ctx context.Context, inst *instance) {
+	for _, it := range inst.pb.Items {
+		if ctx.Err() != nil || r.aborted {
+			return
+		}
+		switch it := it.(type) {
+		case *playbook.Play:
+			r.runPlay(ctx, inst, it)
+		case *playbook.Include:
+			child := inst.children[it.Name]
+			r.runInstance(ctx, child)
+			if ctx.Err() != nil || r.aborted {
+				return
+			}
+			r.collectOutputs(child)
+		}
+	}
+}
+
+// collectOutputs evaluates an include's outputs for every live host and
+// hands them to the includer's scope.
+func (r *runner) collectOutputs(child *instance) {
+	for _, name := range r.hostOrder {
+		hs := r.hosts[name]
+		if hs.failed || hs.unreachable {
+			continue
+		}
+		sc, diags := r.scope(hs, child)
+		if diags.HasErrors() {
+			continue // reported when the scope was first needed
+		}
+		parent, diags := r.scope(hs, child.parent)
+		if diags.HasErrors() {
+			continue
+		}
+		outs := map[string]cty.Value{}
+		for _, on := range child.pb.OutputOrder {
+			o := child.pb.Outputs[on]
+			v, d := sc.eval(o.Value, nil, nil)
+			if d.HasErrors() {
+				r.failHost(hs, "", d)
+				break
+			}
+			if o.Sensitive {
+				v = v.Mark(Sensitive)
+			}
+			outs[on] = v
+		}
+		parent.includes[child.inc.Name] = cty.ObjectVal(outs)
+	}
+}
+
+// selectHosts evaluates a play's hosts pattern against the inventory and
+// --limit, dropping hosts that already failed.
+func (r *runner) selectHosts(inst *instance, p *playbook.Play) ([]string, hcl.Diagnostics) {
+	sc, diags := r.globalScope(inst)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	v, diags := sc.eval(p.Hosts, nil, nil)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	pattern, err := asString(v)
+	if err != nil {
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid hosts", Detail: "hosts must be a string: a group, a host or a pattern like \"windows:!win03\".", Subject: p.Hosts.Range().Ptr()}}
+	}
+	names, err := r.req.Inventory.Match(pattern)
+	if err != nil {
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid hosts pattern", Detail: err.Error(), Subject: p.Hosts.Range().Ptr()}}
+	}
+	if r.req.Limit != "" {
+		limited, err := r.req.Inventory.Match(r.req.Limit)
+		if err != nil {
+			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid --limit", Detail: err.Error()}}
+		}
+		keep := map[string]bool{}
+		for _, n := range limited {
+			keep[n] = true
+		}
+		var out []string
+		for _, n := range names {
+			if keep[n] {
+				out = append(out, n)
+			}
+		}
+		names = out
+	}
+	var live []string
+	for _, n := range names {
+		if hs := r.hosts[n]; hs != nil && !hs.failed && !hs.unreachable {
+			live = append(live, n)
+		}
+	}
+	return live, nil
+}
+
+// batches splits hosts per the play's serial setting.
+func (r *runner) batches(inst *instance, p *playbook.Play, hosts []string) ([][]string, hcl.Diagnostics) {
+	if p.Serial == nil || len(hosts) == 0 {
+		return [][]string{hosts}, nil
+	}
+	sc, diags := r.globalScope(inst)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	v, diags := sc.eval(p.Serial, nil, nil)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	v, _ = v.Unmark()
+	size := 0
+	bad := hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid serial", Detail: "serial must be a positive number of hosts, or a percentage string like \"30%\".", Subject: p.Serial.Range().Ptr()}}
+	switch {
+	case v.IsNull() || !v.IsKnown():
+		return nil, bad
+	case v.Type() == cty.Number:
+		n, _ := v.AsBigFloat().Int64()
+		size = int(n)
+	case v.Type() == cty.String && strings.HasSuffix(v.AsString(), "%"):
+		var pct float64
+		if _, err := fmt.Sscanf(strings.TrimSuffix(v.AsString(), "%"), "%g", &pct); err != nil || pct <= 0 || pct > 100 {
+			return nil, bad
+		}
+		size = int(float64(len(hosts)) * pct / 100)
+		if size < 1 {
+			size = 1
+		}
+	default:
+		return nil, bad
+	}
+	if size <= 0 {
+		return nil, bad
+	}
+	var out [][]string
+	for i := 0; i < len(hosts); i += size {
+		end := min(i+size, len(hosts))
+		out = append(out, hosts[i:end])
+	}
+	return out, nil
+}
+
+func (r *runner) maxFail(inst *instance, p *playbook.Play) (float64, bool, hcl.Diagnostics) {
+	if p.MaxFailPercentage == nil {
+		return 0, false, nil
+	}
+	sc, diags := r.globalScope(inst)
+	if diags.HasErrors() {
+		return 0, false, diags
+	}
+	v, diags := sc.eval(p.MaxFailPercentage, nil, nil)
+	if diags.HasErrors() {
+		return 0, false, diags
+	}
+	v, _ = v.Unmark()
+	if v.IsNull() || !v.IsKnown() || v.Type() != cty.Number {
+		return 0, false, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid max_fail_percentage", Detail: "max_fail_percentage must be a number from 0 to 100.", Subject: p.MaxFailPercentage.Range().Ptr()}}
+	}
+	f, _ := v.AsBigFloat().Float64()
+	return f, true, nil
+}
+
+func (r *runner) runPlay(ctx context.Context, inst *instance, p *playbook.Play) {
+	fail := func(d hcl.Diagnostics) {
+		r.result.Diagnostics = append(r.result.Diagnostics, d...)
+		r.emit(Event{Type: EventDiagnostic, Play: p.Name, Diagnostics: DiagViews(d)})
+		r.aborted = true
+	}
+	hosts, diags := r.selectHosts(inst, p)
+	if diags.HasErrors() {
+		fail(diags)
+		return
+	}
+	batches, diags := r.batches(inst, p, hosts)
+	if diags.HasErrors() {
+		fail(diags)
+		return
+	}
+	pct, hasMax, diags := r.maxFail(inst, p)
+	if diags.HasErrors() {
+		fail(diags)
+		return
+	}
+	r.emit(Event{Type: EventPlayStart, Play: p.Name, Hosts: hosts, Batches: batches, Count: len(p.Tasks)})
+	for _, batch := range batches {
+		if ctx.Err() != nil {
+			return
+		}
+		sem := make(chan struct{}, r.forks)
+		var wg sync.WaitGroup
+		for _, name := range batch {
+			hs := r.hosts[name]
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				r.playOnHost(ctx, inst, p, hs)
+			}()
+		}
+		wg.Wait()
+		failed := 0
+		for _, name := range batch {
+			if hs := r.hosts[name]; hs.failed || hs.unreachable {
+				failed++
+			}
+		}
+		if hasMax && float64(failed)*100/float64(len(batch)) > pct {
+			d := hcl.Diagnostics{{
+				Severity: hcl.DiagError,
+				Summary:  "Maximum failure percentage exceeded",
+				Detail:   fmt.Sprintf("%d of %d hosts in this batch failed, more than max_fail_percentage = %g; the run stops here.", failed, len(batch), pct),
+				Subject:  p.MaxFailPercentage.Range().Ptr(),
+			}}
+			r.result.Diagnostics = append(r.result.Diagnostics, d...)
+			r.emit(Event{Type: EventPlayAborted, Play: p.Name, Diagnostics: DiagViews(d)})
+			r.aborted = true
+			return
+		}
+	}
+}
+
+func (r *runner) recap() []HostRecap {
+	out := make([]HostRecap, 0, len(r.hosts))
+	for _, name := range r.hostOrder {
+		hs := r.hosts[name]
+		if !hs.touched {
+			continue
+		}
+		rc := hs.recap
+		rc.Host = name
+		out = append(out, rc)
+	}
+	return out
+}
+
+func (r *runner) closeAll() {
+	for _, hs := range r.hosts {
+		if hs.conn != nil {
+			hs.conn.Close()
+		}
+	}
+}
+
+func (r *runner) failHost(hs *hostState, play string, d hcl.Diagnostics) {
+	hs.failed = true
+	hs.recap.Failed++
+	r.emit(Event{Type: EventHostFailed, Host: hs.name, Play: play, Diagnostics: DiagViews(d)})
+}
+
+// recordPlan adds a planned task outcome to the saved-plan fingerprints.
+func (r *runner) recordPlan(hs *hostState, addr string, status Status, summary, fp string) {
+	if r.req.Mode != ModePlan {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ph := r.result.Plan.Hosts[hs.name]
+	if ph == nil {
+		ph = &planfile.Host{Vars: map[string]string{}}
+		r.result.Plan.Hosts[hs.name] = ph
+	}
+	ph.Tasks = append(ph.Tasks, planfile.Task{Address: addr, Status: string(status), Summary: summary, Fingerprint: fp})
+}
+
+func (r *runner) recordVars(hs *hostState, inst *instance, vals map[string]cty.Value) {
+	if r.req.Mode != ModePlan {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ph := r.result.Plan.Hosts[hs.name]
+	if ph == nil {
+		ph = &planfile.Host{Vars: map[string]string{}}
+		r.result.Plan.Hosts[hs.name] = ph
+	}
+	for name, v := range vals {
+		ph.Vars[inst.pb.Filename+":"+name] = hashString(canon(v))
+	}
+}
+
+func (r *runner) countChange() {
+	r.mu.Lock()
+	r.result.Changes++
+	r.mu.Unlock()
+}
+
+func asString(v cty.Value) (string, error) {
+	v, _ = v.Unmark()
+	if v.IsNull() || !v.IsKnown() || v.Type() != cty.String {
+		return "", fmt.Errorf("not a string")
+	}
+	return v.AsString(), nil
+}
+
+func suggestName(name string, candidates []string) string {
+	if s := modules.Nearest(name, candidates); s != "" {
+		return fmt.Sprintf(" Did you mean %q?", s)
+	}
+	return ""
+}
+
+var validationFuncs = funcs.Table(".", nil)
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,142 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// EventSchema versions the event stream (`--output json`). Add fields freely;
+// bump it only when a field changes meaning or goes away.
+const EventSchema = "wsu.event/v1"
+
+// EventType tells what an Event reports.
+type EventType string
+
+const (
+	EventRunStart     EventType = "run_start"
+	EventPlayStart    EventType = "play_start"
+	EventTaskStart    EventType = "task_start"
+	EventTaskResult   EventType = "task_result"
+	EventUnreachable  EventType = "host_unreachable"
+	EventHostFailed   EventType = "host_failed"
+	EventPlayAborted  EventType = "play_aborted"
+	EventDiagnostic   EventType = "diagnostic"
+	EventRecap        EventType = "recap"
+	EventRunCancelled EventType = "run_cancelled"
+)
+
+// Status is a task's outcome on one host.
+type Status string
+
+const (
+	StatusOK      Status = "ok"      // already in the desired state
+	StatusChanged Status = "changed" // changed (apply) or will change (plan)
+	StatusFailed  Status = "failed"
+	StatusIgnored Status = "ignored" // failed, but ignore_errors was set
+	StatusSkipped Status = "skipped" // when was false, or a tag filter excluded it
+	// StatusDeferred: during plan, whether or how the task runs depends on a
+	// value known only after apply.
+	StatusDeferred Status = "deferred"
+)
+
+// Event is one thing that happened during a run. Events carry rendered values
+// only: sensitive values have already become "(sensitive)".
+type Event struct {
+	Schema  string    `json:"@schema"`
+	Type    EventType `json:"type"`
+	Time    time.Time `json:"time"`
+	Mode    Mode      `json:"mode,omitempty"`
+	Play    string    `json:"play,omitempty"`
+	Host    string    `json:"host,omitempty"`
+	Task    string    `json:"task,omitempty"`
+	Address string    `json:"address,omitempty"`
+	// Key is the for_each key of this task instance.
+	Key     string      `json:"key,omitempty"`
+	Module  string      `json:"module,omitempty"`
+	Handler bool        `json:"handler,omitempty"`
+	Status  Status      `json:"status,omitempty"`
+	Change  *ChangeView `json:"change,omitempty"`
+	// Message is what a task asks to show (print's msg).
+	Message     string           `json:"message,omitempty"`
+	Attempts    int              `json:"attempts,omitempty"`
+	DurationMS  int64            `json:"duration_ms,omitempty"`
+	Hosts       []string         `json:"hosts,omitempty"`
+	Batches     [][]string       `json:"batches,omitempty"`
+	Diagnostics []DiagnosticView `json:"diagnostics,omitempty"`
+	Recap       []HostRecap      `json:"recap,omitempty"`
+	// Index and Count place a task in its play for progress displays.
+	Index int `json:"index,omitempty"`
+	Count int `json:"count,omitempty"`
+}
+
+// ChangeView is a module's Change with every value rendered for display.
+type ChangeView struct {
+	Action   string      `json:"action"`
+	Symbol   string      `json:"symbol"`
+	Subject  string      `json:"subject,omitempty"`
+	Fields   []FieldView `json:"fields,omitempty"`
+	Restarts []string    `json:"restarts,omitempty"`
+}
+
+// FieldView is one rendered attribute change. Old is empty for a created
+// attribute, New for a removed one.
+type FieldView struct {
+	Name string `json:"name"`
+	Old  string `json:"old,omitempty"`
+	New  string `json:"new,omitempty"`
+}
+
+// DiagnosticView is an hcl.Diagnostic flattened for events.
+type DiagnosticView struct {
+	Severity string     `json:"severity"`
+	Summary  string     `json:"summary"`
+	Detail   string     `json:"detail,omitempty"`
+	Range    *RangeView `json:"range,omitempty"`
+}
+
+// RangeView is a source location.
+type RangeView struct {
+	Filename string `json:"filename"`
+	Line     int    `json:"line"`
+	Column   int    `json:"column"`
+}
+
+// HostRecap counts a host's task outcomes, like Ansible's PLAY RECAP.
+type HostRecap struct {
+	Host        string `json:"host"`
+	OK          int    `json:"ok"`
+	Changed     int    `json:"changed"`
+	Failed      int    `json:"failed"`
+	Skipped     int    `json:"skipped"`
+	Unreachable int    `json:"unreachable"`
+	Ignored     int    `json:"ignored"`
+	Deferred    int    `json:"deferred,omitempty"`
+}
+
+// Hooks receive events. Run calls Event from several goroutines at once.
+type Hooks interface {
+	Event(Event)
+}
+
+// HooksFunc adapts a function to Hooks.
+type HooksFunc func(Event)
+
+// Event implements Hooks.
+func (f HooksFunc) Event(e Event) { f(e) }
+
+// DiagViews flattens diagnostics for events.
+func DiagViews(diags hcl.Diagnostics) []DiagnosticView {
+	out := make([]DiagnosticView, 0, len(diags))
+	for _, d := range diags {
+		dv := DiagnosticView{Severity: "error", Summary: d.Summary, Detail: d.Detail}
+		if d.Severity == hcl.DiagWarning {
+			dv.Severity = "warning"
+		}
+		if d.Subject != nil {
+			dv.Range = &RangeView{Filename: d.Subject.Filename, Line: d.Subject.Start.Line, Column: d.Subject.Start.Column}
+		}
+		out = append(out, dv)
+	}
+	return out
+}

@@ -1,0 +1,240 @@
+package funcs
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
+)
+
+// fileSource resolves and reads the files that file functions refer to,
+// either from the OS filesystem or from an fs.FS holding embedded playbooks.
+type fileSource struct {
+	baseDir string
+	fsys    fs.FS
+}
+
+func newFileSource(baseDir string, fsys fs.FS) *fileSource {
+	return &fileSource{baseDir: baseDir, fsys: fsys}
+}
+
+// resolve turns a path given to a file function into the name to open: an OS
+// path when reading from disk, or a slash path inside fsys.
+func (s *fileSource) resolve(p string) (string, error) {
+	if s.fsys == nil {
+		if p == "~" || strings.HasPrefix(p, "~/") || strings.HasPrefix(p, `~\`) {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return "", fmt.Errorf("cannot expand %q: %w", p, err)
+			}
+			p = filepath.Join(home, p[1:])
+		}
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(s.baseDir, p)
+		}
+		return filepath.Clean(p), nil
+	}
+
+	var name string
+	if strings.HasPrefix(p, "/") {
+		name = strings.TrimLeft(path.Clean(p), "/")
+	} else {
+		base := strings.TrimLeft(path.Clean(filepath.ToSlash(s.baseDir)), "/")
+		name = path.Join(base, p)
+	}
+	if name == "" {
+		name = "."
+	}
+	if !fs.ValidPath(name) {
+		return "", fmt.Errorf("path %q is outside the embedded playbook filesystem", p)
+	}
+	return name, nil
+}
+
+// read returns the contents of the file at p and its resolved name.
+func (s *fileSource) read(p string) ([]byte, string, error) {
+	name, err := s.resolve(p)
+	if err != nil {
+		return nil, "", err
+	}
+	var data []byte
+	if s.fsys == nil {
+		data, err = os.ReadFile(name)
+	} else {
+		data, err = fs.ReadFile(s.fsys, name)
+	}
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, name, fmt.Errorf("no file exists at %s", name)
+		}
+		return nil, name, fmt.Errorf("failed to read %s: %w", name, err)
+	}
+	return data, name, nil
+}
+
+// stat describes the file at p without following it into its contents.
+func (s *fileSource) stat(p string) (fs.FileInfo, string, error) {
+	name, err := s.resolve(p)
+	if err != nil {
+		return nil, "", err
+	}
+	var info fs.FileInfo
+	if s.fsys == nil {
+		info, err = os.Stat(name)
+	} else {
+		info, err = fs.Stat(s.fsys, name)
+	}
+	return info, name, err
+}
+
+func pathParam() []function.Parameter {
+	return []function.Parameter{{Name: "path", Type: cty.String}}
+}
+
+func makeFileFunc(files *fileSource) function.Function {
+	return function.New(&function.Spec{
+		Description: "Reads the file at path and returns its contents, which must be UTF-8 text.",
+		Params:      pathParam(),
+		Type:        function.StaticReturnType(cty.String),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			data, name, err := files.read(args[0].AsString())
+			if err != nil {
+				return cty.UnknownVal(cty.String), err
+			}
+			if !utf8.Valid(data) {
+				return cty.UnknownVal(cty.String), fmt.Errorf("contents of %s are not valid UTF-8; use filebase64 to read binary files", name)
+			}
+			return cty.StringVal(string(data)), nil
+		},
+	})
+}
+
+func makeFileBase64Func(files *fileSource) function.Function {
+	return function.New(&function.Spec{
+		Description: "Reads the file at path and returns its contents encoded as standard Base64.",
+		Params:      pathParam(),
+		Type:        function.StaticReturnType(cty.String),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			data, _, err := files.read(args[0].AsString())
+			if err != nil {
+				return cty.UnknownVal(cty.String), err
+			}
+			return cty.StringVal(base64.StdEncoding.EncodeToString(data)), nil
+		},
+	})
+}
+
+func makeFileSHA256Func(files *fileSource) function.Function {
+	return function.New(&function.Spec{
+		Description: "Returns the hexadecimal SHA-256 digest of the contents of the file at path.",
+		Params:      pathParam(),
+		Type:        function.StaticReturnType(cty.String),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			data, _, err := files.read(args[0].AsString())
+			if err != nil {
+				return cty.UnknownVal(cty.String), err
+			}
+			return cty.StringVal(hexDigest(sha256.New, data)), nil
+		},
+	})
+}
+
+func makeFileExistsFunc(files *fileSource) function.Function {
+	return function.New(&function.Spec{
+		Description: "Reports whether a regular file exists at path.",
+		Params:      pathParam(),
+		Type:        function.StaticReturnType(cty.Bool),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			info, name, err := files.stat(args[0].AsString())
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				return cty.False, nil
+			case err != nil:
+				return cty.UnknownVal(cty.Bool), fmt.Errorf("failed to stat %s: %w", args[0].AsString(), err)
+			case !info.Mode().IsRegular():
+				return cty.UnknownVal(cty.Bool), fmt.Errorf("%s is not a regular file (mode %s)", name, info.Mode())
+			}
+			return cty.True, nil
+		},
+	})
+}
+
+// makeTemplateFileFunc returns templatefile(path, vars), which renders the
+// HCL template in the file at path with the attributes of vars as variables
+// and funcs as the available functions.
+func makeTemplateFileFunc(files *fileSource, funcs map[string]function.Function) function.Function {
+	return function.New(&function.Spec{
+		Description: "Renders the template file at path using the given variables.",
+		Params: []function.Parameter{
+			{Name: "path", Type: cty.String},
+			{Name: "vars", Type: cty.DynamicPseudoType},
+		},
+		Type: function.StaticReturnType(cty.DynamicPseudoType),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			vars := args[1]
+			if ty := vars.Type(); !(ty.IsObjectType() || ty.IsMapType()) {
+				return cty.DynamicVal, function.NewArgErrorf(1, "vars must be an object or map, not %s", ty.FriendlyName())
+			}
+			if !vars.IsKnown() {
+				return cty.DynamicVal, nil
+			}
+			varMap := make(map[string]cty.Value, vars.LengthInt())
+			for it := vars.ElementIterator(); it.Next(); {
+				k, v := it.Element()
+				name := k.AsString()
+				if !hclsyntax.ValidIdentifier(name) {
+					return cty.DynamicVal, function.NewArgErrorf(1, "invalid template variable name %q: must start with a letter, followed by letters, digits, underscores or dashes", name)
+				}
+				varMap[name] = v
+			}
+
+			src, name, err := files.read(args[0].AsString())
+			if err != nil {
+				return cty.DynamicVal, err
+			}
+			expr, diags := hclsyntax.ParseTemplate(src, name, hcl.InitialPos)
+			if diags.HasErrors() {
+				return cty.DynamicVal, fmt.Errorf("failed to parse template: %s", diags.Error())
+			}
+			for _, tr := range expr.Variables() {
+				if _, ok := varMap[tr.RootName()]; !ok {
+					return cty.DynamicVal, fmt.Errorf("%s: vars map does not contain key %q", tr.SourceRange(), tr.RootName())
+				}
+			}
+			val, diags := expr.Value(&hcl.EvalContext{Variables: varMap, Functions: funcs})
+			if diags.HasErrors() {
+				return cty.DynamicVal, fmt.Errorf("failed to render template: %s", diags.Error())
+			}
+			return val, nil
+		},
+	})
+}
+
+var basenameFunc = function.New(&function.Spec{
+	Description: "Returns the last element of a filesystem path.",
+	Params:      pathParam(),
+	Type:        function.StaticReturnType(cty.String),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		return cty.StringVal(filepath.Base(args[0].AsString())), nil
+	},
+})
+
+var dirnameFunc = function.New(&function.Spec{
+	Description: "Returns all but the last element of a filesystem path.",
+	Params:      pathParam(),
+	Type:        function.StaticReturnType(cty.String),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		return cty.StringVal(filepath.Dir(args[0].AsString())), nil
+	},
+})

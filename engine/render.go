@@ -1,0 +1,167 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2/hclwrite"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/wsu-project/wsu/modules"
+)
+
+// Sensitive is the mark carried by values that must never be shown.
+const Sensitive = "sensitive"
+
+const (
+	shownSensitive = "(sensitive)"
+	shownUnknown   = "(known after apply)"
+)
+
+// Render shows a value as HCL would write it, hiding sensitive values and
+// naming unknown ones.
+func Render(v cty.Value) string {
+	if v == cty.NilVal {
+		return ""
+	}
+	if v.HasMark(Sensitive) {
+		return shownSensitive
+	}
+	if v.ContainsMarked() {
+		// Partly sensitive: show the shape, hide the marked parts.
+		if v.CanIterateElements() && v.IsKnown() && !v.IsNull() {
+			return renderCollection(v)
+		}
+		return shownSensitive
+	}
+	if !v.IsKnown() {
+		return shownUnknown
+	}
+	if !v.IsWhollyKnown() && v.CanIterateElements() && !v.IsNull() {
+		return renderCollection(v)
+	}
+	return strings.TrimSpace(string(hclwrite.TokensForValue(v).Bytes()))
+}
+
+func renderCollection(v cty.Value) string {
+	ty := v.Type()
+	var parts []string
+	for it := v.ElementIterator(); it.Next(); {
+		k, e := it.Element()
+		if ty.IsObjectType() || ty.IsMapType() {
+			parts = append(parts, fmt.Sprintf("%s = %s", k.AsString(), Render(e)))
+		} else {
+			parts = append(parts, Render(e))
+		}
+	}
+	if ty.IsObjectType() || ty.IsMapType() {
+		return "{ " + strings.Join(parts, ", ") + " }"
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// renderChange turns a module's Change into its display form. Fields named
+// like a sensitive argument are hidden whatever the module put in them.
+func renderChange(c *modules.Change, sensitive map[string]bool) *ChangeView {
+	if c == nil {
+		return nil
+	}
+	cv := &ChangeView{Action: string(c.Action), Symbol: c.Action.Symbol(), Subject: c.Subject, Restarts: c.Restarts}
+	for _, f := range c.Fields {
+		fv := FieldView{Name: f.Name}
+		if f.Sensitive || sensitive[f.Name] {
+			if f.Old != cty.NilVal && !f.Old.IsNull() {
+				fv.Old = shownSensitive
+			}
+			fv.New = shownSensitive
+		} else {
+			if f.Old != cty.NilVal && !(f.Old.IsKnown() && f.Old.IsNull()) {
+				fv.Old = Render(f.Old)
+			}
+			if f.New != cty.NilVal && !(f.New.IsKnown() && f.New.IsNull()) {
+				fv.New = Render(f.New)
+			}
+		}
+		cv.Fields = append(cv.Fields, fv)
+	}
+	return cv
+}
+
+// canon is a stable text form of a value for fingerprints: unlike Render it
+// includes sensitive values (only their hash is ever stored).
+func canon(v cty.Value) string {
+	if v == cty.NilVal {
+		return "nil"
+	}
+	v, _ = v.UnmarkDeep()
+	if !v.IsKnown() {
+		return "?" + v.Type().FriendlyName()
+	}
+	if v.IsNull() {
+		return "null"
+	}
+	ty := v.Type()
+	switch {
+	case ty == cty.String:
+		return fmt.Sprintf("%q", v.AsString())
+	case ty == cty.Number:
+		return v.AsBigFloat().Text('g', -1)
+	case ty == cty.Bool:
+		return fmt.Sprint(v.True())
+	case ty.IsObjectType() || ty.IsMapType():
+		m := v.AsValueMap()
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var b strings.Builder
+		b.WriteString("{")
+		for _, k := range keys {
+			fmt.Fprintf(&b, "%q:%s,", k, canon(m[k]))
+		}
+		return b.String() + "}"
+	case v.CanIterateElements():
+		var b strings.Builder
+		b.WriteString("[")
+		for it := v.ElementIterator(); it.Next(); {
+			_, e := it.Element()
+			b.WriteString(canon(e) + ",")
+		}
+		return b.String() + "]"
+	}
+	return "?"
+}
+
+func hashString(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// fingerprint identifies a planned task outcome: same config, same observed
+// state, same change.
+func fingerprint(module string, cfg cty.Value, status Status, c *modules.Change) string {
+	parts := []string{module, canon(cfg), string(status)}
+	if c != nil {
+		parts = append(parts, string(c.Action), c.Subject, strings.Join(c.Restarts, ","))
+		for _, f := range c.Fields {
+			parts = append(parts, f.Name, canon(f.Old), canon(f.New))
+		}
+		keys := make([]string, 0, len(c.Private))
+		for k := range c.Private {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			parts = append(parts, k, c.Private[k])
+		}
+	}
+	return hashString(parts...)
+}

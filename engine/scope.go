@@ -1,0 +1,304 @@
+package engine
+
+import (
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
+
+	"github.com/wsu-project/wsu/engine/funcs"
+	"github.com/wsu-project/wsu/engine/playbook"
+	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/inventory"
+)
+
+// hostState is one inventory host during a run. Only the goroutine running
+// the host's current play touches it.
+type hostState struct {
+	name   string
+	vars   map[string]inventory.Var
+	groups []string
+	conn   host.Host
+	facts  cty.Value
+	failed bool
+	// unreachable: a connection could not be made; the host is out of the run.
+	unreachable bool
+	touched     bool
+	recap       HostRecap
+	scopes      map[*instance]*scope
+}
+
+func newHostState(inv *inventory.Inventory, name string) *hostState {
+	return &hostState{
+		name:   name,
+		vars:   inv.HostVars(name),
+		groups: inv.GroupNames(name),
+		facts:  cty.NullVal(cty.DynamicPseudoType),
+		scopes: map[*instance]*scope{},
+	}
+}
+
+// secretVarNames are inventory variables whose values are credentials: the
+// host value hides them.
+func secretVar(name string) bool {
+	n := strings.ToLower(name)
+	for _, s := range []string{"password", "pass", "secret", "token", "private_key", "passphrase"} {
+		if strings.Contains(n, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// value is the `host` object expressions see.
+func (hs *hostState) value() cty.Value {
+	groups := make([]cty.Value, 0, len(hs.groups))
+	for _, g := range hs.groups {
+		groups = append(groups, cty.StringVal(g))
+	}
+	gl := cty.ListValEmpty(cty.String)
+	if len(groups) > 0 {
+		gl = cty.ListVal(groups)
+	}
+	vars := map[string]cty.Value{}
+	for k, v := range hs.vars {
+		if secretVar(k) {
+			vars[k] = v.Value.Mark(Sensitive)
+		} else {
+			vars[k] = v.Value
+		}
+	}
+	return cty.ObjectVal(map[string]cty.Value{
+		"name":   cty.StringVal(hs.name),
+		"groups": gl,
+		"vars":   cty.ObjectVal(vars),
+		"facts":  hs.facts,
+	})
+}
+
+// scope holds the values expressions of one playbook instance see on one
+// host (or, with hs nil, with no host: play hosts and serial).
+type scope struct {
+	r        *runner
+	inst     *instance
+	hs       *hostState
+	vars     map[string]cty.Value
+	tasks    map[string]cty.Value
+	includes map[string]cty.Value
+	locals   map[string]cty.Value // cache of locals that depend on no task
+	funcs    map[string]function.Function
+	hostVal  cty.Value
+}
+
+func (r *runner) newScope(inst *instance, hs *hostState) *scope {
+	sc := &scope{
+		r: r, inst: inst, hs: hs,
+		vars:     map[string]cty.Value{},
+		tasks:    map[string]cty.Value{},
+		includes: map[string]cty.Value{},
+		locals:   map[string]cty.Value{},
+		funcs:    funcs.Table(inst.pb.Dir, inst.pb.FS),
+		hostVal:  cty.UnknownVal(playbook.HostType),
+	}
+	for name, t := range inst.pb.Tasks {
+		if t.ForEach != nil {
+			sc.tasks[name] = cty.NullVal(cty.DynamicPseudoType)
+		} else {
+			sc.tasks[name] = cty.NullVal(t.Schema.ResultType())
+		}
+	}
+	for name, inc := range inst.pb.Includes {
+		outs := map[string]cty.Value{}
+		for o := range inc.Playbook.Outputs {
+			outs[o] = cty.NullVal(cty.DynamicPseudoType)
+		}
+		sc.includes[name] = cty.ObjectVal(outs)
+	}
+	return sc
+}
+
+// scope returns (creating on first use) the host's scope in inst, with its
+// variables resolved.
+func (r *runner) scope(hs *hostState, inst *instance) (*scope, hcl.Diagnostics) {
+	if sc, ok := hs.scopes[inst]; ok {
+		return sc, nil
+	}
+	sc := r.newScope(inst, hs)
+	sc.hostVal = hs.value()
+	var diags hcl.Diagnostics
+	var parent *scope
+	if inst.parent != nil {
+		var d hcl.Diagnostics
+		parent, d = r.scope(hs, inst.parent)
+		if d.HasErrors() {
+			return nil, d
+		}
+	}
+	for _, name := range inst.pb.VariableOrder {
+		v := inst.pb.Variables[name]
+		var inc *rawValue
+		if inst.inc != nil {
+			if expr, ok := inst.inc.Vars[name]; ok {
+				val, d := parent.eval(expr, nil, nil)
+				if d.HasErrors() {
+					diags = append(diags, d...)
+					continue
+				}
+				inc = &rawValue{value: val, source: "include " + inst.inc.Name, rng: expr.Range().Ptr()}
+			}
+		}
+		val, d := r.inputs.resolve(v, hs.vars, inc)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			sc.vars[name] = val
+		}
+	}
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	r.recordVars(hs, inst, sc.vars)
+	hs.scopes[inst] = sc
+	return sc, diags
+}
+
+// globalScope is an instance's scope without a host: inventory values and
+// per-host include values are unknown there.
+func (r *runner) globalScope(inst *instance) (*scope, hcl.Diagnostics) {
+	sc := r.newScope(inst, nil)
+	var parent *scope
+	if inst.parent != nil {
+		var d hcl.Diagnostics
+		if parent, d = r.globalScope(inst.parent); d.HasErrors() {
+			return nil, d
+		}
+	}
+	var diags hcl.Diagnostics
+	for _, name := range inst.pb.VariableOrder {
+		v := inst.pb.Variables[name]
+		var inc *rawValue
+		if inst.inc != nil {
+			if expr, ok := inst.inc.Vars[name]; ok {
+				val, d := parent.eval(expr, nil, nil)
+				if d.HasErrors() {
+					sc.vars[name] = cty.UnknownVal(v.Type) // depends on a host
+					continue
+				}
+				inc = &rawValue{value: val, source: "include " + inst.inc.Name, rng: expr.Range().Ptr()}
+			}
+		}
+		val, d := r.inputs.resolve(v, nil, inc)
+		if d.HasErrors() {
+			// Inventory values may still supply it per host; only a use
+			// of it here is an error.
+			sc.vars[name] = cty.UnknownVal(v.Type)
+			continue
+		}
+		sc.vars[name] = val
+	}
+	return sc, diags
+}
+
+// ctx builds the evaluation context for traversals trs.
+func (sc *scope) ctx(trs []hcl.Traversal, extra map[string]cty.Value, playVars map[string]cty.Value) (*hcl.EvalContext, hcl.Diagnostics) {
+	vars := sc.vars
+	if len(playVars) > 0 {
+		vars = make(map[string]cty.Value, len(sc.vars)+len(playVars))
+		for k, v := range sc.vars {
+			vars[k] = v
+		}
+		for k, v := range playVars {
+			vars[k] = v
+		}
+	}
+	variables := map[string]cty.Value{
+		playbook.RootVar:     cty.ObjectVal(vars),
+		playbook.RootTask:    cty.ObjectVal(sc.tasks),
+		playbook.RootInclude: cty.ObjectVal(sc.includes),
+		playbook.RootHost:    sc.hostVal,
+	}
+	for k, v := range extra {
+		variables[k] = v
+	}
+	locals := map[string]cty.Value{}
+	var diags hcl.Diagnostics
+	for _, tr := range trs {
+		if tr.RootName() != playbook.RootLocal {
+			continue
+		}
+		if name, ok := localName(tr); ok {
+			v, d := sc.local(name, variables, map[string]bool{})
+			diags = append(diags, d...)
+			locals[name] = v
+		}
+	}
+	variables[playbook.RootLocal] = cty.ObjectVal(locals)
+	return &hcl.EvalContext{Variables: variables, Functions: sc.funcs}, diags
+}
+
+func localName(tr hcl.Traversal) (string, bool) {
+	if len(tr) < 2 {
+		return "", false
+	}
+	switch s := tr[1].(type) {
+	case hcl.TraverseAttr:
+		return s.Name, true
+	case hcl.TraverseIndex:
+		if s.Key.Type() == cty.String && s.Key.IsKnown() {
+			return s.Key.AsString(), true
+		}
+	}
+	return "", false
+}
+
+// local evaluates one local value, and the locals it needs first. Values
+// that depend on no task or include are cached for the scope's life.
+func (sc *scope) local(name string, base map[string]cty.Value, visiting map[string]bool) (cty.Value, hcl.Diagnostics) {
+	if v, ok := sc.locals[name]; ok {
+		return v, nil
+	}
+	l := sc.inst.pb.Locals[name]
+	if l == nil || visiting[name] {
+		return cty.DynamicVal, nil // reported by the loader
+	}
+	visiting[name] = true
+	locals := map[string]cty.Value{}
+	var diags hcl.Diagnostics
+	volatile := false
+	for _, tr := range l.Expr.Variables() {
+		switch tr.RootName() {
+		case playbook.RootLocal:
+			if n, ok := localName(tr); ok {
+				v, d := sc.local(n, base, visiting)
+				diags = append(diags, d...)
+				locals[n] = v
+				if _, cached := sc.locals[n]; !cached {
+					volatile = true
+				}
+			}
+		case playbook.RootTask, playbook.RootInclude:
+			volatile = true
+		}
+	}
+	vars := make(map[string]cty.Value, len(base)+1)
+	for k, v := range base {
+		vars[k] = v
+	}
+	vars[playbook.RootLocal] = cty.ObjectVal(locals)
+	v, d := l.Expr.Value(&hcl.EvalContext{Variables: vars, Functions: sc.funcs})
+	diags = append(diags, d...)
+	if !volatile && !d.HasErrors() && sc.hs != nil {
+		sc.locals[name] = v
+	}
+	return v, diags
+}
+
+// eval evaluates one expression in the scope.
+func (sc *scope) eval(expr hcl.Expression, extra map[string]cty.Value, playVars map[string]cty.Value) (cty.Value, hcl.Diagnostics) {
+	ctx, diags := sc.ctx(expr.Variables(), extra, playVars)
+	if diags.HasErrors() {
+		return cty.DynamicVal, diags
+	}
+	v, d := expr.Value(ctx)
+	return v, append(diags, d...)
+}

@@ -1,0 +1,480 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/wsu-project/wsu/engine/playbook"
+	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/modules"
+)
+
+// playOnHost runs a play's tasks, then its notified handlers, on one host.
+func (r *runner) playOnHost(ctx context.Context, inst *instance, p *playbook.Play, hs *hostState) {
+	hs.touched = true
+	sc, diags := r.scope(hs, inst)
+	if diags.HasErrors() {
+		r.failHost(hs, p.Name, diags)
+		return
+	}
+	playVars := map[string]cty.Value{}
+	for _, name := range p.VarsOrder {
+		v, d := sc.eval(p.Vars[name], nil, playVars)
+		if d.HasErrors() {
+			r.failHost(hs, p.Name, d)
+			return
+		}
+		playVars[name] = v
+	}
+	notified := map[string]bool{}
+	for i, t := range p.Tasks {
+		if ctx.Err() != nil || hs.failed || hs.unreachable {
+			return
+		}
+		if !r.selected(t) {
+			continue
+		}
+		if changed := r.runTask(ctx, sc, playVars, t, hs, i, len(p.Tasks)); changed {
+			for _, n := range t.Notify {
+				notified[n] = true
+			}
+		}
+	}
+	// Handlers run once, in definition order, only if a changed task
+	// notified them and the host is still healthy.
+	for i, h := range p.Handlers {
+		if ctx.Err() != nil || hs.failed || hs.unreachable {
+			return
+		}
+		if notified[h.Name] {
+			r.runTask(ctx, sc, playVars, h, hs, i, len(p.Handlers))
+		}
+	}
+}
+
+// selected applies --tags and --skip-tags. Tasks tagged "always" run unless
+// skipped by name; handlers are governed by notification alone.
+func (r *runner) selected(t *playbook.Task) bool {
+	has := func(tags []string) bool {
+		for _, want := range tags {
+			for _, tt := range t.Tags {
+				if tt == want {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if len(r.req.SkipTags) > 0 && has(r.req.SkipTags) {
+		return false
+	}
+	if len(r.req.Tags) == 0 {
+		return true
+	}
+	return has(r.req.Tags) || has([]string{"always"})
+}
+
+func (sc *scope) addr(t *playbook.Task) string {
+	if t.Handler {
+		return fmt.Sprintf("%splay[%q].handler[%q]", sc.inst.path, t.Play.Name, t.Name)
+	}
+	return fmt.Sprintf("%stask[%q]", sc.inst.path, t.Name)
+}
+
+// runTask runs every instance of a task (one, or one per for_each element)
+// and records its result. It reports whether anything changed.
+func (r *runner) runTask(ctx context.Context, sc *scope, playVars map[string]cty.Value, t *playbook.Task, hs *hostState, idx, count int) bool {
+	addr := sc.addr(t)
+	base := Event{Play: t.Play.Name, Host: hs.name, Task: t.Name, Address: addr, Module: t.Module, Handler: t.Handler, Index: idx + 1, Count: count}
+	if t.ForEach == nil {
+		res, changed := r.runInstance1(ctx, sc, playVars, t, hs, nil, base)
+		if !t.Handler {
+			sc.tasks[t.Name] = res
+		}
+		return changed
+	}
+	fe, diags := sc.eval(t.ForEach, nil, playVars)
+	if diags.HasErrors() {
+		r.taskFailed(t, hs, base, diags, nil)
+		return false
+	}
+	fe, _ = fe.Unmark()
+	if !fe.IsWhollyKnown() {
+		ev := base
+		ev.Type, ev.Status = EventTaskResult, StatusDeferred
+		ev.Message = "for_each depends on values known only after apply"
+		hs.recap.Deferred++
+		r.recordPlan(hs, addr, StatusDeferred, "deferred", fingerprint(t.Module, cty.DynamicVal, StatusDeferred, nil))
+		r.emit(ev)
+		sc.tasks[t.Name] = cty.DynamicVal
+		return false
+	}
+	if fe.IsNull() || !playbook.ForEachType(fe.Type()) {
+		r.taskFailed(t, hs, base, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid for_each argument",
+			Detail:   fmt.Sprintf("for_each takes a map, an object or a set of strings, not %s.", friendly(fe)),
+			Subject:  t.ForEach.Range().Ptr(),
+		}}, nil)
+		return false
+	}
+	results := map[string]cty.Value{}
+	changedAny := false
+	type kv struct {
+		key string
+		val cty.Value
+	}
+	var items []kv
+	for it := fe.ElementIterator(); it.Next(); {
+		k, v := it.Element()
+		if fe.Type().IsSetType() {
+			k = v
+		}
+		items = append(items, kv{k.AsString(), v})
+	}
+	sort.Slice(items, func(i, j int) bool { return items[i].key < items[j].key })
+	for _, item := range items {
+		if hs.failed || ctx.Err() != nil {
+			break
+		}
+		each := cty.ObjectVal(map[string]cty.Value{"key": cty.StringVal(item.key), "value": item.val})
+		ev := base
+		ev.Address = fmt.Sprintf("%s[%q]", addr, item.key)
+		ev.Key = item.key
+		res, changed := r.runInstance1(ctx, sc, playVars, t, hs, map[string]cty.Value{playbook.RootEach: each}, ev)
+		results[item.key] = res
+		changedAny = changedAny || changed
+	}
+	if !t.Handler {
+		sc.tasks[t.Name] = cty.ObjectVal(results)
+	}
+	return changedAny
+}
+
+// runInstance1 runs one task instance: when → decode → plan → apply →
+// until, with retries. It returns the task result and whether it changed.
+func (r *runner) runInstance1(ctx context.Context, sc *scope, playVars map[string]cty.Value, t *playbook.Task, hs *hostState, extra map[string]cty.Value, ev Event) (cty.Value, bool) {
+	start := time.Now()
+	nullResult := cty.NullVal(t.Schema.ResultType())
+	r.emit(withType(ev, EventTaskStart))
+	done := func(status Status, change *ChangeView, msg string, attempts int, diags hcl.Diagnostics) {
+		e := ev
+		e.Type, e.Status, e.Change, e.Message, e.Attempts = EventTaskResult, status, change, msg, attempts
+		e.DurationMS = time.Since(start).Milliseconds()
+		e.Diagnostics = DiagViews(diags)
+		r.emit(e)
+	}
+
+	if t.When != nil {
+		w, diags := sc.eval(t.When, extra, playVars)
+		if diags.HasErrors() {
+			r.taskFailed(t, hs, ev, diags, &start)
+			return nullResult, false
+		}
+		w, _ = w.Unmark()
+		if !w.IsKnown() {
+			hs.recap.Deferred++
+			r.recordPlan(hs, ev.Address, StatusDeferred, "deferred", fingerprint(t.Module, cty.DynamicVal, StatusDeferred, nil))
+			done(StatusDeferred, nil, "the condition depends on values known only after apply", 0, nil)
+			return cty.UnknownVal(t.Schema.ResultType()), false
+		}
+		b, err := convert.Convert(w, cty.Bool)
+		if err != nil || b.IsNull() {
+			r.taskFailed(t, hs, ev, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid when", Detail: "when must be true or false.", Subject: t.When.Range().Ptr()}}, &start)
+			return nullResult, false
+		}
+		if b.False() {
+			hs.recap.Skipped++
+			r.recordPlan(hs, ev.Address, StatusSkipped, "skipped", fingerprint(t.Module, cty.NilVal, StatusSkipped, nil))
+			done(StatusSkipped, nil, "", 0, nil)
+			return nullResult, false
+		}
+	}
+
+	mod, _ := r.req.Registry.Lookup(t.Module)
+	spec := playbook.Spec(t.Schema)
+	ectx, diags := sc.ctx(hcldec.Variables(t.Body, spec), extra, playVars)
+	if diags.HasErrors() {
+		r.taskFailed(t, hs, ev, diags, &start)
+		return nullResult, false
+	}
+	raw, diags := hcldec.Decode(t.Body, spec, ectx)
+	if diags.HasErrors() {
+		r.taskFailed(t, hs, ev, diags, &start)
+		return nullResult, false
+	}
+	cfgVal, paths := raw.UnmarkDeepWithPaths()
+	sensitive := map[string]bool{}
+	for _, pm := range paths {
+		if _, ok := pm.Marks[Sensitive]; ok && len(pm.Path) > 0 {
+			if ga, ok := pm.Path[0].(cty.GetAttrStep); ok {
+				sensitive[ga.Name] = true
+			}
+		}
+	}
+	for _, a := range t.Schema.Attributes {
+		if a.Sensitive {
+			sensitive[a.Name] = true
+		}
+	}
+	cfg := modules.Config{Value: cfgVal, Block: t.BodyRange, Ranges: map[string]hcl.Range{}}
+	for name, a := range t.Body.Attributes {
+		cfg.Ranges[name] = a.Expr.Range()
+	}
+	if v, ok := mod.(modules.Validator); ok {
+		if d := v.Validate(modules.ValidateRequest{Config: cfg}); d.HasErrors() {
+			r.taskFailed(t, hs, ev, d, &start)
+			return nullResult, false
+		}
+	}
+	var h host.Host
+	if t.Schema.Target == modules.TargetHost {
+		var err error
+		if h, err = r.connect(ctx, hs); err != nil {
+			r.unreachable(hs, ev, err)
+			return nullResult, false
+		}
+	}
+
+	retries, delay, d := r.retryPolicy(sc, t, extra, playVars)
+	if d.HasErrors() {
+		r.taskFailed(t, hs, ev, d, &start)
+		return nullResult, false
+	}
+	var (
+		result  cty.Value
+		change  *modules.Change
+		attempt int
+	)
+	for attempt = 1; ; attempt++ {
+		var diags hcl.Diagnostics
+		result, change, diags = r.planApply(ctx, mod, cfg, h)
+		if !diags.HasErrors() && r.req.Mode == ModeApply && t.Until != nil {
+			res := markResult(t.Schema, result, sensitive)
+			ok, d := r.untilMet(sc, t, extra, playVars, res)
+			diags = append(diags, d...)
+			if !d.HasErrors() && !ok {
+				diags = append(diags, &hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  "Condition not met",
+					Detail:   fmt.Sprintf("until was still false after %d attempts.", attempt),
+					Subject:  t.Until.Range().Ptr(),
+				})
+			}
+		}
+		if !diags.HasErrors() {
+			break
+		}
+		if attempt > retries || ctx.Err() != nil || r.req.Mode == ModePlan {
+			if r.ignoreErrors(sc, t, extra, playVars) {
+				hs.recap.Ignored++
+				done(StatusIgnored, renderChange(change, sensitive), "", attempt, diags)
+				return nullResult, false
+			}
+			r.taskFailed(t, hs, ev, diags, &start)
+			return nullResult, false
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+	}
+	result = markResult(t.Schema, result, sensitive)
+	msg := ""
+	if t.Schema.Show != "" && result.IsKnown() && !result.IsNull() {
+		if mv := result.GetAttr(t.Schema.Show); mv.HasMark(Sensitive) {
+			msg = shownSensitive
+		} else if mv.IsKnown() && !mv.IsNull() && mv.Type() == cty.String {
+			msg = mv.AsString()
+		} else {
+			msg = Render(mv)
+		}
+	}
+	cv := renderChange(change, sensitive)
+	status := StatusOK
+	summary := "no change"
+	if change != nil {
+		status = StatusChanged
+		summary = cv.Symbol + " " + cv.Action + " " + cv.Subject
+		hs.recap.Changed++
+		r.countChange()
+	} else {
+		hs.recap.OK++
+	}
+	r.recordPlan(hs, ev.Address, status, summary, fingerprint(t.Module, cfgVal, status, change))
+	done(status, cv, msg, attempt, nil)
+	return result, change != nil
+}
+
+// planApply asks the module for its plan and, when applying, applies it.
+func (r *runner) planApply(ctx context.Context, mod modules.Module, cfg modules.Config, h host.Host) (cty.Value, *modules.Change, hcl.Diagnostics) {
+	pr := mod.Plan(ctx, modules.PlanRequest{Config: cfg, Host: h})
+	if pr.Diagnostics.HasErrors() {
+		return cty.NilVal, pr.Change, pr.Diagnostics
+	}
+	if pr.Change == nil || r.req.Mode == ModePlan {
+		return pr.Result, pr.Change, pr.Diagnostics
+	}
+	ar := mod.Apply(ctx, modules.ApplyRequest{Config: cfg, Host: h, Change: pr.Change})
+	return ar.Result, pr.Change, append(pr.Diagnostics, ar.Diagnostics...)
+}
+
+// markResult re-applies sensitivity to a result: attributes the schema
+// declares sensitive, and attributes echoing a sensitive argument.
+func markResult(s modules.Schema, v cty.Value, sensitiveArgs map[string]bool) cty.Value {
+	if v == cty.NilVal || v.IsNull() || !v.IsKnown() || !v.Type().IsObjectType() {
+		return v
+	}
+	m := v.AsValueMap()
+	for _, a := range s.Results {
+		if rv, ok := m[a.Name]; ok && (a.Sensitive || sensitiveArgs[a.Name]) {
+			m[a.Name] = rv.Mark(Sensitive)
+		}
+	}
+	return cty.ObjectVal(m)
+}
+
+func (r *runner) retryPolicy(sc *scope, t *playbook.Task, extra, playVars map[string]cty.Value) (int, time.Duration, hcl.Diagnostics) {
+	retries, delay := 0, 5*time.Second
+	if t.Until != nil {
+		retries = 3 // as Ansible: until without retries tries a few times
+	}
+	num := func(e hcl.Expression, name string) (float64, hcl.Diagnostics) {
+		v, d := sc.eval(e, extra, playVars)
+		if d.HasErrors() {
+			return 0, d
+		}
+		v, _ = v.Unmark()
+		n, err := convert.Convert(v, cty.Number)
+		if err != nil || n.IsNull() || !n.IsKnown() {
+			return 0, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid " + name, Detail: name + " must be a number.", Subject: e.Range().Ptr()}}
+		}
+		f, _ := n.AsBigFloat().Float64()
+		if f < 0 {
+			return 0, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid " + name, Detail: name + " cannot be negative.", Subject: e.Range().Ptr()}}
+		}
+		return f, nil
+	}
+	if t.Retries != nil {
+		f, d := num(t.Retries, "retries")
+		if d.HasErrors() {
+			return 0, 0, d
+		}
+		retries = int(f)
+	}
+	if t.Delay != nil {
+		f, d := num(t.Delay, "delay")
+		if d.HasErrors() {
+			return 0, 0, d
+		}
+		delay = time.Duration(f * float64(time.Second))
+	}
+	return retries, delay, nil
+}
+
+func (r *runner) untilMet(sc *scope, t *playbook.Task, extra, playVars map[string]cty.Value, result cty.Value) (bool, hcl.Diagnostics) {
+	ex := map[string]cty.Value{playbook.RootSelf: result}
+	for k, v := range extra {
+		ex[k] = v
+	}
+	v, d := sc.eval(t.Until, ex, playVars)
+	if d.HasErrors() {
+		return false, d
+	}
+	v, _ = v.Unmark()
+	b, err := convert.Convert(v, cty.Bool)
+	if err != nil || b.IsNull() || !b.IsKnown() {
+		return false, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid until", Detail: "until must be true or false.", Subject: t.Until.Range().Ptr()}}
+	}
+	return b.True(), nil
+}
+
+func (r *runner) ignoreErrors(sc *scope, t *playbook.Task, extra, playVars map[string]cty.Value) bool {
+	if t.IgnoreErrors == nil {
+		return false
+	}
+	v, d := sc.eval(t.IgnoreErrors, extra, playVars)
+	if d.HasErrors() {
+		return false
+	}
+	v, _ = v.Unmark()
+	b, err := convert.Convert(v, cty.Bool)
+	return err == nil && b.IsKnown() && !b.IsNull() && b.True()
+}
+
+func (r *runner) taskFailed(t *playbook.Task, hs *hostState, ev Event, diags hcl.Diagnostics, start *time.Time) {
+	hs.failed = true
+	hs.recap.Failed++
+	e := ev
+	e.Type, e.Status = EventTaskResult, StatusFailed
+	e.Diagnostics = DiagViews(diags)
+	if start != nil {
+		e.DurationMS = time.Since(*start).Milliseconds()
+	}
+	r.recordPlan(hs, ev.Address, StatusFailed, "failed", "")
+	r.emit(e)
+}
+
+func (r *runner) unreachable(hs *hostState, ev Event, err error) {
+	hs.unreachable = true
+	hs.recap.Unreachable++
+	e := ev
+	e.Type = EventUnreachable
+	e.Diagnostics = []DiagnosticView{{Severity: "error", Summary: "Host unreachable", Detail: err.Error()}}
+	r.emit(e)
+}
+
+// connect opens the host's connection on first use and gathers its facts.
+func (r *runner) connect(ctx context.Context, hs *hostState) (host.Host, error) {
+	if hs.conn != nil {
+		return hs.conn, nil
+	}
+	if r.req.Connector == nil {
+		return nil, fmt.Errorf("no transport configured")
+	}
+	h, err := r.req.Connector.Connect(ctx, Target{Name: hs.name, Vars: hs.vars})
+	if err != nil {
+		return nil, err
+	}
+	hs.conn = h
+	if f, err := h.Facts(ctx); err == nil {
+		hs.facts = factsValue(f)
+		for _, sc := range hs.scopes {
+			sc.hostVal = hs.value()
+		}
+	}
+	return h, nil
+}
+
+func factsValue(f host.Facts) cty.Value {
+	return cty.ObjectVal(map[string]cty.Value{
+		"os":           cty.StringVal(f.OS),
+		"platform":     cty.StringVal(f.Platform),
+		"version":      cty.StringVal(f.Version),
+		"build":        cty.StringVal(f.Build),
+		"hostname":     cty.StringVal(f.Hostname),
+		"fqdn":         cty.StringVal(f.FQDN),
+		"architecture": cty.StringVal(f.Architecture),
+		"ipv4":         cty.StringVal(f.IPv4),
+	})
+}
+
+func withType(e Event, t EventType) Event {
+	e.Type = t
+	return e
+}
+
+func friendly(v cty.Value) string {
+	if v.IsNull() {
+		return "null"
+	}
+	return strings.TrimSpace(v.Type().FriendlyName())
+}

@@ -1,0 +1,102 @@
+// Package host defines the Host API: the typed operations a node module may
+// perform on a managed host. The local transport implements it in-process;
+// the node agent serves the same operations over RPC, so a module never knows
+// (or cares) how far away the host is.
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"time"
+)
+
+// ErrNotSupported is returned (wrapped) by an operation the platform behind a
+// Host cannot perform, e.g. service control on the plain local transport or
+// HNS under Wine. Callers report it; they never treat it as success.
+var ErrNotSupported = errors.New("not supported on this platform")
+
+// NotSupported wraps ErrNotSupported with the operation and platform names.
+func NotSupported(op, platform string) error {
+	return fmt.Errorf("%s: %w (%s)", op, ErrNotSupported, platform)
+}
+
+// Host is one managed machine as seen by node modules.
+type Host interface {
+	// Facts describes the host. Implementations may cache the answer.
+	Facts(ctx context.Context) (Facts, error)
+
+	// Stat describes path. A missing path is not an error: Exists is false.
+	Stat(ctx context.Context, path string) (FileInfo, error)
+	// SHA256 returns the hex sha256 of a regular file's content.
+	SHA256(ctx context.Context, path string) (string, error)
+	// ReadFile returns a file's content; files larger than limit are an error.
+	ReadFile(ctx context.Context, path string, limit int64) ([]byte, error)
+	// WriteFile streams content to a temp file beside path, syncs it and
+	// renames it over path, so a reader (or a cut stream) sees either the old
+	// file or the complete new one.
+	WriteFile(ctx context.Context, path string, content io.Reader, mode fs.FileMode) error
+	// MkdirAll creates path and any missing parents.
+	MkdirAll(ctx context.Context, path string, mode fs.FileMode) error
+	// Chmod changes a path's permission bits.
+	Chmod(ctx context.Context, path string, mode fs.FileMode) error
+	// Remove deletes path; with recursive it deletes a whole tree. A missing
+	// path is not an error.
+	Remove(ctx context.Context, path string, recursive bool) error
+
+	// Run starts argv[0] with the remaining arguments (never through a
+	// shell) and waits for it to exit or for the timeout.
+	Run(ctx context.Context, req RunRequest) (RunResult, error)
+
+	// Close releases the connection to the host.
+	Close() error
+}
+
+// Facts are the host properties playbooks commonly branch on.
+type Facts struct {
+	OS           string `json:"os"` // "windows", "linux"
+	Platform     string `json:"platform"`
+	Version      string `json:"version"`
+	Build        string `json:"build"`
+	Hostname     string `json:"hostname"`
+	FQDN         string `json:"fqdn"`
+	Architecture string `json:"architecture"`
+	// IPv4 is the address of the interface holding the default route.
+	IPv4 string `json:"ipv4"`
+}
+
+// FileInfo describes a path on the host.
+type FileInfo struct {
+	Path    string      `json:"path"`
+	Exists  bool        `json:"exists"`
+	IsDir   bool        `json:"is_dir"`
+	Size    int64       `json:"size"`
+	Mode    fs.FileMode `json:"mode"`
+	ModTime time.Time   `json:"mod_time"`
+}
+
+// RunRequest starts a process.
+type RunRequest struct {
+	Argv    []string
+	Dir     string
+	Env     []string // extra KEY=VALUE entries on top of the host's environment
+	Stdin   []byte
+	Timeout time.Duration // 0: no limit beyond ctx
+	// OutputLimit bounds each of stdout and stderr; the rest is dropped and
+	// Truncated is set. 0 means 1 MiB.
+	OutputLimit int
+}
+
+// RunResult is a finished process.
+type RunResult struct {
+	ExitCode  int
+	Stdout    []byte
+	Stderr    []byte
+	Truncated bool
+	TimedOut  bool
+}
+
+// DefaultOutputLimit bounds captured process output when a request sets none.
+const DefaultOutputLimit = 1 << 20

@@ -1,0 +1,283 @@
+package generic
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/modules"
+)
+
+// File manages one regular file's content and permissions.
+type File struct{}
+
+var (
+	_ modules.Module    = File{}
+	_ modules.Validator = File{}
+)
+
+var fileResults = []modules.Attribute{
+	{Name: "path", Type: cty.String, Description: "The managed path."},
+	{Name: "sha256", Type: cty.String, Description: "Hex SHA-256 of the content; null when `state = \"absent\"`."},
+	{Name: "size", Type: cty.Number, Description: "Content length in bytes; null when `state = \"absent\"`."},
+}
+
+func (File) Schema() modules.Schema {
+	return modules.Schema{
+		Name:    "file",
+		Summary: "Write a file's content and mode, or remove the file.",
+		Description: "Makes a regular file hold exactly `content`, replacing it atomically " +
+			"(a temp file beside it is renamed over it, so readers never see half a file). " +
+			"Missing parent directories are created. Content is compared by SHA-256, so an " +
+			"unchanged file is never rewritten. With `state = \"absent\"` the file is removed.",
+		Target: modules.TargetHost,
+		Attributes: []modules.Attribute{
+			{Name: "path", Type: cty.String, Required: true,
+				Description: "Absolute path of the file (`/etc/x` or `C:\\x`)."},
+			{Name: "content", Type: cty.String,
+				Description: "The file's full content. Required unless `state = \"absent\"`."},
+			{Name: "mode", Type: cty.String,
+				Description: "Permission bits as an octal string such as `\"0644\"`. Unset: new files get 0644 and existing ones keep theirs. Ignored on Windows."},
+			{Name: "state", Type: cty.String, Default: cty.StringVal("present"),
+				Description: "`\"present\"` to write the file, `\"absent\"` to remove it (content and mode are then ignored)."},
+		},
+		Results: fileResults,
+		Example: `task "kubelet_config" {
+  file {
+    path    = "C:\\k\\kubelet.conf"
+    content = templatefile("kubelet.conf.tftpl", { node = host.facts.hostname })
+  }
+}`,
+	}
+}
+
+func (File) Validate(req modules.ValidateRequest) hcl.Diagnostics {
+	cfg := req.Config
+	diags := validatePath(cfg, "path")
+	diags = append(diags, validateState(cfg)...)
+	diags = append(diags, validateMode(cfg)...)
+	if state, ok := str(get(cfg, "state")); ok && state == "present" && isNull(get(cfg, "content")) {
+		diags = append(diags, cfg.Error("content", "Missing content",
+			"content is required unless state = \"absent\"."))
+	}
+	return diags
+}
+
+// fileConfig is the decoded configuration; the ok flags say what is known.
+type fileConfig struct {
+	path, state, content       string
+	pathOK, stateOK, contentOK bool
+	mode                       modeConfig
+	wantSHA, wantSize          cty.Value // from content, unknown when it is
+}
+
+func decodeFile(cfg modules.Config) fileConfig {
+	fc := fileConfig{mode: decodeMode(cfg)}
+	fc.path, fc.pathOK = str(get(cfg, "path"))
+	fc.state, fc.stateOK = str(get(cfg, "state"))
+	fc.content, fc.contentOK = str(get(cfg, "content"))
+	fc.wantSHA, fc.wantSize = cty.UnknownVal(cty.String), cty.UnknownVal(cty.Number)
+	if fc.contentOK {
+		fc.wantSHA = cty.StringVal(sha256Hex(fc.content))
+		fc.wantSize = cty.NumberIntVal(int64(len(fc.content)))
+	}
+	return fc
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// result is the task result; content-derived attributes are known as soon
+// as the content is, even before the path is.
+func (fc fileConfig) result(cfg modules.Config) cty.Value {
+	vals := map[string]cty.Value{"path": get(cfg, "path")}
+	switch {
+	case !fc.stateOK:
+		vals["sha256"], vals["size"] = cty.DynamicVal, cty.DynamicVal
+	case fc.state == "present":
+		vals["sha256"], vals["size"] = fc.wantSHA, fc.wantSize
+	}
+	return result(fileResults, vals)
+}
+
+func (m File) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
+	cfg := req.Config
+	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
+		return modules.PlanResponse{Result: unknownResult(fileResults), Diagnostics: diags}
+	}
+	fc := decodeFile(cfg)
+	res := fc.result(cfg)
+
+	if !fc.pathOK || !fc.stateOK {
+		// Which file, or whether it should exist, is not known: the host
+		// cannot be asked, so promise an update of unknown extent.
+		subject := knownAfterApply
+		if fc.pathOK {
+			subject = fc.path
+		}
+		newSHA, newSize := fc.wantSHA, fc.wantSize
+		if !fc.stateOK {
+			newSHA, newSize = cty.UnknownVal(cty.String), cty.UnknownVal(cty.Number)
+		} else if fc.state == "absent" {
+			newSHA, newSize = cty.NullVal(cty.String), cty.NullVal(cty.Number)
+		}
+		fields := []modules.FieldChange{
+			{Name: "sha256", Old: cty.UnknownVal(cty.String), New: newSHA},
+			{Name: "size", Old: cty.UnknownVal(cty.Number), New: newSize},
+		}
+		if fc.mode.set && fc.state != "absent" {
+			fields = append(fields, modules.FieldChange{Name: "mode", Old: cty.UnknownVal(cty.String), New: fc.mode.value()})
+		}
+		return modules.PlanResponse{Change: &modules.Change{Action: modules.Update, Subject: subject, Fields: fields}, Result: res}
+	}
+
+	target, diags := checkHost(ctx, req.Host, cfg, fc.path)
+	if diags.HasErrors() {
+		return modules.PlanResponse{Result: res, Diagnostics: diags}
+	}
+	if target.windows && fc.mode.set && fc.state == "present" {
+		diags = append(diags, modeIgnored(cfg))
+	}
+	fi, d := statFile(ctx, req.Host, cfg, fc.path)
+	if diags = append(diags, d...); diags.HasErrors() {
+		return modules.PlanResponse{Result: res, Diagnostics: diags}
+	}
+
+	var oldSHA string
+	if fi.Exists {
+		sum, err := req.Host.SHA256(ctx, fc.path)
+		if err != nil {
+			return modules.PlanResponse{Result: res, Diagnostics: append(diags, hostError(cfg, "Cannot read file", err)...)}
+		}
+		oldSHA = sum
+	}
+	oldFields := func() (cty.Value, cty.Value) {
+		return cty.StringVal(oldSHA), cty.NumberIntVal(fi.Size)
+	}
+
+	var change *modules.Change
+	switch {
+	case fc.state == "absent":
+		if fi.Exists {
+			oldS, oldN := oldFields()
+			change = &modules.Change{Action: modules.Delete, Subject: fc.path, Fields: []modules.FieldChange{
+				{Name: "sha256", Old: oldS, New: cty.NullVal(cty.String)},
+				{Name: "size", Old: oldN, New: cty.NullVal(cty.Number)},
+			}}
+		}
+	case !fi.Exists:
+		fields := []modules.FieldChange{
+			{Name: "sha256", Old: cty.NullVal(cty.String), New: fc.wantSHA},
+			{Name: "size", Old: cty.NullVal(cty.Number), New: fc.wantSize},
+		}
+		if fc.mode.set && !target.windows {
+			fields = append(fields, modules.FieldChange{Name: "mode", Old: cty.NullVal(cty.String), New: fc.mode.value()})
+		}
+		change = &modules.Change{Action: modules.Create, Subject: fc.path, Fields: fields}
+	default:
+		var fields []modules.FieldChange
+		if !fc.contentOK || oldSHA != fc.wantSHA.AsString() {
+			oldS, oldN := oldFields()
+			fields = append(fields,
+				modules.FieldChange{Name: "sha256", Old: oldS, New: fc.wantSHA},
+				modules.FieldChange{Name: "size", Old: oldN, New: fc.wantSize})
+		}
+		if fc.mode.set && !target.windows && (!fc.mode.known || fi.Mode.Perm() != fc.mode.mode) {
+			fields = append(fields, modules.FieldChange{Name: "mode", Old: cty.StringVal(formatMode(fi.Mode)), New: fc.mode.value()})
+		}
+		if len(fields) > 0 {
+			change = &modules.Change{Action: modules.Update, Subject: fc.path, Fields: fields}
+		}
+	}
+	return modules.PlanResponse{Change: change, Result: res, Diagnostics: diags}
+}
+
+// Apply converges from what it finds rather than replaying the plan's
+// fields: values unknown at plan time are known now.
+func (m File) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
+	cfg := req.Config
+	diags := m.Validate(modules.ValidateRequest{Config: cfg})
+	if diags = append(diags, requireKnown(cfg, "path", "state", "content", "mode")...); diags.HasErrors() {
+		return modules.ApplyResponse{Result: unknownResult(fileResults), Diagnostics: diags}
+	}
+	fc := decodeFile(cfg)
+	res := fc.result(cfg)
+	fail := func(d hcl.Diagnostics) modules.ApplyResponse {
+		return modules.ApplyResponse{Result: res, Diagnostics: d}
+	}
+
+	target, diags := checkHost(ctx, req.Host, cfg, fc.path)
+	if diags.HasErrors() {
+		return fail(diags)
+	}
+	fi, diags := statFile(ctx, req.Host, cfg, fc.path)
+	if diags.HasErrors() {
+		return fail(diags)
+	}
+	h := req.Host
+
+	if fc.state == "absent" {
+		if fi.Exists {
+			if err := h.Remove(ctx, fc.path, false); err != nil {
+				return fail(hostError(cfg, "Cannot remove file", err))
+			}
+		}
+		return modules.ApplyResponse{Result: res}
+	}
+
+	write := !fi.Exists
+	if fi.Exists {
+		sum, err := h.SHA256(ctx, fc.path)
+		if err != nil {
+			return fail(hostError(cfg, "Cannot read file", err))
+		}
+		write = sum != fc.wantSHA.AsString()
+	}
+	wantMode := fs.FileMode(0o644)
+	if fi.Exists {
+		wantMode = fi.Mode.Perm() // rewriting must not reset a mode nobody asked to change
+	}
+	if fc.mode.known && !target.windows {
+		wantMode = fc.mode.mode
+	}
+
+	switch {
+	case write:
+		if parent := parentDir(fc.path); !isRoot(parent) {
+			if err := h.MkdirAll(ctx, parent, 0o755); err != nil {
+				return fail(hostError(cfg, "Cannot create parent directory", err))
+			}
+		}
+		if err := h.WriteFile(ctx, fc.path, strings.NewReader(fc.content), wantMode); err != nil {
+			return fail(hostError(cfg, "Cannot write file", err))
+		}
+	case !target.windows && fi.Mode.Perm() != wantMode:
+		if err := h.Chmod(ctx, fc.path, wantMode); err != nil {
+			return fail(hostError(cfg, "Cannot change mode", err))
+		}
+	}
+	return modules.ApplyResponse{Result: res}
+}
+
+// statFile stats path and refuses a directory: replacing one with a file, or
+// removing it, is not this module's job.
+func statFile(ctx context.Context, h host.Host, cfg modules.Config, path string) (host.FileInfo, hcl.Diagnostics) {
+	fi, err := h.Stat(ctx, path)
+	if err != nil {
+		return fi, hostError(cfg, "Cannot read file state", err)
+	}
+	if fi.Exists && fi.IsDir {
+		return fi, hcl.Diagnostics{cfg.Error("path", "Path is a directory",
+			fmt.Sprintf("%s is a directory; the file module manages regular files (see the directory module).", path))}
+	}
+	return fi, nil
+}

@@ -1,0 +1,264 @@
+// Package generic holds the modules that work on any host, whatever its OS:
+// file, directory, command, assert and print.
+package generic
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/modules"
+)
+
+// Modules returns every module of this package.
+func Modules() []modules.Module {
+	return []modules.Module{File{}, Directory{}, Command{}, Assert{}, Print{}}
+}
+
+// knownAfterApply is the Subject of a change whose target is not known yet.
+const knownAfterApply = "(known after apply)"
+
+// get reads a config attribute. Marks are dropped defensively: AsString and
+// friends panic on marked values, and the engine re-marks what it shows.
+func get(cfg modules.Config, name string) cty.Value {
+	v, _ := cfg.Get(name).UnmarkDeep()
+	return v
+}
+
+// str returns a string that is known and not null; ok is false otherwise.
+func str(v cty.Value) (s string, ok bool) {
+	if !v.IsKnown() || v.IsNull() || !v.Type().Equals(cty.String) {
+		return "", false
+	}
+	return v.AsString(), true
+}
+
+// isNull is true only for a known null: an unknown value may yet be set.
+func isNull(v cty.Value) bool { return v.IsKnown() && v.IsNull() }
+
+// result builds a result object of exactly the schema's result type. Missing
+// attributes are null; a bare cty.DynamicVal becomes unknown of the right type.
+func result(attrs []modules.Attribute, vals map[string]cty.Value) cty.Value {
+	m := make(map[string]cty.Value, len(attrs))
+	for _, a := range attrs {
+		v, ok := vals[a.Name]
+		switch {
+		case !ok || v == cty.NilVal:
+			v = cty.NullVal(a.Type)
+		case !v.IsKnown() && !v.Type().Equals(a.Type):
+			v = cty.UnknownVal(a.Type)
+		case v.IsNull() && !v.Type().Equals(a.Type):
+			v = cty.NullVal(a.Type)
+		}
+		m[a.Name] = v
+	}
+	return cty.ObjectVal(m)
+}
+
+// unknownResult is a result none of whose attributes are known yet.
+func unknownResult(attrs []modules.Attribute) cty.Value {
+	vals := make(map[string]cty.Value, len(attrs))
+	for _, a := range attrs {
+		vals[a.Name] = cty.UnknownVal(a.Type)
+	}
+	return result(attrs, vals)
+}
+
+// requireKnown reports attributes still unknown at apply time, which would
+// be an engine bug; it keeps Apply from panicking on one.
+func requireKnown(cfg modules.Config, names ...string) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, n := range names {
+		if !get(cfg, n).IsWhollyKnown() {
+			diags = append(diags, cfg.Error(n, "Value unknown at apply",
+				fmt.Sprintf("%s is still unknown when the task is applied.", n)))
+		}
+	}
+	return diags
+}
+
+// isAbsPath accepts POSIX (/x), drive (C:\x, C:/x) and UNC (\\server\share)
+// absolute paths whatever OS wsu itself runs on: the host may differ.
+func isAbsPath(p string) bool {
+	return strings.HasPrefix(p, "/") || isWindowsPath(p)
+}
+
+// isWindowsPath is true for drive-letter and UNC absolute paths.
+func isWindowsPath(p string) bool {
+	if strings.HasPrefix(p, `\\`) {
+		return true
+	}
+	if len(p) < 3 || p[1] != ':' || (p[2] != '\\' && p[2] != '/') {
+		return false
+	}
+	c := p[0] | 0x20 // ASCII lower case
+	return c >= 'a' && c <= 'z'
+}
+
+// isRoot is true for "/", "C:\" and "C:/": never something to delete.
+func isRoot(p string) bool {
+	p = strings.TrimRight(p, `/\`)
+	return p == "" || (len(p) == 2 && p[1] == ':' && isWindowsPath(p+`\`))
+}
+
+// parentDir returns the directory holding p, using either separator since
+// the host's OS decides which one p uses. A root is its own parent.
+func parentDir(p string) string {
+	trimmed := strings.TrimRight(p, `/\`)
+	if isRoot(p) {
+		return p
+	}
+	i := strings.LastIndexAny(trimmed, `/\`)
+	switch {
+	case i < 0:
+		return "."
+	case i == 0:
+		return trimmed[:1] // "/"
+	case i == 2 && trimmed[1] == ':':
+		return trimmed[:3] // "C:\"
+	}
+	return trimmed[:i]
+}
+
+// parseMode reads a permission string such as "0644" or "755".
+func parseMode(s string) (fs.FileMode, error) {
+	if len(s) < 3 || len(s) > 4 {
+		return 0, fmt.Errorf("mode %q must be three or four octal digits, like \"0644\"", s)
+	}
+	n, err := strconv.ParseUint(s, 8, 32)
+	if err != nil {
+		return 0, fmt.Errorf("mode %q is not an octal number", s)
+	}
+	if n > 0o777 {
+		return 0, fmt.Errorf("mode %q sets setuid, setgid or sticky bits, which are not supported", s)
+	}
+	return fs.FileMode(n), nil
+}
+
+// formatMode is the canonical form plans show, so "644" and "0644" agree.
+func formatMode(m fs.FileMode) string { return fmt.Sprintf("%04o", uint32(m.Perm())) }
+
+// validatePath checks an absolute-path attribute when it is known.
+func validatePath(cfg modules.Config, name string) hcl.Diagnostics {
+	p, ok := str(get(cfg, name))
+	switch {
+	case !ok:
+		return nil
+	case p == "":
+		return hcl.Diagnostics{cfg.Error(name, "Empty path", name+" must not be empty.")}
+	case !isAbsPath(p):
+		return hcl.Diagnostics{cfg.Error(name, "Relative path",
+			fmt.Sprintf("%s must be absolute (like /etc/wsu or C:\\wsu), got %q.", name, p))}
+	}
+	return nil
+}
+
+// validateMode checks the mode attribute when it is known and set.
+func validateMode(cfg modules.Config) hcl.Diagnostics {
+	s, ok := str(get(cfg, "mode"))
+	if !ok {
+		return nil
+	}
+	if _, err := parseMode(s); err != nil {
+		return hcl.Diagnostics{cfg.Error("mode", "Invalid mode", err.Error()+".")}
+	}
+	return nil
+}
+
+// validateState checks that state is present or absent.
+func validateState(cfg modules.Config) hcl.Diagnostics {
+	s, ok := str(get(cfg, "state"))
+	if !ok || s == "present" || s == "absent" {
+		return nil
+	}
+	return hcl.Diagnostics{cfg.Error("state", "Invalid state",
+		fmt.Sprintf("state must be \"present\" or \"absent\", got %q.", s))}
+}
+
+// modeConfig is the decoded mode attribute.
+type modeConfig struct {
+	set   bool // not null (possibly unknown)
+	known bool
+	mode  fs.FileMode
+}
+
+func decodeMode(cfg modules.Config) modeConfig {
+	v := get(cfg, "mode")
+	mc := modeConfig{set: !isNull(v)}
+	if s, ok := str(v); ok {
+		if m, err := parseMode(s); err == nil {
+			mc.known, mc.mode = true, m
+		}
+	}
+	return mc
+}
+
+// value is what a plan shows as the mode's new value.
+func (mc modeConfig) value() cty.Value {
+	if !mc.known {
+		return cty.UnknownVal(cty.String)
+	}
+	return cty.StringVal(formatMode(mc.mode))
+}
+
+// hostTarget is what the file and directory modules need to know about the
+// host before touching a path.
+type hostTarget struct {
+	windows bool // permission bits mean nothing there
+}
+
+// checkHost reads the host's facts and rejects a Windows path on a host that
+// would read it as a relative name (a file literally called `C:\x`).
+func checkHost(ctx context.Context, h host.Host, cfg modules.Config, path string) (hostTarget, hcl.Diagnostics) {
+	if h == nil {
+		return hostTarget{}, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No host", Detail: "This module needs a host to act on.", Subject: cfg.Range("path")}}
+	}
+	facts, err := h.Facts(ctx)
+	if err != nil {
+		return hostTarget{}, hcl.Diagnostics{cfg.Error("path", "Cannot read host facts", err.Error())}
+	}
+	t := hostTarget{windows: facts.OS == "windows"}
+	if !t.windows && isWindowsPath(path) {
+		return t, hcl.Diagnostics{cfg.Error("path", "Windows path on a non-Windows host",
+			fmt.Sprintf("%q is a Windows path but the host runs %s.", path, facts.OS))}
+	}
+	return t, nil
+}
+
+// hostError turns a failed host operation into a diagnostic at the path.
+func hostError(cfg modules.Config, summary string, err error) hcl.Diagnostics {
+	return hcl.Diagnostics{cfg.Error("path", summary, err.Error())}
+}
+
+// modeIgnored warns, once per plan, that Windows has no permission bits, so
+// a mode there could never converge.
+func modeIgnored(cfg modules.Config) *hcl.Diagnostic {
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagWarning,
+		Summary:  "mode ignored on Windows",
+		Detail:   "Windows has no POSIX permission bits; mode is not applied.",
+		Subject:  cfg.Range("mode"),
+	}
+}
+
+// validText makes process output safe for a cty string, which must be UTF-8.
+func validText(b []byte) string { return strings.ToValidUTF8(string(b), "\uFFFD") }
+
+// tail returns at most n bytes from the end of s, cut at a rune boundary.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	for len(s) > 0 && !utf8.RuneStart(s[0]) {
+		s = s[1:]
+	}
+	return "…" + s
+}

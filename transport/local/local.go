@@ -1,0 +1,42 @@
+// Package local implements host.Host for the machine wsu itself runs on,
+// in-process: no agent, no connection, just the os and os/exec packages.
+package local
+
+import (
+	"context"
+	"sync"
+
+	"github.com/wsu-project/wsu/host"
+)
+
+// localHost is the machine wsu runs on.
+type localHost struct {
+	mu    sync.Mutex
+	facts *host.Facts // cached: gathering may hit DNS
+}
+
+var _ host.Host = (*localHost)(nil)
+
+// New returns a Host acting on the local machine.
+func New() host.Host { return &localHost{} }
+
+// Facts gathers the facts once and then serves them from the cache.
+func (h *localHost) Facts(ctx context.Context) (host.Facts, error) {
+	if err := ctx.Err(); err != nil {
+		return host.Facts{}, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.facts != nil {
+		return *h.facts, nil
+	}
+	f, err := gatherFacts(ctx)
+	if err != nil {
+		return host.Facts{}, err
+	}
+	h.facts = &f
+	return f, nil
+}
+
+// Close is a no-op: there is no connection to release.
+func (h *localHost) Close() error { return nil }

@@ -1,0 +1,9 @@
+//go:build !unix
+
+package local
+
+import "os/exec"
+
+// killTree keeps exec's default: kill the direct child; WaitDelay covers any
+// grandchild still holding the pipes.
+func killTree(cmd *exec.Cmd) {}

@@ -1,0 +1,369 @@
+// Package view turns engine events into what a user reads: a human view
+// (colour and a live progress line on a terminal, plain lines when piped) and
+// a JSON-lines view with one versioned event per line.
+package view
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/wsu-project/wsu/engine"
+)
+
+// View receives engine events and can show diagnostics that happen outside
+// a run (loading, saving a plan).
+type View interface {
+	engine.Hooks
+	Diagnostics(diags hcl.Diagnostics)
+	// Close ends the output (clears a progress line).
+	Close()
+}
+
+// JSON writes one event per line.
+type JSON struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+}
+
+// NewJSON returns a JSON view writing to w.
+func NewJSON(w io.Writer) *JSON { return &JSON{enc: json.NewEncoder(w)} }
+
+// Event implements engine.Hooks.
+func (j *JSON) Event(e engine.Event) {
+	if e.Type == engine.EventTaskStart {
+		return // progress only; results carry everything
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_ = j.enc.Encode(e)
+}
+
+// Diagnostics implements View.
+func (j *JSON) Diagnostics(diags hcl.Diagnostics) {
+	if len(diags) == 0 {
+		return
+	}
+	j.Event(engine.Event{Schema: engine.EventSchema, Type: engine.EventDiagnostic, Diagnostics: engine.DiagViews(diags)})
+}
+
+// Close implements View.
+func (j *JSON) Close() {}
+
+// Human is the view for people.
+type Human struct {
+	mu       sync.Mutex
+	w        io.Writer
+	color    bool
+	progress bool // a terminal: keep a live status line
+	diff     bool // show field diffs during apply
+	verbose  bool
+	sources  map[string][]byte
+	mode     engine.Mode
+
+	status    map[string]string // host -> current task, for the progress line
+	statusOn  bool
+	changes   map[string]int
+	planHosts []string
+}
+
+// HumanOptions configure the human view.
+type HumanOptions struct {
+	Color    bool
+	Progress bool
+	Diff     bool
+	Verbose  bool
+	// Sources lets diagnostics quote the offending line.
+	Sources map[string][]byte
+}
+
+// NewHuman returns a human view writing to w.
+func NewHuman(w io.Writer, o HumanOptions) *Human {
+	return &Human{w: w, color: o.Color, progress: o.Progress, diff: o.Diff, verbose: o.Verbose, sources: o.Sources, status: map[string]string{}, changes: map[string]int{}}
+}
+
+const (
+	cReset  = "\x1b[0m"
+	cBold   = "\x1b[1m"
+	cRed    = "\x1b[31m"
+	cGreen  = "\x1b[32m"
+	cYellow = "\x1b[33m"
+	cCyan   = "\x1b[36m"
+	cDim    = "\x1b[2m"
+)
+
+func (h *Human) paint(code, s string) string {
+	if !h.color {
+		return s
+	}
+	return code + s + cReset
+}
+
+func (h *Human) printf(format string, args ...any) {
+	h.clearStatus()
+	fmt.Fprintf(h.w, format, args...)
+}
+
+// Event implements engine.Hooks.
+func (h *Human) Event(e engine.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e.Mode != "" {
+		h.mode = e.Mode
+	}
+	switch e.Type {
+	case engine.EventPlayStart:
+		n := len(e.Hosts)
+		batches := ""
+		if len(e.Batches) > 1 {
+			batches = fmt.Sprintf(", %d batches", len(e.Batches))
+		}
+		h.printf("\n%s %s\n", h.paint(cBold, "PLAY "+quote(e.Play)), h.paint(cDim, fmt.Sprintf("(%d %s%s)", n, plural(n, "host", "hosts"), batches)))
+	case engine.EventTaskStart:
+		h.status[e.Host] = fmt.Sprintf("%s (%d/%d)", e.Task, e.Index, e.Count)
+	case engine.EventTaskResult:
+		delete(h.status, e.Host)
+		h.taskResult(e)
+	case engine.EventUnreachable:
+		delete(h.status, e.Host)
+		h.printf("  %s [%s] %s\n", h.paint(cRed, "unreachable"), e.Host, h.diagText(e.Diagnostics))
+	case engine.EventHostFailed, engine.EventDiagnostic, engine.EventPlayAborted:
+		where := ""
+		if e.Host != "" {
+			where = " [" + e.Host + "]"
+		}
+		h.printf("  %s%s\n%s", h.paint(cRed, "error"), where, h.diagBlock(e.Diagnostics, "    "))
+	case engine.EventRunCancelled:
+		h.printf("\n%s\n", h.paint(cYellow, "Interrupted: running tasks were allowed to finish; nothing else was started."))
+	case engine.EventRecap:
+		h.recap(e)
+	}
+	h.drawStatus()
+}
+
+func (h *Human) taskResult(e engine.Event) {
+	kind := "task"
+	if e.Handler {
+		kind = "handler"
+	}
+	name := fmt.Sprintf("%s %s", kind, quote(e.Task))
+	if e.Key != "" {
+		name += fmt.Sprintf("[%q]", e.Key)
+	}
+	if h.mode == engine.ModePlan {
+		h.planLine(e, name)
+		return
+	}
+	var label string
+	switch e.Status {
+	case engine.StatusOK:
+		label = h.paint(cGreen, "ok")
+	case engine.StatusChanged:
+		label = h.paint(cYellow, "changed")
+	case engine.StatusSkipped:
+		label = h.paint(cCyan, "skipped")
+	case engine.StatusIgnored:
+		label = h.paint(cRed, "failed (ignored)")
+	case engine.StatusFailed:
+		label = h.paint(cRed, "failed")
+	default:
+		label = string(e.Status)
+	}
+	line := fmt.Sprintf("  %-8s [%s] %s", label, e.Host, name)
+	if e.Change != nil && e.Change.Subject != "" {
+		line += h.paint(cDim, "  "+e.Change.Subject)
+	}
+	if e.Message != "" {
+		line += ": " + e.Message
+	}
+	h.printf("%s\n", line)
+	if h.diff && e.Change != nil {
+		h.printf("%s", h.fields(e.Change, "           "))
+	}
+	if len(e.Diagnostics) > 0 {
+		h.printf("%s", h.diagBlock(e.Diagnostics, "           "))
+	}
+}
+
+func (h *Human) planLine(e engine.Event, name string) {
+	switch e.Status {
+	case engine.StatusChanged:
+		h.changes[e.Host]++
+		sym := e.Change.Symbol
+		code := cYellow
+		switch sym {
+		case "+":
+			code = cGreen
+		case "-", "-/+":
+			code = cRed
+		}
+		line := fmt.Sprintf("  %s [%s] %s (%s)", h.paint(code, fmt.Sprintf("%3s", sym)), e.Host, name, e.Module)
+		if e.Change.Subject != "" {
+			line += " " + e.Change.Subject
+		}
+		h.printf("%s\n%s", line, h.fields(e.Change, "        "))
+	case engine.StatusOK:
+		if e.Message != "" {
+			h.printf("      [%s] %s: %s\n", e.Host, name, e.Message)
+		} else if h.verbose {
+			h.printf("  %s [%s] %s (%s)\n", h.paint(cDim, "  ="), e.Host, name, h.paint(cDim, "no change"))
+		}
+	case engine.StatusDeferred:
+		h.printf("  %s [%s] %s (%s): %s\n", h.paint(cCyan, "  ?"), e.Host, name, e.Module, e.Message)
+	case engine.StatusSkipped:
+		if h.verbose {
+			h.printf("  %s [%s] %s (%s)\n", h.paint(cDim, "  ·"), e.Host, name, h.paint(cDim, "skipped"))
+		}
+	case engine.StatusFailed, engine.StatusIgnored:
+		h.printf("  %s [%s] %s\n%s", h.paint(cRed, "  ✗"), e.Host, name, h.diagBlock(e.Diagnostics, "        "))
+	}
+}
+
+func (h *Human) fields(c *engine.ChangeView, indent string) string {
+	var b strings.Builder
+	for _, f := range c.Fields {
+		switch {
+		case f.Old == "" && f.New != "":
+			fmt.Fprintf(&b, "%s%s %s: %s\n", indent, h.paint(cGreen, "+"), f.Name, f.New)
+		case f.New == "" && f.Old != "":
+			fmt.Fprintf(&b, "%s%s %s: %s\n", indent, h.paint(cRed, "-"), f.Name, f.Old)
+		default:
+			fmt.Fprintf(&b, "%s%s %s: %s → %s\n", indent, h.paint(cYellow, "~"), f.Name, f.Old, f.New)
+		}
+	}
+	for _, s := range c.Restarts {
+		fmt.Fprintf(&b, "%s%s service %s will be stopped and started again\n", indent, h.paint(cYellow, "↻"), quote(s))
+	}
+	return b.String()
+}
+
+func (h *Human) recap(e engine.Event) {
+	h.printf("\n%s\n", h.paint(cBold, "RECAP"))
+	width := 0
+	for _, r := range e.Recap {
+		width = max(width, len(r.Host))
+	}
+	total := 0
+	for _, r := range e.Recap {
+		line := fmt.Sprintf("  %-*s  ok=%-3d changed=%-3d failed=%-3d skipped=%-3d unreachable=%-3d ignored=%d", width, r.Host, r.OK, r.Changed, r.Failed, r.Skipped, r.Unreachable, r.Ignored)
+		if r.Deferred > 0 {
+			line += fmt.Sprintf(" deferred=%d", r.Deferred)
+		}
+		code := cGreen
+		switch {
+		case r.Failed > 0 || r.Unreachable > 0:
+			code = cRed
+		case r.Changed > 0:
+			code = cYellow
+		}
+		h.printf("%s\n", h.paint(code, line))
+		total += r.Changed
+	}
+	if h.mode == engine.ModePlan {
+		hosts := 0
+		for _, n := range h.changes {
+			if n > 0 {
+				hosts++
+			}
+		}
+		if total == 0 {
+			h.printf("\n%s\n", h.paint(cGreen, "No changes. The hosts match the playbook."))
+		} else {
+			h.printf("\n%s\n", h.paint(cBold, fmt.Sprintf("Plan: %d %s to change on %d %s.", total, plural(total, "task", "tasks"), hosts, plural(hosts, "host", "hosts"))))
+		}
+	}
+}
+
+// Diagnostics implements View, quoting the source line when it is known.
+func (h *Human) Diagnostics(diags hcl.Diagnostics) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(diags) == 0 {
+		return
+	}
+	files := map[string]*hcl.File{}
+	for name, src := range h.sources {
+		files[name] = &hcl.File{Bytes: src}
+	}
+	h.clearStatus()
+	wr := hcl.NewDiagnosticTextWriter(h.w, files, 100, h.color)
+	_ = wr.WriteDiagnostics(diags)
+}
+
+func (h *Human) diagText(ds []engine.DiagnosticView) string {
+	var parts []string
+	for _, d := range ds {
+		s := d.Summary
+		if d.Detail != "" {
+			s += ": " + d.Detail
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (h *Human) diagBlock(ds []engine.DiagnosticView, indent string) string {
+	var b strings.Builder
+	for _, d := range ds {
+		label := h.paint(cRed, "Error:")
+		if d.Severity == "warning" {
+			label = h.paint(cYellow, "Warning:")
+		}
+		fmt.Fprintf(&b, "%s%s %s\n", indent, label, d.Summary)
+		if d.Range != nil {
+			fmt.Fprintf(&b, "%s  on %s line %d, column %d\n", indent, d.Range.Filename, d.Range.Line, d.Range.Column)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(d.Detail), "\n") {
+			if l != "" {
+				fmt.Fprintf(&b, "%s  %s\n", indent, l)
+			}
+		}
+	}
+	return b.String()
+}
+
+// Close implements View.
+func (h *Human) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.clearStatus()
+}
+
+func (h *Human) clearStatus() {
+	if h.statusOn {
+		fmt.Fprint(h.w, "\r\x1b[K")
+		h.statusOn = false
+	}
+}
+
+func (h *Human) drawStatus() {
+	if !h.progress || len(h.status) == 0 {
+		return
+	}
+	hosts := make([]string, 0, len(h.status))
+	for k := range h.status {
+		hosts = append(hosts, k)
+	}
+	sort.Strings(hosts)
+	line := fmt.Sprintf("… %d running: %s: %s", len(hosts), hosts[0], h.status[hosts[0]])
+	if len(line) > 100 {
+		line = line[:99] + "…"
+	}
+	h.clearStatus()
+	fmt.Fprint(h.w, h.paint(cDim, line))
+	h.statusOn = true
+}
+
+func quote(s string) string { return fmt.Sprintf("%q", s) }
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
