@@ -213,6 +213,9 @@ func (r *runner) emit(e Event) {
 	e.Schema = EventSchema
 	e.Time = time.Now().UTC()
 	e.Mode = r.req.Mode
+	if e.scrub != nil {
+		e.applyScrub()
+	}
 	r.req.Hooks.Event(e)
 }
 

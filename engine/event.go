@@ -68,6 +68,9 @@ type Event struct {
 	// Index and Count place a task in its play for progress displays.
 	Index int `json:"index,omitempty"`
 	Count int `json:"count,omitempty"`
+
+	// scrub removes secret text from the event's strings before emission.
+	scrub func(string) string
 }
 
 // ChangeView is a module's Change with every value rendered for display.

@@ -213,18 +213,26 @@ func (r *runner) runInstance1(ctx context.Context, sc *scope, playVars map[strin
 	}
 	cfgVal, paths := raw.UnmarkDeepWithPaths()
 	sensitive := map[string]bool{}
+	var secrets scrubber
 	for _, pm := range paths {
 		if _, ok := pm.Marks[Sensitive]; ok && len(pm.Path) > 0 {
 			if ga, ok := pm.Path[0].(cty.GetAttrStep); ok {
 				sensitive[ga.Name] = true
+			}
+			if v, err := pm.Path.Apply(cfgVal); err == nil {
+				secrets.add(v)
 			}
 		}
 	}
 	for _, a := range t.Schema.Attributes {
 		if a.Sensitive {
 			sensitive[a.Name] = true
+			secrets.add(cfgVal.GetAttr(a.Name))
 		}
 	}
+	// Whatever a module derives from a secret (a subject, an error) is
+	// scrubbed before anyone sees it.
+	ev.scrub = secrets.scrub // done (above) reads ev when called
 	cfg := modules.Config{Value: cfgVal, Block: t.BodyRange, Ranges: map[string]hcl.Range{}}
 	for name, a := range t.Body.Attributes {
 		cfg.Ranges[name] = a.Expr.Range()

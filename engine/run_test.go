@@ -1,0 +1,554 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wsu-project/wsu/engine"
+	"github.com/wsu-project/wsu/engine/playbook"
+	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/modules/all"
+	"github.com/wsu-project/wsu/transport/local"
+)
+
+// fixture is a playbook in a temp dir run against local hosts.
+type fixture struct {
+	t     *testing.T
+	dir   string // where the playbook lives
+	root  string // where tasks write
+	inv   string // INI inventory source
+	vars  []string
+	tags  []string
+	skip  []string
+	limit string
+	forks int
+}
+
+func newFixture(t *testing.T, files map[string]string) *fixture {
+	t.Helper()
+	f := &fixture{t: t, dir: t.TempDir(), root: t.TempDir(), inv: "localhost connection=local\n"}
+	for name, src := range files {
+		p := filepath.Join(f.dir, name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(src), 0o644))
+	}
+	return f
+}
+
+type recorder struct {
+	mu     sync.Mutex
+	events []engine.Event
+}
+
+func (r *recorder) Event(e engine.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+// results returns task_result events, optionally for one host.
+func (r *recorder) results(hostName string) []engine.Event {
+	var out []engine.Event
+	for _, e := range r.events {
+		if e.Type == engine.EventTaskResult && (hostName == "" || e.Host == hostName) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (r *recorder) result(t *testing.T, hostName, task string) engine.Event {
+	t.Helper()
+	for _, e := range r.results(hostName) {
+		if e.Task == task {
+			return e
+		}
+	}
+	t.Fatalf("no result for task %q on %s", task, hostName)
+	return engine.Event{}
+}
+
+func (f *fixture) run(mode engine.Mode, hooks ...engine.Hooks) (*engine.Result, *recorder) {
+	return f.runCtx(context.Background(), mode, hooks...)
+}
+
+func (f *fixture) runCtx(ctx context.Context, mode engine.Mode, hooks ...engine.Hooks) (*engine.Result, *recorder) {
+	t := f.t
+	t.Helper()
+	loader := playbook.NewLoader(all.Registry(), nil)
+	pb, diags := loader.Load(filepath.Join(f.dir, "play.hcl"))
+	require.False(t, diags.HasErrors(), "load: %s", diags)
+	inv, diags := inventory.ParseINI("inventory.ini", []byte(f.inv))
+	require.False(t, diags.HasErrors(), "inventory: %s", diags)
+	rec := &recorder{}
+	var h engine.Hooks = rec
+	if len(hooks) > 0 {
+		h = engine.HooksFunc(func(e engine.Event) {
+			rec.Event(e)
+			for _, x := range hooks {
+				x.Event(e)
+			}
+		})
+	}
+	res := engine.Run(ctx, engine.Request{
+		Playbook:  pb,
+		Inventory: inv,
+		Inputs:    engine.Inputs{Vars: append([]string{"root=" + f.root}, f.vars...)},
+		Mode:      mode,
+		Registry:  all.Registry(),
+		Connector: engine.ConnectorFunc(func(context.Context, engine.Target) (host.Host, error) { return local.New(), nil }),
+		Hooks:     h,
+		Forks:     f.forks,
+		Tags:      f.tags,
+		SkipTags:  f.skip,
+		Limit:     f.limit,
+		Sources:   loader.Sources(),
+	})
+	return res, rec
+}
+
+const rootVar = `
+variable "root" {
+  type = string
+}
+`
+
+func TestApplyIsIdempotent(t *testing.T) {
+	f := newFixture(t, map[string]string{"play.hcl": rootVar + `
+play "p" {
+  hosts = "all"
+  task "dir" {
+    directory { path = "${var.root}/a" }
+  }
+  task "conf" {
+    file {
+      path    = "${var.root}/a/conf"
+      content = "x = 1\n"
+    }
+  }
+}`})
+	res, _ := f.run(engine.ModeApply)
+	require.False(t, res.Failed(), "%v", res.Diagnostics)
+	assert.Equal(t, 2, res.Changes)
+	res, _ = f.run(engine.ModeApply)
+	assert.Equal(t, 0, res.Changes)
+	assert.Equal(t, 2, res.Recap[0].OK)
+	res, _ = f.run(engine.ModePlan)
+	assert.Equal(t, 0, res.Changes)
+}
+
+func TestUnknownPropagatesThroughPlan(t *testing.T) {
+	f := newFixture(t, map[string]string{"play.hcl": rootVar + `
+play "p" {
+  hosts = "all"
+  task "probe" {
+    command { argv = ["echo", "hello"] }
+  }
+  task "save" {
+    file {
+      path    = "${var.root}/out"
+      content = task.probe.stdout
+    }
+  }
+  task "gated" {
+    when = task.probe.rc == 0
+    print { msg = "ran" }
+  }
+  task "show" {
+    print { msg = "rc is ${task.probe.rc}" }
+  }
+}`})
+	res, rec := f.run(engine.ModePlan)
+	require.False(t, res.Failed(), "%v", res.Diagnostics)
+
+	save := rec.result(t, "localhost", "save")
+	require.Equal(t, engine.StatusChanged, save.Status)
+	require.NotNil(t, save.Change)
+	assert.Equal(t, "create", save.Change.Action)
+	var sha string
+	for _, fld := range save.Change.Fields {
+		if fld.Name == "sha256" {
+			sha = fld.New
+		}
+	}
+	assert.Equal(t, "(known after apply)", sha)
+	assert.Equal(t, engine.StatusDeferred, rec.result(t, "localhost", "gated").Status)
+	assert.Equal(t, "(known after apply)", rec.result(t, "localhost", "show").Message)
+	_, err := os.Stat(filepath.Join(f.root, "out"))
+	assert.True(t, os.IsNotExist(err), "plan must not write")
+
+	res, rec = f.run(engine.ModeApply)
+	require.False(t, res.Failed(), "%v", res.Diagnostics)
+	data, err := os.ReadFile(filepath.Join(f.root, "out"))
+	require.NoError(t, err)
+	assert.Equal(t, "hello\n", string(data))
+	assert.Equal(t, "ran", rec.result(t, "localhost", "gated").Message)
+	assert.Equal(t, "rc is 0", rec.result(t, "localhost", "show").Message)
+}
+
+func TestHandlers(t *testing.T) {
+	src := rootVar + `
+play "p" {
+  hosts = "all"
+  task "one" {
+    file {
+      path    = "${var.root}/one"
+      content = "1"
+    }
+    notify = ["second", "first"]
+  }
+  task "two" {
+    file {
+      path    = "${var.root}/two"
+      content = "2"
+    }
+    notify = ["first"]
+  }
+  handler "first" {
+    command { argv = ["sh", "-c", "echo first >> ${var.root}/log"] }
+  }
+  handler "second" {
+    command { argv = ["sh", "-c", "echo second >> ${var.root}/log"] }
+  }
+  handler "never" {
+    command { argv = ["sh", "-c", "echo never >> ${var.root}/log"] }
+  }
+}`
+	f := newFixture(t, map[string]string{"play.hcl": src})
+	res, rec := f.run(engine.ModeApply)
+	require.False(t, res.Failed(), "%v", res.Diagnostics)
+	log, err := os.ReadFile(filepath.Join(f.root, "log"))
+	require.NoError(t, err)
+	// Once each, in definition order, after the tasks; "never" not at all.
+	assert.Equal(t, "first\nsecond\n", string(log))
+	var order []string
+	for _, e := range rec.results("") {
+		order = append(order, e.Task)
+	}
+	assert.Equal(t, []string{"one", "two", "first", "second"}, order)
+
+	// Nothing changed: no handler runs.
+	res, rec = f.run(engine.ModeApply)
+	require.False(t, res.Failed())
+	assert.Len(t, rec.results(""), 2)
+	log, _ = os.ReadFile(filepath.Join(f.root, "log"))
+	assert.Equal(t, "first\nsecond\n", string(log))
+}
+
+func TestForEachAndWhen(t *testing.T) {
+	f := newFixture(t, map[string]string{"play.hcl": rootVar + `
+play "p" {
+  hosts = "all"
+  task "files" {
+    for_each = { a = "alpha", b = "beta" }
+    file {
+      path    = "${var.root}/${each.key}"
+      content = each.value
+    }
+  }
+  task "skipped" {
+    when = length(task.files) == 3
+    print { msg = "never" }
+  }
+  task "uses" {
+    print { msg = "${task.files["b"].size} ${task.files.a.path}" }
+  }
+}`})
+	res, rec := f.run(engine.ModeApply)
+	require.False(t, res.Failed(), "%v", res.Diagnostics)
+	data, _ := os.ReadFile(filepath.Join(f.root, "b"))
+	assert.Equal(t, "beta", string(data))
+	assert.Equal(t, engine.StatusSkipped, rec.result(t, "localhost", "skipped").Status)
+	assert.Equal(t, "4 "+filepath.Join(f.root, "a"), rec.result(t, "localhost", "uses").Message)
+	var keys []string
+	for _, e := range rec.results("") {
+		if e.Task == "files" {
+			keys = append(keys, e.Key)
+		}
+	}
+	assert.Equal(t, []string{"a", "b"}, keys)
+}
+
+func TestTags(t *testing.T) {
+	src := rootVar + `
+play "p" {
+  hosts = "all"
+  task "a" {
+    print { msg = "a" }
+    tags = ["config"]
+  }
+  task "b" {
+    print { msg = "b" }
+    tags = ["payload"]
+  }
+  task "c" {
+    print { msg = "c" }
+    tags = ["always"]
+  }
+  task "d" {
+    print { msg = "d" }
+  }
+}`
+	cases := []struct {
+		tags, skip []string
+		want       []string
+	}{
+		{nil, nil, []string{"a", "b", "c", "d"}},
+		{[]string{"config"}, nil, []string{"a", "c"}},
+		{nil, []string{"payload"}, []string{"a", "c", "d"}},
+		{[]string{"config"}, []string{"always"}, []string{"a"}},
+	}
+	for _, tc := range cases {
+		f := newFixture(t, map[string]string{"play.hcl": src})
+		f.tags, f.skip = tc.tags, tc.skip
+		res, rec := f.run(engine.ModeApply)
+		require.False(t, res.Failed())
+		var got []string
+		for _, e := range rec.results("") {
+			got = append(got, e.Task)
+		}
+		assert.Equal(t, tc.want, got, "tags=%v skip=%v", tc.tags, tc.skip)
+	}
+}
+
+func TestIncludeVarsAndOutputs(t *testing.T) {
+	f := newFixture(t, map[string]string{
+		"play.hcl": rootVar + `
+variable "greeting" {
+  type    = string
+  default = "hello"
+}
+include "child" {
+  source = "./lib/child.hcl"
+  vars = {
+    root = var.root
+    word = upper(var.greeting)
+  }
+}
+play "after" {
+  hosts = "all"
+  task "use" {
+    print { msg = include.child.written }
+  }
+}`,
+		"lib/child.hcl": `
+variable "root" {
+  type = string
+}
+variable "word" {
+  type = string
+}
+play "child" {
+  hosts = "all"
+  task "write" {
+    file {
+      path    = "${var.root}/child"
+      content = var.word
+    }
+  }
+}
+output "written" {
+  value = "${task.write.path}:${task.write.size}"
+}`,
+	})
+	res, rec := f.run(engine.ModeApply)
+	require.False(t, res.Failed(), "%v", res.Diagnostics)
+	data, _ := os.ReadFile(filepath.Join(f.root, "child"))
+	assert.Equal(t, "HELLO", string(data))
+	assert.Equal(t, filepath.Join(f.root, "child")+":5", rec.result(t, "localhost", "use").Message)
+	assert.Equal(t, `include.child.task["write"]`, rec.result(t, "localhost", "write").Address)
+}
+
+const threeHosts = `
+[windows]
+win01 connection=local
+win02 connection=local
+win03 connection=local
+`
+
+func TestSerialRunsBatchesInOrder(t *testing.T) {
+	f := newFixture(t, map[string]string{"play.hcl": rootVar + `
+play "p" {
+  hosts  = "windows"
+  serial = 1
+  task "a" {
+    print { msg = host.name }
+  }
+  task "b" {
+    print { msg = host.name }
+  }
+}`})
+	f.inv = threeHosts
+	res, rec := f.run(engine.ModeApply)
+	require.False(t, res.Failed())
+	var seq []string
+	for _, e := range rec.results("") {
+		seq = append(seq, e.Host+"/"+e.Task)
+	}
+	assert.Equal(t, []string{"win01/a", "win01/b", "win02/a", "win02/b", "win03/a", "win03/b"}, seq)
+	for _, e := range rec.events {
+		if e.Type == engine.EventPlayStart {
+			assert.Equal(t, [][]string{{"win01"}, {"win02"}, {"win03"}}, e.Batches)
+		}
+	}
+}
+
+func TestFailureIsolatedAndMaxFail(t *testing.T) {
+	src := rootVar + `
+play "p" {
+  hosts  = "windows"
+  serial = 1
+  %s
+  task "check" {
+    assert { that = [host.name != "win01"] }
+  }
+  task "after" {
+    print { msg = "after" }
+  }
+}
+play "second" {
+  hosts = "windows"
+  task "more" {
+    print { msg = "more" }
+  }
+}`
+	// Without max_fail_percentage the failed host drops out, others go on.
+	f := newFixture(t, map[string]string{"play.hcl": strings.Replace(src, "%s", "", 1)})
+	f.inv = threeHosts
+	res, rec := f.run(engine.ModeApply)
+	assert.True(t, res.Failed())
+	assert.Len(t, rec.results("win01"), 1)
+	assert.Len(t, rec.results("win02"), 3)
+	assert.Len(t, rec.results("win03"), 3)
+	recap := map[string]engine.HostRecap{}
+	for _, r := range res.Recap {
+		recap[r.Host] = r
+	}
+	assert.Equal(t, 1, recap["win01"].Failed)
+	assert.Equal(t, 3, recap["win03"].OK)
+
+	// With max_fail_percentage = 0 the first failing batch stops the run.
+	f = newFixture(t, map[string]string{"play.hcl": strings.Replace(src, "%s", "max_fail_percentage = 0", 1)})
+	f.inv = threeHosts
+	res, rec = f.run(engine.ModeApply)
+	assert.True(t, res.Failed())
+	assert.Len(t, rec.results("win02"), 0)
+	require.NotEmpty(t, res.Diagnostics)
+	assert.Contains(t, res.Diagnostics[0].Summary, "Maximum failure percentage exceeded")
+}
+
+func TestUntilRetriesAndIgnoreErrors(t *testing.T) {
+	f := newFixture(t, map[string]string{"play.hcl": rootVar + `
+play "p" {
+  hosts = "all"
+  task "flaky" {
+    command {
+      argv = ["sh", "-c", "echo x >> ${var.root}/n; test $(wc -l < ${var.root}/n) -ge 3"]
+      expected_exit_codes = [0, 1]
+    }
+    until   = self.rc == 0
+    retries = 5
+    delay   = 0
+  }
+  task "broken" {
+    command { argv = ["false"] }
+    ignore_errors = true
+  }
+  task "still" {
+    print { msg = "still here" }
+  }
+}`})
+	res, rec := f.run(engine.ModeApply)
+	require.False(t, res.Failed(), "%v", res.Diagnostics)
+	assert.Equal(t, 3, rec.result(t, "localhost", "flaky").Attempts)
+	assert.Equal(t, engine.StatusIgnored, rec.result(t, "localhost", "broken").Status)
+	assert.Equal(t, "still here", rec.result(t, "localhost", "still").Message)
+	assert.Equal(t, 1, res.Recap[0].Ignored)
+}
+
+func TestSensitiveValuesNeverShown(t *testing.T) {
+	const secret = "s3cr3t-token-value"
+	f := newFixture(t, map[string]string{"play.hcl": rootVar + `
+variable "token" {
+  type      = string
+  sensitive = true
+}
+play "p" {
+  hosts = "all"
+  task "kubeconfig" {
+    file {
+      path    = "${var.root}/kubeconfig"
+      content = "token: ${var.token}"
+    }
+  }
+  task "echo" {
+    print { msg = "the token is ${var.token}" }
+  }
+  task "cmd" {
+    command { argv = ["echo", var.token] }
+  }
+}`})
+	f.vars = []string{"token=" + secret}
+	for _, mode := range []engine.Mode{engine.ModePlan, engine.ModeApply} {
+		res, rec := f.run(mode)
+		require.False(t, res.Failed(), "%v", res.Diagnostics)
+		data, err := json.Marshal(rec.events)
+		require.NoError(t, err)
+		assert.NotContains(t, string(data), secret, "mode %s", mode)
+		assert.Equal(t, "(sensitive)", rec.result(t, "localhost", "echo").Message)
+	}
+	data, _ := os.ReadFile(filepath.Join(f.root, "kubeconfig"))
+	assert.Equal(t, "token: "+secret, string(data), "the value itself reaches the host")
+}
+
+func TestCancelStopsBeforeNextTask(t *testing.T) {
+	f := newFixture(t, map[string]string{"play.hcl": rootVar + `
+play "p" {
+  hosts = "all"
+  task "one" {
+    print { msg = "1" }
+  }
+  task "two" {
+    print { msg = "2" }
+  }
+  task "three" {
+    print { msg = "3" }
+  }
+}`})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res, rec := f.runCtx(ctx, engine.ModeApply, engine.HooksFunc(func(e engine.Event) {
+		if e.Type == engine.EventTaskResult && e.Task == "one" {
+			cancel()
+		}
+	}))
+	assert.True(t, res.Cancelled)
+	assert.True(t, res.Failed())
+	assert.Len(t, rec.results(""), 1)
+}
+
+func TestLimitAndUnreachable(t *testing.T) {
+	f := newFixture(t, map[string]string{"play.hcl": rootVar + `
+play "p" {
+  hosts = "all"
+  task "touch" {
+    directory { path = "${var.root}/${host.name}" }
+  }
+}`})
+	f.inv = threeHosts
+	f.limit = "windows:!win03"
+	res, rec := f.run(engine.ModeApply)
+	require.False(t, res.Failed())
+	assert.Len(t, rec.results(""), 2)
+	_, err := os.Stat(filepath.Join(f.root, "win03"))
+	assert.True(t, os.IsNotExist(err))
+}
