@@ -63,16 +63,31 @@ func renderCollection(v cty.Value) string {
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
-// renderChange turns a module's Change into its display form. Fields named
-// like a sensitive argument are hidden whatever the module put in them.
-func renderChange(c *modules.Change, sensitive map[string]bool) *ChangeView {
+// secretFields decides which change fields and result attributes to hide.
+// With any sensitive argument, everything not plainly a non-sensitive
+// argument is hidden: a file's sha256 or size derives from its (secret)
+// content, and a hash of a short secret is as good as the secret.
+type secretFields struct {
+	args      map[string]bool // argument names
+	sensitive map[string]bool // sensitive arguments
+}
+
+func (s secretFields) hide(name string) bool {
+	if s.sensitive[name] {
+		return true
+	}
+	return len(s.sensitive) > 0 && !s.args[name]
+}
+
+// renderChange turns a module's Change into its display form.
+func renderChange(c *modules.Change, secret secretFields) *ChangeView {
 	if c == nil {
 		return nil
 	}
 	cv := &ChangeView{Action: string(c.Action), Symbol: c.Action.Symbol(), Subject: c.Subject, Restarts: c.Restarts}
 	for _, f := range c.Fields {
 		fv := FieldView{Name: f.Name}
-		if f.Sensitive || sensitive[f.Name] {
+		if f.Sensitive || secret.hide(f.Name) {
 			if f.Old != cty.NilVal && !f.Old.IsNull() {
 				fv.Old = shownSensitive
 			}

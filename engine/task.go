@@ -224,7 +224,9 @@ func (r *runner) runInstance1(ctx context.Context, sc *scope, playVars map[strin
 			}
 		}
 	}
+	secret := secretFields{args: map[string]bool{}, sensitive: sensitive}
 	for _, a := range t.Schema.Attributes {
+		secret.args[a.Name] = true
 		if a.Sensitive {
 			sensitive[a.Name] = true
 			secrets.add(cfgVal.GetAttr(a.Name))
@@ -266,7 +268,7 @@ func (r *runner) runInstance1(ctx context.Context, sc *scope, playVars map[strin
 		var diags hcl.Diagnostics
 		result, change, diags = r.planApply(ctx, mod, cfg, h)
 		if !diags.HasErrors() && r.req.Mode == ModeApply && t.Until != nil {
-			res := markResult(t.Schema, result, sensitive)
+			res := markResult(t.Schema, result, secret)
 			ok, d := r.untilMet(sc, t, extra, playVars, res)
 			diags = append(diags, d...)
 			if !d.HasErrors() && !ok {
@@ -284,7 +286,7 @@ func (r *runner) runInstance1(ctx context.Context, sc *scope, playVars map[strin
 		if attempt > retries || ctx.Err() != nil || r.req.Mode == ModePlan {
 			if r.ignoreErrors(sc, t, extra, playVars) {
 				hs.recap.Ignored++
-				done(StatusIgnored, renderChange(change, sensitive), "", attempt, diags)
+				done(StatusIgnored, renderChange(change, secret), "", attempt, diags)
 				return nullResult, false
 			}
 			r.taskFailed(t, hs, ev, diags, &start)
@@ -295,7 +297,7 @@ func (r *runner) runInstance1(ctx context.Context, sc *scope, playVars map[strin
 		case <-time.After(delay):
 		}
 	}
-	result = markResult(t.Schema, result, sensitive)
+	result = markResult(t.Schema, result, secret)
 	msg := ""
 	if t.Schema.Show != "" && result.IsKnown() && !result.IsNull() {
 		if mv := result.GetAttr(t.Schema.Show); mv.HasMark(Sensitive) {
@@ -306,7 +308,7 @@ func (r *runner) runInstance1(ctx context.Context, sc *scope, playVars map[strin
 			msg = Render(mv)
 		}
 	}
-	cv := renderChange(change, sensitive)
+	cv := renderChange(change, secret)
 	status := StatusOK
 	summary := "no change"
 	if change != nil {
@@ -336,14 +338,14 @@ func (r *runner) planApply(ctx context.Context, mod modules.Module, cfg modules.
 }
 
 // markResult re-applies sensitivity to a result: attributes the schema
-// declares sensitive, and attributes echoing a sensitive argument.
-func markResult(s modules.Schema, v cty.Value, sensitiveArgs map[string]bool) cty.Value {
+// declares sensitive, and those derived from a sensitive argument.
+func markResult(s modules.Schema, v cty.Value, secret secretFields) cty.Value {
 	if v == cty.NilVal || v.IsNull() || !v.IsKnown() || !v.Type().IsObjectType() {
 		return v
 	}
 	m := v.AsValueMap()
 	for _, a := range s.Results {
-		if rv, ok := m[a.Name]; ok && (a.Sensitive || sensitiveArgs[a.Name]) {
+		if rv, ok := m[a.Name]; ok && (a.Sensitive || secret.hide(a.Name)) {
 			m[a.Name] = rv.Mark(Sensitive)
 		}
 	}

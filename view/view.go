@@ -59,6 +59,7 @@ func (j *JSON) Close() {}
 type Human struct {
 	mu       sync.Mutex
 	w        io.Writer
+	errw     io.Writer // diagnostics outside a run
 	color    bool
 	progress bool // a terminal: keep a live status line
 	diff     bool // show field diffs during apply
@@ -80,11 +81,18 @@ type HumanOptions struct {
 	Verbose  bool
 	// Sources lets diagnostics quote the offending line.
 	Sources map[string][]byte
+	// Err receives diagnostics raised outside a run (loading, inputs);
+	// nil means the main writer.
+	Err io.Writer
 }
 
 // NewHuman returns a human view writing to w.
 func NewHuman(w io.Writer, o HumanOptions) *Human {
-	return &Human{w: w, color: o.Color, progress: o.Progress, diff: o.Diff, verbose: o.Verbose, sources: o.Sources, status: map[string]string{}, changes: map[string]int{}}
+	errw := o.Err
+	if errw == nil {
+		errw = w
+	}
+	return &Human{w: w, errw: errw, color: o.Color, progress: o.Progress, diff: o.Diff, verbose: o.Verbose, sources: o.Sources, status: map[string]string{}, changes: map[string]int{}}
 }
 
 const (
@@ -291,7 +299,7 @@ func (h *Human) Diagnostics(diags hcl.Diagnostics) {
 		files[name] = &hcl.File{Bytes: src}
 	}
 	h.clearStatus()
-	wr := hcl.NewDiagnosticTextWriter(h.w, files, 100, h.color)
+	wr := hcl.NewDiagnosticTextWriter(h.errw, files, 100, h.color)
 	_ = wr.WriteDiagnostics(diags)
 }
 

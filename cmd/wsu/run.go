@@ -200,6 +200,7 @@ func (a *app) newView(o *runOptions, sources map[string][]byte) view.View {
 		Diff:     o.diff,
 		Verbose:  o.verbose,
 		Sources:  sources,
+		Err:      a.stderr,
 	})
 }
 
