@@ -470,9 +470,13 @@ func (r *runner) failHost(hs *hostState, play string, d hcl.Diagnostics) {
 }
 
 // recordPlan adds a planned task outcome to the saved-plan fingerprints.
-func (r *runner) recordPlan(hs *hostState, addr string, status Status, summary, fp string) {
+func (r *runner) recordPlan(hs *hostState, addr string, status Status, summary string, fingerprint func() string) {
 	if r.req.Mode != ModePlan {
 		return
+	}
+	fp := ""
+	if fingerprint != nil {
+		fp = fingerprint()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

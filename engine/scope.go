@@ -211,10 +211,37 @@ func (sc *scope) ctx(trs []hcl.Traversal, extra map[string]cty.Value, playVars m
 			vars[k] = v
 		}
 	}
+	// Only what the expressions refer to goes into the context: building
+	// objects of every task result for every task made a play O(tasks²).
+	want := map[string]map[string]bool{}
+	whole := map[string]bool{}
+	for _, tr := range trs {
+		root := tr.RootName()
+		if name, ok := localName(tr); ok {
+			if want[root] == nil {
+				want[root] = map[string]bool{}
+			}
+			want[root][name] = true
+		} else {
+			whole[root] = true
+		}
+	}
+	pick := func(root string, all map[string]cty.Value) cty.Value {
+		if whole[root] {
+			return cty.ObjectVal(all)
+		}
+		sub := make(map[string]cty.Value, len(want[root]))
+		for name := range want[root] {
+			if v, ok := all[name]; ok {
+				sub[name] = v
+			}
+		}
+		return cty.ObjectVal(sub)
+	}
 	variables := map[string]cty.Value{
-		playbook.RootVar:     cty.ObjectVal(vars),
-		playbook.RootTask:    cty.ObjectVal(sc.tasks),
-		playbook.RootInclude: cty.ObjectVal(sc.includes),
+		playbook.RootVar:     pick(playbook.RootVar, vars),
+		playbook.RootTask:    pick(playbook.RootTask, sc.tasks),
+		playbook.RootInclude: pick(playbook.RootInclude, sc.includes),
 		playbook.RootHost:    sc.hostVal,
 	}
 	for k, v := range extra {

@@ -112,7 +112,7 @@ func (r *runner) runTask(ctx context.Context, sc *scope, playVars map[string]cty
 		ev.Type, ev.Status = EventTaskResult, StatusDeferred
 		ev.Message = "for_each depends on values known only after apply"
 		hs.recap.Deferred++
-		r.recordPlan(hs, addr, StatusDeferred, "deferred", fingerprint(t.Module, cty.DynamicVal, StatusDeferred, nil))
+		r.recordPlan(hs, addr, StatusDeferred, "deferred", func() string { return fingerprint(t.Module, cty.DynamicVal, StatusDeferred, nil) })
 		r.emit(ev)
 		sc.tasks[t.Name] = cty.DynamicVal
 		return false
@@ -182,7 +182,7 @@ func (r *runner) runInstance1(ctx context.Context, sc *scope, playVars map[strin
 		w, _ = w.Unmark()
 		if !w.IsKnown() {
 			hs.recap.Deferred++
-			r.recordPlan(hs, ev.Address, StatusDeferred, "deferred", fingerprint(t.Module, cty.DynamicVal, StatusDeferred, nil))
+			r.recordPlan(hs, ev.Address, StatusDeferred, "deferred", func() string { return fingerprint(t.Module, cty.DynamicVal, StatusDeferred, nil) })
 			done(StatusDeferred, nil, "the condition depends on values known only after apply", 0, nil)
 			return cty.UnknownVal(t.Schema.ResultType()), false
 		}
@@ -193,7 +193,7 @@ func (r *runner) runInstance1(ctx context.Context, sc *scope, playVars map[strin
 		}
 		if b.False() {
 			hs.recap.Skipped++
-			r.recordPlan(hs, ev.Address, StatusSkipped, "skipped", fingerprint(t.Module, cty.NilVal, StatusSkipped, nil))
+			r.recordPlan(hs, ev.Address, StatusSkipped, "skipped", func() string { return fingerprint(t.Module, cty.NilVal, StatusSkipped, nil) })
 			done(StatusSkipped, nil, "", 0, nil)
 			return nullResult, false
 		}
@@ -319,7 +319,7 @@ func (r *runner) runInstance1(ctx context.Context, sc *scope, playVars map[strin
 	} else {
 		hs.recap.OK++
 	}
-	r.recordPlan(hs, ev.Address, status, summary, fingerprint(t.Module, cfgVal, status, change))
+	r.recordPlan(hs, ev.Address, status, summary, func() string { return fingerprint(t.Module, cfgVal, status, change) })
 	done(status, cv, msg, attempt, nil)
 	return result, change != nil
 }
@@ -429,7 +429,7 @@ func (r *runner) taskFailed(t *playbook.Task, hs *hostState, ev Event, diags hcl
 	if start != nil {
 		e.DurationMS = time.Since(*start).Milliseconds()
 	}
-	r.recordPlan(hs, ev.Address, StatusFailed, "failed", "")
+	r.recordPlan(hs, ev.Address, StatusFailed, "failed", nil)
 	r.emit(e)
 }
 

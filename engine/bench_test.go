@@ -1,0 +1,82 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/wsu-project/wsu/engine"
+	"github.com/wsu-project/wsu/engine/playbook"
+	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/modules"
+)
+
+// noop is a module that does nothing, so a benchmark measures only the
+// engine: evaluation, scheduling, events.
+type noop struct{}
+
+func (noop) Schema() modules.Schema {
+	return modules.Schema{
+		Name:       "noop",
+		Target:     modules.TargetController,
+		Attributes: []modules.Attribute{{Name: "value", Type: cty.String, Required: true}},
+		Results:    []modules.Attribute{{Name: "value", Type: cty.String}},
+	}
+}
+
+func (noop) Plan(_ context.Context, req modules.PlanRequest) modules.PlanResponse {
+	return modules.PlanResponse{Result: cty.ObjectVal(map[string]cty.Value{"value": req.Config.Get("value")})}
+}
+
+func (noop) Apply(_ context.Context, req modules.ApplyRequest) modules.ApplyResponse {
+	return modules.ApplyResponse{Result: cty.ObjectVal(map[string]cty.Value{"value": req.Config.Get("value")})}
+}
+
+// BenchmarkEngineOverhead runs 50 no-op tasks, each referring to a variable
+// and the previous task's result, on 1 and on 100 hosts. ns/op is per run;
+// the task-ns metric is per task per host.
+func BenchmarkEngineOverhead(b *testing.B) {
+	const tasks = 50
+	var src strings.Builder
+	src.WriteString("variable \"site\" {\n  type = string\n  default = \"lab\"\n}\nplay \"bench\" {\n  hosts = \"all\"\n")
+	for i := 0; i < tasks; i++ {
+		prev := `"start"`
+		if i > 0 {
+			prev = fmt.Sprintf("task.t%d.value", i-1)
+		}
+		fmt.Fprintf(&src, "  task \"t%d\" {\n    noop { value = \"${var.site}-%d-${%s}\" }\n  }\n", i, i, strings.Trim(prev, `"`))
+	}
+	src.WriteString("}\n")
+	reg := modules.NewRegistry(noop{})
+	pb, diags := playbook.NewLoader(reg, nil).LoadSource("bench.hcl", []byte(strings.ReplaceAll(src.String(), "${start}", "start")))
+	if diags.HasErrors() {
+		b.Fatal(diags)
+	}
+	for _, hosts := range []int{1, 100} {
+		b.Run(fmt.Sprintf("hosts=%d/tasks=%d", hosts, tasks), func(b *testing.B) {
+			inv := inventory.FromList(hostList(hosts))
+			b.ReportAllocs()
+			for b.Loop() {
+				res := engine.Run(context.Background(), engine.Request{
+					Playbook: pb, Inventory: inv, Mode: engine.ModeApply, Registry: reg,
+					Hooks: engine.HooksFunc(func(engine.Event) {}),
+				})
+				if res.Failed() {
+					b.Fatal(res.Diagnostics, res.Recap)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*hosts*tasks), "task-ns")
+		})
+	}
+}
+
+func hostList(n int) string {
+	var names []string
+	for i := 0; i < n; i++ {
+		names = append(names, fmt.Sprintf("win%03d", i))
+	}
+	return strings.Join(names, ",") + ","
+}

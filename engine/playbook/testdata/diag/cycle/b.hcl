@@ -1,0 +1,3 @@
+include "a" {
+  source = "a.hcl"
+}

@@ -1,0 +1,6 @@
+include "web" {
+  source = "child.hcl"
+  vars = {
+    prot = 8080
+  }
+}

@@ -1,0 +1,3 @@
+include "gone" {
+  source = "nowhere.hcl"
+}
