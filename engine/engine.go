@@ -6,7 +6,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -122,9 +121,7 @@ func Run(ctx context.Context, req Request) *Result {
 		return &Result{Diagnostics: diags}
 	}
 	r.emit(Event{Type: EventRunStart, Hosts: r.hostOrder})
-	for _, d := range diags {
-		r.result.Diagnostics = append(r.result.Diagnostics, d)
-	}
+	r.result.Diagnostics = append(r.result.Diagnostics, diags...)
 	r.runInstance(ctx, r.root)
 	r.closeAll()
 	if ctx.Err() != nil {
@@ -526,12 +523,3 @@ func suggestName(name string, candidates []string) string {
 }
 
 var validationFuncs = funcs.Table(".", nil)
-
-func sortedNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}

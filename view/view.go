@@ -67,10 +67,9 @@ type Human struct {
 	sources  map[string][]byte
 	mode     engine.Mode
 
-	status    map[string]string // host -> current task, for the progress line
-	statusOn  bool
-	changes   map[string]int
-	planHosts []string
+	status   map[string]string // host -> current task, for the progress line
+	statusOn bool
+	changes  map[string]int
 }
 
 // HumanOptions configure the human view.
