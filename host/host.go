@@ -50,6 +50,12 @@ type Host interface {
 	// shell) and waits for it to exit or for the timeout.
 	Run(ctx context.Context, req RunRequest) (RunResult, error)
 
+	Processes
+	Services
+	Registry
+	Environment
+	HNS
+
 	// Close releases the connection to the host.
 	Close() error
 }

@@ -4,6 +4,7 @@ package local
 
 import (
 	"context"
+	"runtime"
 	"sync"
 
 	"github.com/wsu-project/wsu/host"
@@ -11,6 +12,8 @@ import (
 
 // localHost is the machine wsu runs on.
 type localHost struct {
+	// The Windows-side operations are not available on a POSIX machine.
+	host.Unsupported
 	mu    sync.Mutex
 	facts *host.Facts // cached: gathering may hit DNS
 }
@@ -18,7 +21,9 @@ type localHost struct {
 var _ host.Host = (*localHost)(nil)
 
 // New returns a Host acting on the local machine.
-func New() host.Host { return &localHost{} }
+func New() host.Host {
+	return &localHost{Unsupported: host.Unsupported{Platform: runtime.GOOS + " (local)"}}
+}
 
 // Facts gathers the facts once and then serves them from the cache.
 func (h *localHost) Facts(ctx context.Context) (host.Facts, error) {
