@@ -28,15 +28,19 @@ type Host interface {
 	// Facts describes the host. Implementations may cache the answer.
 	Facts(ctx context.Context) (Facts, error)
 
-	// Stat describes path. A missing path is not an error: Exists is false.
+	// Stat describes path, following symlinks. A missing path is not an
+	// error: Exists is false.
 	Stat(ctx context.Context, path string) (FileInfo, error)
 	// SHA256 returns the hex sha256 of a regular file's content.
 	SHA256(ctx context.Context, path string) (string, error)
-	// ReadFile returns a file's content; files larger than limit are an error.
+	// ReadFile returns a file's content; files larger than limit are an
+	// error (limit <= 0: no limit).
 	ReadFile(ctx context.Context, path string, limit int64) ([]byte, error)
 	// WriteFile streams content to a temp file beside path, syncs it and
 	// renames it over path, so a reader (or a cut stream) sees either the old
-	// file or the complete new one.
+	// file or the complete new one. The result is a new file: a symlink at
+	// path is replaced, not followed, and the old file's owner and ACL are
+	// not carried over.
 	WriteFile(ctx context.Context, path string, content io.Reader, mode fs.FileMode) error
 	// MkdirAll creates path and any missing parents.
 	MkdirAll(ctx context.Context, path string, mode fs.FileMode) error

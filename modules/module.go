@@ -143,7 +143,9 @@ type PlanResponse struct {
 	// Change is nil when the host is already in the desired state.
 	Change *Change
 	// Result is the task result as far as it is known before Apply; apply-
-	// only attributes are cty unknown. With a nil Change it must be known.
+	// only attributes are cty unknown. With a nil Change, Apply is never
+	// called, so the result should be known unless the configuration itself
+	// holds unknown values (print of a value known only after apply).
 	Result      cty.Value
 	Diagnostics hcl.Diagnostics
 }

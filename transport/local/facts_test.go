@@ -1,10 +1,15 @@
 package local
 
 import (
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"context"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/wsu-project/wsu/host"
 )
 
 func TestParseDefaultRoute(t *testing.T) {
@@ -88,4 +93,14 @@ func TestFacts(t *testing.T) {
 
 func TestClose(t *testing.T) {
 	assert.NoError(t, New().Close())
+}
+
+func TestWindowsOperationsUnsupported(t *testing.T) {
+	h := New()
+	svc, ok := h.(host.Services)
+	require.True(t, ok, "local host offers the Services interface")
+	_, err := svc.QueryService(context.Background(), "kubelet")
+	require.ErrorIs(t, err, host.ErrNotSupported)
+	_, err = h.(host.Registry).RegistryGet(context.Background(), `HKLM\SOFTWARE`, "x")
+	require.ErrorIs(t, err, host.ErrNotSupported)
 }

@@ -1,6 +1,9 @@
 package local
 
 import (
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"context"
 	"runtime"
 	"strings"
