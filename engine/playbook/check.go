@@ -81,8 +81,10 @@ func (c *checker) run() {
 	for _, name := range pb.VariableOrder {
 		v := pb.Variables[name]
 		for _, val := range v.Validations {
-			c.refs(val.Condition, where{roots: []string{RootVar}, taskIdx: -1})
-			c.refs(val.ErrorMessage, where{roots: []string{RootVar}, taskIdx: -1})
+			for _, e := range []hcl.Expression{val.Condition, val.ErrorMessage} {
+				c.refs(e, where{roots: []string{RootVar}, taskIdx: -1})
+				c.validationRefs(e, name)
+			}
 		}
 	}
 	for _, name := range pb.LocalOrder {
@@ -109,6 +111,19 @@ func (c *checker) run() {
 	}
 	if !c.diags.HasErrors() {
 		c.checkTypes()
+	}
+}
+
+// validationRefs reports references to other variables in a validation
+// rule: the engine evaluates a rule with only its own variable set.
+func (c *checker) validationRefs(expr hcl.Expression, name string) {
+	for _, tr := range expr.Variables() {
+		n, ok := attrName(tr)
+		if tr.RootName() != RootVar || !ok || n == name || c.pb.Variables[n] == nil {
+			continue // undeclared names are reported by refs
+		}
+		c.errorf(tr.SourceRange(), "Invalid reference in variable validation",
+			"A validation rule of variable %q can refer only to var.%s, not var.%s.", name, name, n)
 	}
 }
 
@@ -175,7 +190,7 @@ func (c *checker) checkPlay(p *Play, idx int) {
 		}
 		for _, n := range t.Notify {
 			if !handlers[n] {
-				c.errorf(t.DeclRange, "Unknown handler", "Task %q notifies %q, but play %q has no handler of that name.%s", t.Name, n, p.Name, suggest(n, handlerNames))
+				c.errorf(t.NotifyRange, "Unknown handler", "Task %q notifies %q, but play %q has no handler of that name.%s", t.Name, n, p.Name, suggest(n, handlerNames))
 			}
 		}
 	}
@@ -430,8 +445,21 @@ func (c *checker) checkTypes() {
 				vars[RootVar] = cty.ObjectVal(all)
 			}
 			tctx.Variables = vars
-			_, d := hcldec.Decode(t.Body, Spec(t.Schema), tctx)
+			cfg, d := hcldec.Decode(t.Body, Spec(t.Schema), tctx)
 			c.diags = append(c.diags, d...)
+			// Modules check what they can before any host is touched
+			// (relative paths, conflicting options); values from
+			// variables and tasks are still unknown here.
+			if mod, ok := c.reg.Lookup(t.Module); ok && !d.HasErrors() {
+				if v, ok := mod.(modules.Validator); ok {
+					cfg, _ = cfg.UnmarkDeep()
+					ranges := map[string]hcl.Range{}
+					for name, a := range t.Body.Attributes {
+						ranges[name] = a.Expr.Range()
+					}
+					c.diags = append(c.diags, v.Validate(modules.ValidateRequest{Config: modules.Config{Value: cfg, Block: t.BodyRange, Ranges: ranges}})...)
+				}
+			}
 			c.checkControl(t.When, cty.Bool, "when", tctx)
 			c.checkControl(t.Until, cty.Bool, "until", tctx)
 			c.checkControl(t.Retries, cty.Number, "retries", tctx)

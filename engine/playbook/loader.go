@@ -83,7 +83,7 @@ func (l *Loader) resolve(from location, src string) location {
 // Load reads a playbook file (or an EmbeddedPrefix name) and everything it
 // includes, and checks it.
 func (l *Loader) Load(name string) (*Playbook, hcl.Diagnostics) {
-	loc := location{name: name}
+	loc := location{name: filepath.Clean(name)}
 	if rest, ok := strings.CutPrefix(name, EmbeddedPrefix); ok {
 		if l.Embedded == nil {
 			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No embedded playbooks", Detail: "This build of wsu carries no stock playbooks."}}
@@ -413,6 +413,7 @@ func (l *Loader) decodeTask(block *hcl.Block, handler bool) (*Task, hcl.Diagnost
 		names, d := stringList(attr.Expr, "notify")
 		diags = append(diags, d...)
 		t.Notify = names
+		t.NotifyRange = attr.Expr.Range()
 	}
 	if attr, ok := a["tags"]; ok {
 		tags, d := stringList(attr.Expr, "tags")

@@ -114,6 +114,7 @@ type Task struct {
 	Delay        hcl.Expression
 	IgnoreErrors hcl.Expression
 	Notify       []string
+	NotifyRange  hcl.Range
 	Tags         []string
 	// Index is the task's position among the file's tasks (handlers: -1).
 	Index     int

@@ -1,0 +1,3 @@
+include "me" {
+  source = "./self.hcl"
+}

@@ -1,0 +1,9 @@
+variable "name" {}
+play "p" {
+  hosts = "all"
+  task "t" {
+    print {
+      msg = var.nmae
+    }
+  }
+}

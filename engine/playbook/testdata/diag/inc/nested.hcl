@@ -1,0 +1,3 @@
+include "broken" {
+  source = "broken.hcl"
+}
