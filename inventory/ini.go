@@ -81,7 +81,7 @@ func ParseINI(filename string, src []byte) (*Inventory, hcl.Diagnostics) {
 func (p *iniParser) line(start int, line string) {
 	lo := len(line) - len(strings.TrimLeft(line, " \t"))
 	body := strings.TrimRight(line[lo:], " \t")
-	if body == "" || body[0] == '#' || body[0] == ';' {
+	if strings.TrimSpace(body) == "" || body[0] == '#' || body[0] == ';' {
 		return
 	}
 	if body[0] == '[' {
@@ -115,9 +115,8 @@ func (p *iniParser) section(off int, body string) {
 	}
 	inner := body[1:closing]
 	name, suffix, hasSuffix := strings.Cut(inner, ":")
-	if name == "" || strings.ContainsAny(name, " \t[") {
-		p.b.errorf(p.f.rng(off, off+closing+1), "Invalid group name",
-			"%q is not a valid group name; group names cannot be empty or contain spaces or '['.", name)
+	if why := badName(name, false); why != "" {
+		p.b.errorf(p.f.rng(off, off+closing+1), "Invalid group name", "%q cannot be a group name: %s.", name, why)
 		return
 	}
 	nameRng := p.f.rng(off+1, off+1+len(name))
@@ -201,6 +200,13 @@ func (p *iniParser) hostLine(start int, line string) {
 	}
 
 	hostRng := p.f.rng(start+ht.start, start+ht.end)
+	if bad := firstBadHost(hp.names); bad != "" {
+		p.b.errorf(hostRng, "Invalid host name", "%q cannot be a host name: %s.", bad, badName(bad, true))
+		return
+	}
+	if !p.b.room(len(hp.names), hostRng) {
+		return
+	}
 	for _, name := range hp.names {
 		h := p.b.host(name, hostRng)
 		for _, k := range keys {
@@ -281,18 +287,27 @@ func parseVarValue(s string) (string, int, *patternError) {
 // childLine parses a group name in a [group:children] section.
 func (p *iniParser) childLine(off int, body string) {
 	f := strings.Fields(body)
+	if len(f) == 0 { // only exotic whitespace such as \f
+		return
+	}
 	name := f[0]
+	nameEnd := strings.Index(body, name) + len(name)
 	if len(f) > 1 && f[1][0] != '#' && f[1][0] != ';' {
-		at := off + strings.Index(body[len(name):], f[1]) + len(name)
+		at := off + nameEnd + strings.Index(body[nameEnd:], f[1])
 		p.b.errorf(p.f.rng(at, off+len(body)), "Unexpected text after group name",
 			"Each line in a [%s:children] section names one child group.", p.group)
 		return
 	}
-	rng := p.f.rng(off, off+len(name))
-	if strings.ContainsAny(name, "=[]") || name == groupAll {
-		p.b.errorf(rng, "Invalid child group",
-			"%q cannot be a child group of %q; lines in a [%s:children] section name groups, and \"all\" already contains every group.",
-			name, p.group, p.group)
+	rng := p.f.rng(off+nameEnd-len(name), off+nameEnd)
+	if name == groupAll {
+		p.b.errorf(rng, "Invalid child group", "\"all\" cannot be a child of %q; it already contains every group.", p.group)
+		return
+	}
+	if why := badName(name, false); why != "" || strings.Contains(name, "=") {
+		if why == "" {
+			why = "lines in a [" + p.group + ":children] section name groups, not variables"
+		}
+		p.b.errorf(rng, "Invalid child group", "%q cannot be a group name: %s.", name, why)
 		return
 	}
 	p.defined[name] = true

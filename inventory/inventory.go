@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
@@ -48,8 +49,8 @@ type Group struct {
 
 // Inventory is a parsed inventory.
 type Inventory struct {
-	Source string            // file name, or "" for an inline list
-	Hosts  map[string]*Host  //
+	Source string // file name, or "" for an inline list
+	Hosts  map[string]*Host
 	Order  []string          // host names in first-appearance order
 	Groups map[string]*Group // always contains "all" and "ungrouped" (Ansible semantics)
 }
@@ -161,6 +162,7 @@ type builder struct {
 	groupOrder []string
 	edgeRange  map[[2]string]hcl.Range // parent/child -> where the child was named
 	member     map[[2]string]bool      // group/host membership, for dedup
+	full       bool                    // maxHosts reached and reported
 }
 
 func newBuilder(filename string, src []byte) *builder {
@@ -201,6 +203,22 @@ func (b *builder) group(name string, rng hcl.Range) *Group {
 		b.groupOrder = append(b.groupOrder, name)
 	}
 	return g
+}
+
+// maxHosts bounds a whole inventory, so a file of a few range lines cannot
+// exhaust memory.
+const maxHosts = 100000
+
+// room reports whether n more hosts fit, reporting the overflow once.
+func (b *builder) room(n int, rng hcl.Range) bool {
+	if len(b.inv.Order)+n <= maxHosts {
+		return true
+	}
+	if !b.full {
+		b.full = true
+		b.errorf(rng, "Too many hosts", "The inventory has more than %d hosts; the rest are ignored.", maxHosts)
+	}
+	return false
 }
 
 func (b *builder) host(name string, rng hcl.Range) *Host {
@@ -245,6 +263,7 @@ func (b *builder) finish() (*Inventory, hcl.Diagnostics) {
 	// Ansible: a host whose only group is "all" belongs to "ungrouped", and a
 	// host with a real group is taken out of "ungrouped".
 	ung := inv.Groups[groupUngrouped]
+	leave := map[string]bool{}
 	for _, name := range inv.Order {
 		h := inv.Hosts[name]
 		other := 0
@@ -258,15 +277,28 @@ func (b *builder) finish() (*Inventory, hcl.Diagnostics) {
 			b.addHost(groupUngrouped, name)
 		case other < len(h.Groups):
 			h.Groups = without(h.Groups, groupUngrouped)
-			ung.Hosts = without(ung.Hosts, name)
+			leave[name] = true
 		}
+	}
+	if len(leave) > 0 { // one pass: inventories can hold many thousands of hosts
+		var keep []string
+		for _, name := range ung.Hosts {
+			if !leave[name] {
+				keep = append(keep, name)
+			}
+		}
+		ung.Hosts = keep
 	}
 
 	// Every group without another parent hangs directly under "all".
 	parents := inv.parents()
 	all := inv.Groups[groupAll]
+	top := map[string]bool{}
+	for _, c := range all.Children {
+		top[c] = true
+	}
 	for _, name := range b.groupOrder {
-		if name != groupAll && len(parents[name]) == 0 && !contains(all.Children, name) {
+		if name != groupAll && len(parents[name]) == 0 && !top[name] {
 			all.Children = append(all.Children, name)
 		}
 	}
@@ -335,8 +367,8 @@ func (inv *Inventory) parents() map[string][]string {
 	return p
 }
 
-// GroupNames returns every group the host belongs to, directly or through
-// parent groups, including "all", sorted. Unknown hosts give nil.
+// GroupNames returns every group the host belongs to, directly (Host.Groups)
+// or through parent groups, including "all", sorted. Unknown hosts give nil.
 func (inv *Inventory) GroupNames(host string) []string {
 	h := inv.Hosts[host]
 	if h == nil {
@@ -356,13 +388,6 @@ func (inv *Inventory) GroupNames(host string) []string {
 	}
 	for _, g := range h.Groups {
 		walk(g)
-	}
-	// Groups may also list the host without the host listing the group
-	// (a hand-built Inventory); honour both directions.
-	for name, g := range inv.Groups {
-		if contains(g.Hosts, host) && name != groupAll {
-			walk(name)
-		}
 	}
 	return sortedKeys(seen)
 }
@@ -455,6 +480,28 @@ func (inv *Inventory) priority(group string) int {
 		}
 	}
 	return 1
+}
+
+// badName explains why s cannot name a group (or, with host set, a host), or
+// returns "". Characters with a meaning in host patterns are refused because
+// such a group or host could never be selected.
+func badName(s string, host bool) string {
+	if s == "" {
+		return "it is empty"
+	}
+	for _, r := range s {
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			return "it contains a space or control character"
+		}
+	}
+	special := ":,[]*?"
+	if host {
+		special = ",*?" // ':' appears in IPv6 addresses; ranges are already expanded
+	}
+	if strings.ContainsAny(s, special) || strings.ContainsAny(s[:1], "!&~") {
+		return fmt.Sprintf("it contains one of %s or starts with !, & or ~, which have a meaning in host patterns", special)
+	}
+	return ""
 }
 
 func sortedKeys[V any](m map[string]V) []string {

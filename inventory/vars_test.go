@@ -116,7 +116,7 @@ func TestGroupNames(t *testing.T) {
 func TestHandBuiltInventory(t *testing.T) {
 	v := func(s string) Var { return Var{Value: cty.StringVal(s), Range: hcl.Range{}} }
 	inv := &Inventory{
-		Hosts: map[string]*Host{"h": {Name: "h", Vars: map[string]Var{}}},
+		Hosts: map[string]*Host{"h": {Name: "h", Vars: map[string]Var{}, Groups: []string{"a"}}},
 		Groups: map[string]*Group{
 			"all": {Name: "all", Vars: map[string]Var{"x": v("all")}},
 			"a":   {Name: "a", Hosts: []string{"h"}, Children: []string{"b"}, Vars: map[string]Var{"x": v("a")}},

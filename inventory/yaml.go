@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
@@ -82,18 +83,86 @@ func safeUnmarshal(src []byte, n *yaml.Node) (err error) {
 	return yaml.Unmarshal(src, n)
 }
 
-var yamlLineRe = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var yamlLineRe = regexp.MustCompile(`^yaml: (?:line (\d+): )?(.*)$`)
+
+var unknownAnchorRe = regexp.MustCompile(`^unknown anchor '(.*)' referenced$`)
+
+// yamlLocateBudget bounds the bytes re-parsed while locating a syntax error.
+const yamlLocateBudget = 32 << 20
 
 func (p *yamlParser) syntaxError(err error) {
-	msg := err.Error()
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	line := 1
-	if m := yamlLineRe.FindStringSubmatch(msg); m != nil {
-		line, _ = strconv.Atoi(m[1])
+	if m := yamlLineRe.FindStringSubmatch(err.Error()); m != nil {
 		msg = m[2]
-	} else {
-		msg = strings.TrimPrefix(msg, "yaml: ")
+		if m[1] != "" {
+			line, _ = strconv.Atoi(m[1])
+		}
 	}
-	p.b.errorf(p.f.rngLC(line, 1, 0), "Invalid YAML", "The inventory is not valid YAML: %s.", msg)
+	rng := p.f.rngLC(line, 1, 0)
+	if off, ok := p.locate(msg); ok {
+		rng = p.f.rng(off, off)
+		// The prefix search stops at the alias's last letter; point at '*'.
+		if m := unknownAnchorRe.FindStringSubmatch(msg); m != nil {
+			alias := "*" + m[1]
+			lo := max(0, off-len(alias)+1)
+			if i := strings.LastIndex(string(p.f.src[lo:off+1]), alias); i >= 0 {
+				rng = p.f.rng(lo+i, lo+i+len(alias))
+			}
+		}
+	}
+	hint := ""
+	switch {
+	case strings.Contains(msg, "expected key"), strings.Contains(msg, "mapping values are not allowed"),
+		strings.Contains(msg, "expected '-' indicator"):
+		hint = " Check the indentation: keys of one mapping must start in the same column."
+	case strings.Contains(msg, "cannot start any token") && rng.Start.Byte < len(p.f.src) && p.f.src[rng.Start.Byte] == '\t':
+		hint = " YAML must be indented with spaces, not tabs."
+	}
+	p.b.errorf(rng, "Invalid YAML", "The inventory is not valid YAML: %s.%s", msg, hint)
+}
+
+// locate finds where a syntax error is. yaml.v3 often reports the line where
+// the enclosing block began (or no line at all), so re-parse growing prefixes
+// of the source: the first prefix failing with the same message ends at the
+// offending character. Returns its byte offset.
+func (p *yamlParser) locate(msg string) (int, bool) {
+	src := p.f.src
+	spent := 0
+	fails := func(n int) bool {
+		spent += n
+		var node yaml.Node
+		err := safeUnmarshal(src[:n], &node)
+		if err == nil {
+			return false
+		}
+		m := yamlLineRe.FindStringSubmatch(err.Error())
+		return m != nil && m[2] == msg
+	}
+	for i, start := range p.f.lines {
+		end := len(src)
+		if i+1 < len(p.f.lines) {
+			end = p.f.lines[i+1]
+		}
+		if spent+end > yamlLocateBudget {
+			return 0, false
+		}
+		if !fails(end) {
+			continue
+		}
+		for c := start; c < end; {
+			_, size := utf8.DecodeRune(src[c:])
+			if spent+c > yamlLocateBudget {
+				break
+			}
+			if fails(c + size) {
+				return c, true
+			}
+			c += size
+		}
+		return start, true
+	}
+	return 0, false
 }
 
 func (p *yamlParser) rng(n *yaml.Node) hcl.Range {
@@ -218,6 +287,12 @@ func (p *yamlParser) name(k *yaml.Node, what string) (string, bool) {
 		p.shapeError(k, "Invalid "+what+" name", "A %s name cannot be empty.", what)
 		return "", false
 	}
+	if what == "group" {
+		if why := badName(n.Value, false); why != "" {
+			p.shapeError(k, "Invalid group name", "%q cannot be a group name: %s.", n.Value, why)
+			return "", false
+		}
+	}
 	return n.Value, true
 }
 
@@ -310,11 +385,18 @@ func (p *yamlParser) hosts(group string, val *yaml.Node) {
 			p.b.errorf(r, perr.summary, "%s", perr.detail)
 			continue
 		}
+		if bad := firstBadHost(hp.names); bad != "" {
+			p.shapeError(kv[0], "Invalid host name", "%q cannot be a host name: %s.", bad, badName(bad, true))
+			continue
+		}
 		vars := map[string]Var{}
 		if hp.port != "" {
 			vars["ansible_port"] = Var{cty.StringVal(hp.port), p.rng(kv[0])}
 		}
 		p.vars(vars, pattern, kv[1])
+		if !p.b.room(len(hp.names), p.rng(kv[0])) {
+			return
+		}
 		for _, name := range hp.names {
 			h := p.b.host(name, p.rng(kv[0]))
 			for k, v := range vars {
@@ -323,6 +405,15 @@ func (p *yamlParser) hosts(group string, val *yaml.Node) {
 			p.b.addHost(group, name)
 		}
 	}
+}
+
+func firstBadHost(names []string) string {
+	for _, n := range names {
+		if badName(n, true) != "" {
+			return n
+		}
+	}
+	return ""
 }
 
 func (p *yamlParser) children(group string, val *yaml.Node) {
