@@ -166,22 +166,22 @@ func (h *Human) taskResult(e engine.Event) {
 		h.planLine(e, name)
 		return
 	}
-	var label string
+	// Pad before colouring: escape codes would count towards the width.
+	text, code := string(e.Status), ""
 	switch e.Status {
 	case engine.StatusOK:
-		label = h.paint(cGreen, "ok")
+		code = cGreen
 	case engine.StatusChanged:
-		label = h.paint(cYellow, "changed")
+		code = cYellow
 	case engine.StatusSkipped:
-		label = h.paint(cCyan, "skipped")
+		code = cCyan
 	case engine.StatusIgnored:
-		label = h.paint(cRed, "failed (ignored)")
+		text, code = "failed (ignored)", cRed
 	case engine.StatusFailed:
-		label = h.paint(cRed, "failed")
-	default:
-		label = string(e.Status)
+		code = cRed
 	}
-	line := fmt.Sprintf("  %-8s [%s] %s", label, e.Host, name)
+	label := h.paint(code, fmt.Sprintf("%-8s", text))
+	line := fmt.Sprintf("  %s [%s] %s", label, e.Host, name)
 	if e.Change != nil && e.Change.Subject != "" {
 		line += h.paint(cDim, "  "+e.Change.Subject)
 	}

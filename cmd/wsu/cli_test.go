@@ -75,8 +75,8 @@ func golden(t *testing.T, path, got string) {
 
 var volatileJSON = regexp.MustCompile(`"(time|duration_ms)":("[^"]*"|\d+),?`)
 
-// TestPlanGolden pins the plan output, human and JSON, for each fixture
-// under testdata/golden: a fresh host, then one already converged.
+// TestPlanGolden pins the output, human and JSON, for each fixture under
+// testdata/golden: plan on a fresh host, apply --diff, plan again.
 func TestPlanGolden(t *testing.T) {
 	fixtures, err := filepath.Glob("testdata/golden/*")
 	require.NoError(t, err)
@@ -100,8 +100,9 @@ func TestPlanGolden(t *testing.T) {
 				assert.Equal(t, "wsu.event/v1", ev["@schema"])
 			}
 
-			code, _, errs = wsu(t, nil, append([]string{"apply"}, args...)...)
+			code, out, errs = wsu(t, nil, append([]string{"apply", "--diff"}, args...)...)
 			require.Equal(t, 0, code, errs)
+			golden(t, filepath.Join(fx, "apply.txt"), norm(out))
 			_, out, _ = wsu(t, nil, append([]string{"plan", "-v"}, args...)...)
 			golden(t, filepath.Join(fx, "replan.txt"), norm(out))
 		})
