@@ -186,7 +186,7 @@ func (h *Human) taskResult(e engine.Event) {
 		line += h.paint(cDim, "  "+e.Change.Subject)
 	}
 	if e.Message != "" {
-		line += ": " + e.Message
+		line += ": " + strings.TrimRight(e.Message, "\n")
 	}
 	h.printf("%s\n", line)
 	if h.diff && e.Change != nil {
@@ -216,7 +216,7 @@ func (h *Human) planLine(e engine.Event, name string) {
 		h.printf("%s\n%s", line, h.fields(e.Change, "        "))
 	case engine.StatusOK:
 		if e.Message != "" {
-			h.printf("      [%s] %s: %s\n", e.Host, name, e.Message)
+			h.printf("      [%s] %s: %s\n", e.Host, name, strings.TrimRight(e.Message, "\n"))
 		} else if h.verbose {
 			h.printf("  %s [%s] %s (%s)\n", h.paint(cDim, "  ="), e.Host, name, h.paint(cDim, "no change"))
 		}
