@@ -79,10 +79,15 @@ type Result struct {
 	Recap []HostRecap
 	// Plan is filled in plan mode, ready for planfile.Save once the caller
 	// adds the inputs it wants recorded.
-	Plan        *planfile.Plan
-	Changes     int
-	Diagnostics hcl.Diagnostics
-	Cancelled   bool
+	Plan    *planfile.Plan
+	Changes int
+	// Diagnostics are every error and warning of the run. Those raised
+	// while running are also sent as events; SetupDiagnostics are the ones
+	// found before any host was touched (inputs, a stale saved plan), which
+	// only the caller can show.
+	Diagnostics      hcl.Diagnostics
+	SetupDiagnostics hcl.Diagnostics
+	Cancelled        bool
 }
 
 // Failed reports whether any host failed or was unreachable, or the run
@@ -106,20 +111,29 @@ func Run(ctx context.Context, req Request) *Result {
 		fresh.Mode, fresh.Expect, fresh.Hooks = ModePlan, nil, nil
 		pr := Run(ctx, fresh)
 		if pr.Diagnostics.HasErrors() || pr.Failed() {
+			d := hcl.Diagnostics{{
+				Severity: hcl.DiagError,
+				Summary:  "Cannot check the saved plan",
+				Detail:   "Planning again, to compare with the saved plan, failed; nothing was applied. Run `wsu plan` to see why.",
+			}}
+			pr.Diagnostics = append(pr.Diagnostics, d...)
+			pr.SetupDiagnostics = append(pr.SetupDiagnostics, d...)
 			return pr
 		}
 		if stale := planfile.Stale(req.Expect, pr.Plan); len(stale) > 0 {
-			return &Result{Diagnostics: hcl.Diagnostics{{
+			d := hcl.Diagnostics{{
 				Severity: hcl.DiagError,
 				Summary:  "Saved plan is stale",
 				Detail:   "Nothing was applied. Since the plan was made:\n  - " + strings.Join(stale, "\n  - ") + "\nRun `wsu plan` again and review the new plan.",
-			}}}
+			}}
+			return &Result{Diagnostics: d, SetupDiagnostics: d}
 		}
 	}
 	r, diags := newRunner(req)
 	if diags.HasErrors() {
-		return &Result{Diagnostics: diags}
+		return &Result{Diagnostics: diags, SetupDiagnostics: diags}
 	}
+	r.result.SetupDiagnostics = diags // warnings
 	r.emit(Event{Type: EventRunStart, Hosts: r.hostOrder})
 	r.result.Diagnostics = append(r.result.Diagnostics, diags...)
 	r.runInstance(ctx, r.root)

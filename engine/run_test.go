@@ -552,3 +552,36 @@ play "p" {
 	_, err := os.Stat(filepath.Join(f.root, "win03"))
 	assert.True(t, os.IsNotExist(err))
 }
+
+func TestLocalsReadVariablesTasksAndOtherLocals(t *testing.T) {
+	f := newFixture(t, map[string]string{"play.hcl": rootVar + `
+variable "name" {
+  type    = string
+  default = "kubelet"
+}
+locals {
+  conf     = "${var.root}/${var.name}.conf"
+  upper    = upper(local.conf)
+  reported = "${task.write.size} bytes in ${local.conf}"
+}
+play "p" {
+  hosts = "all"
+  task "write" {
+    file {
+      path    = local.conf
+      content = "x"
+    }
+  }
+  task "report" {
+    print { msg = local.reported }
+  }
+  task "upper" {
+    print { msg = local.upper }
+  }
+}`})
+	res, rec := f.run(engine.ModeApply)
+	require.False(t, res.Failed(), "%v", res.Diagnostics)
+	conf := filepath.Join(f.root, "kubelet.conf")
+	assert.Equal(t, "1 bytes in "+conf, rec.result(t, "localhost", "report").Message)
+	assert.Equal(t, strings.ToUpper(conf), rec.result(t, "localhost", "upper").Message)
+}

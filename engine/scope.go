@@ -201,6 +201,27 @@ func (r *runner) globalScope(inst *instance) (*scope, hcl.Diagnostics) {
 
 // ctx builds the evaluation context for traversals trs.
 func (sc *scope) ctx(trs []hcl.Traversal, extra map[string]cty.Value, playVars map[string]cty.Value) (*hcl.EvalContext, hcl.Diagnostics) {
+	variables := sc.roots(trs, extra, playVars)
+	locals := map[string]cty.Value{}
+	var diags hcl.Diagnostics
+	for _, tr := range trs {
+		if tr.RootName() != playbook.RootLocal {
+			continue
+		}
+		if name, ok := localName(tr); ok {
+			v, d := sc.local(name, extra, playVars, map[string]bool{})
+			diags = append(diags, d...)
+			locals[name] = v
+		}
+	}
+	variables[playbook.RootLocal] = cty.ObjectVal(locals)
+	return &hcl.EvalContext{Variables: variables, Functions: sc.funcs}, diags
+}
+
+// roots returns the non-local roots trs refer to. Only what the expressions
+// name goes in: building objects of every task result for every task made a
+// play O(tasks²).
+func (sc *scope) roots(trs []hcl.Traversal, extra map[string]cty.Value, playVars map[string]cty.Value) map[string]cty.Value {
 	vars := sc.vars
 	if len(playVars) > 0 {
 		vars = make(map[string]cty.Value, len(sc.vars)+len(playVars))
@@ -211,8 +232,6 @@ func (sc *scope) ctx(trs []hcl.Traversal, extra map[string]cty.Value, playVars m
 			vars[k] = v
 		}
 	}
-	// Only what the expressions refer to goes into the context: building
-	// objects of every task result for every task made a play O(tasks²).
 	want := map[string]map[string]bool{}
 	whole := map[string]bool{}
 	for _, tr := range trs {
@@ -247,20 +266,7 @@ func (sc *scope) ctx(trs []hcl.Traversal, extra map[string]cty.Value, playVars m
 	for k, v := range extra {
 		variables[k] = v
 	}
-	locals := map[string]cty.Value{}
-	var diags hcl.Diagnostics
-	for _, tr := range trs {
-		if tr.RootName() != playbook.RootLocal {
-			continue
-		}
-		if name, ok := localName(tr); ok {
-			v, d := sc.local(name, variables, map[string]bool{})
-			diags = append(diags, d...)
-			locals[name] = v
-		}
-	}
-	variables[playbook.RootLocal] = cty.ObjectVal(locals)
-	return &hcl.EvalContext{Variables: variables, Functions: sc.funcs}, diags
+	return variables
 }
 
 func localName(tr hcl.Traversal) (string, bool) {
@@ -278,9 +284,11 @@ func localName(tr hcl.Traversal) (string, bool) {
 	return "", false
 }
 
-// local evaluates one local value, and the locals it needs first. Values
-// that depend on no task or include are cached for the scope's life.
-func (sc *scope) local(name string, base map[string]cty.Value, visiting map[string]bool) (cty.Value, hcl.Diagnostics) {
+// local evaluates one local value, and the locals it needs first. A value
+// that depends only on declared variables and the host is cached for the
+// scope's life; one that reads a task, an include or a play variable is
+// evaluated at each use.
+func (sc *scope) local(name string, extra, playVars map[string]cty.Value, visiting map[string]bool) (cty.Value, hcl.Diagnostics) {
 	if v, ok := sc.locals[name]; ok {
 		return v, nil
 	}
@@ -289,28 +297,32 @@ func (sc *scope) local(name string, base map[string]cty.Value, visiting map[stri
 		return cty.DynamicVal, nil // reported by the loader
 	}
 	visiting[name] = true
+	defer delete(visiting, name)
+	trs := l.Expr.Variables()
 	locals := map[string]cty.Value{}
 	var diags hcl.Diagnostics
 	volatile := false
-	for _, tr := range l.Expr.Variables() {
+	for _, tr := range trs {
+		n, ok := localName(tr)
 		switch tr.RootName() {
 		case playbook.RootLocal:
-			if n, ok := localName(tr); ok {
-				v, d := sc.local(n, base, visiting)
+			if ok {
+				v, d := sc.local(n, extra, playVars, visiting)
 				diags = append(diags, d...)
 				locals[n] = v
 				if _, cached := sc.locals[n]; !cached {
 					volatile = true
 				}
 			}
-		case playbook.RootTask, playbook.RootInclude:
+		case playbook.RootTask, playbook.RootInclude, playbook.RootEach, playbook.RootSelf:
 			volatile = true
+		case playbook.RootVar:
+			if _, declared := sc.vars[n]; !declared {
+				volatile = true // a play variable
+			}
 		}
 	}
-	vars := make(map[string]cty.Value, len(base)+1)
-	for k, v := range base {
-		vars[k] = v
-	}
+	vars := sc.roots(trs, extra, playVars)
 	vars[playbook.RootLocal] = cty.ObjectVal(locals)
 	v, d := l.Expr.Value(&hcl.EvalContext{Variables: vars, Functions: sc.funcs})
 	diags = append(diags, d...)

@@ -313,7 +313,7 @@ func (r *runner) runInstance1(ctx context.Context, sc *scope, playVars map[strin
 	summary := "no change"
 	if change != nil {
 		status = StatusChanged
-		summary = cv.Symbol + " " + cv.Action + " " + cv.Subject
+		summary = ev.scrub(cv.Symbol + " " + cv.Action + " " + cv.Subject)
 		hs.recap.Changed++
 		r.countChange()
 	} else {

@@ -271,7 +271,11 @@ func (h *Human) recap(e engine.Event) {
 		h.printf("%s\n", h.paint(code, line))
 		total += r.Changed
 	}
-	if h.mode == engine.ModePlan {
+	failed := false
+	for _, r := range e.Recap {
+		failed = failed || r.Failed > 0 || r.Unreachable > 0
+	}
+	if h.mode == engine.ModePlan && !failed {
 		hosts := 0
 		for _, n := range h.changes {
 			if n > 0 {

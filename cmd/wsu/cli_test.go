@@ -255,3 +255,40 @@ func TestNoInventoryIsAClearError(t *testing.T) {
 	assert.Contains(t, errs, "No inventory")
 	assert.Contains(t, errs, "--local")
 }
+
+// TestInputErrorsAreShown: problems found before any host is touched are
+// printed, located, on stderr, with exit code 1.
+func TestInputErrorsAreShown(t *testing.T) {
+	root := t.TempDir()
+	pb := "../../examples/demo/site.hcl"
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-var", "nonsense"}, []string{"Invalid -var option", "<-var #2>"}},
+		{[]string{"-var", "clusterdns=1"}, []string{"Value for undeclared variable", `Did you mean "cluster_dns"?`}},
+		{[]string{"-var", "max_pods=many"}, []string{"max_pods"}},
+		{[]string{"-var-file", "/nonexistent/vars.hcl"}, []string{"Cannot read variables file"}},
+		{[]string{"--output", "yaml"}, []string{"--output must be human or json"}},
+	}
+	for _, tc := range cases {
+		args := append([]string{"plan", pb, "--local", "--no-color", "-var", "root=" + root}, tc.args...)
+		code, out, errs := wsu(t, nil, args...)
+		assert.Equal(t, 1, code, "%v", tc.args)
+		for _, w := range tc.want {
+			// Per-host problems (a value of the wrong type) are part of
+			// the run's output; the rest go to stderr.
+			assert.Contains(t, out+errs, w, "%v", tc.args)
+		}
+	}
+}
+
+func TestSavedPlanRefusesNewInputs(t *testing.T) {
+	root := t.TempDir()
+	planFile := filepath.Join(t.TempDir(), "p.plan")
+	code, _, errs := wsu(t, nil, "plan", "../../examples/demo/site.hcl", "--local", "-var", "root="+root, "-out", planFile)
+	require.Equal(t, 0, code, errs)
+	code, _, errs = wsu(t, nil, "apply", planFile, "-var", "max_pods=1")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "carries its own inputs; drop --var")
+}

@@ -6,9 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/wsu-project/wsu/engine"
@@ -70,11 +72,11 @@ Exit codes: 0 success; 1 error. With -detailed-exitcode: 0 no changes, 1 error,
 2 changes present.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.run(cmd.Context(), o, args[0], engine.ModePlan)
+			return a.run(cmd.Context(), cmd.Flags(), o, args[0], engine.ModePlan)
 		},
 	}
 	o.bind(cmd)
-	cmd.Flags().StringVar(&o.out, "out", "", "save the plan to a file, for `wsu apply FILE`")
+	cmd.Flags().StringVar(&o.out, "out", "", "save the plan to this file, to apply exactly it later with 'wsu apply FILE'")
 	cmd.Flags().BoolVar(&o.detailedExitcode, "detailed-exitcode", false, "exit 2 when there are changes, 0 when none")
 	return cmd
 }
@@ -96,7 +98,7 @@ failed or was unreachable.`,
 			if o.check {
 				mode = engine.ModePlan
 			}
-			return a.run(cmd.Context(), o, args[0], mode)
+			return a.run(cmd.Context(), cmd.Flags(), o, args[0], mode)
 		},
 	}
 	o.bind(cmd)
@@ -106,11 +108,17 @@ failed or was unreachable.`,
 }
 
 // run is plan and apply.
-func (a *app) run(ctx context.Context, o *runOptions, target string, mode engine.Mode) error {
+func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, target string, mode engine.Mode) error {
+	if o.output != "human" && o.output != "json" {
+		return fmt.Errorf("--output must be human or json, not %q", o.output)
+	}
 	var expect *planfile.Plan
 	if saved, isPlan, err := planfile.Load(target); err != nil && isPlan {
 		return err
 	} else if isPlan {
+		if given := inputFlags(flags); len(given) > 0 {
+			return fmt.Errorf("%s is a saved plan, which carries its own inputs; drop %s (or plan again with them)", target, strings.Join(given, ", "))
+		}
 		if mode != engine.ModeApply {
 			return fmt.Errorf("%s is a saved plan; apply it with `wsu apply %s`", target, target)
 		}
@@ -164,9 +172,7 @@ func (a *app) run(ctx context.Context, o *runOptions, target string, mode engine
 		Expect:   expect,
 	}
 	res := engine.Run(ctx, req)
-	if expect != nil && res.Diagnostics.HasErrors() && len(res.Recap) == 0 {
-		v.Diagnostics(res.Diagnostics)
-	}
+	v.Diagnostics(res.SetupDiagnostics)
 	if res.Failed() {
 		return exitError{1}
 	}
@@ -202,6 +208,17 @@ func (a *app) newView(o *runOptions, sources map[string][]byte) view.View {
 		Sources:  sources,
 		Err:      a.stderr,
 	})
+}
+
+// inputFlags names the input flags set on the command line.
+func inputFlags(flags *pflag.FlagSet) []string {
+	var given []string
+	for _, name := range []string{"inventory", "var", "var-file", "limit", "tags", "skip-tags", "local"} {
+		if flags.Changed(name) {
+			given = append(given, "--"+name)
+		}
+	}
+	return given
 }
 
 // loadInventory reads -i, or makes the one-host inventory --local implies.

@@ -30,7 +30,8 @@ names and arguments, argument types, references, duplicate names and cycles.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			loader := playbook.NewLoader(all.Registry(), nil)
 			_, diags := loader.Load(args[0])
-			v := view.NewHuman(a.stderr, view.HumanOptions{Color: isTerminal(a.stderr) && !noColor, Sources: loader.Sources()})
+			_, noColorEnv := os.LookupEnv("NO_COLOR")
+			v := view.NewHuman(a.stderr, view.HumanOptions{Color: isTerminal(a.stderr) && !noColor && !noColorEnv, Sources: loader.Sources()})
 			v.Diagnostics(diags)
 			if diags.HasErrors() {
 				return exitError{1}

@@ -156,8 +156,10 @@ func staleTasks(host string, saved, fresh []Task) []string {
 		switch {
 		case !ok:
 			out = append(out, fmt.Sprintf("host %s: task %s is no longer planned", host, t.Address))
+		case now.Fingerprint != t.Fingerprint && now.Summary == t.Summary:
+			out = append(out, fmt.Sprintf("host %s: task %s: its arguments or the host's state changed (%s either way)", host, t.Address, t.Summary))
 		case now.Fingerprint != t.Fingerprint:
-			out = append(out, fmt.Sprintf("host %s: task %s: planned %s, now %s (the host or the task's inputs changed)", host, t.Address, t.Summary, now.Summary))
+			out = append(out, fmt.Sprintf("host %s: task %s: planned %s, now %s", host, t.Address, t.Summary, now.Summary))
 		}
 	}
 	for _, t := range fresh {
