@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -49,7 +50,7 @@ func (j *JSON) Diagnostics(diags hcl.Diagnostics) {
 	if len(diags) == 0 {
 		return
 	}
-	j.Event(engine.Event{Schema: engine.EventSchema, Type: engine.EventDiagnostic, Diagnostics: engine.DiagViews(diags)})
+	j.Event(engine.Event{Schema: engine.EventSchema, Type: engine.EventDiagnostic, Time: time.Now().UTC(), Diagnostics: engine.DiagViews(diags)})
 }
 
 // Close implements View.
