@@ -23,7 +23,7 @@ lint: tools ## gofmt, go vet, staticcheck, and playbook formatting
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(TOOLS)/staticcheck ./...
-	$(GO) run ./cmd/wsu fmt --check examples playbooks
+	$(GO) run ./cmd/wsu fmt --check $(wildcard examples playbooks)
 
 tools: $(TOOLS)/staticcheck ## install the lint tools into bin/tools
 
