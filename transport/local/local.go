@@ -20,8 +20,13 @@ type localHost struct {
 
 var _ host.Host = (*localHost)(nil)
 
-// New returns a Host acting on the local machine.
-func New() host.Host {
+// New returns a Host acting on the local machine: on Windows the native
+// Win32 platform of the agent, elsewhere this package's POSIX host.
+func New() host.Host { return newNative() }
+
+// NewPOSIX returns the in-process POSIX host (Windows operations are not
+// supported).
+func NewPOSIX() host.Host {
 	return &localHost{Unsupported: host.Unsupported{Platform: runtime.GOOS + " (local)"}}
 }
 

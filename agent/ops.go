@@ -1,0 +1,188 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/wsu-project/wsu/agent/proto"
+	"github.com/wsu-project/wsu/host"
+)
+
+// request is what a handler gets.
+type request struct {
+	ctx  context.Context
+	h    host.Host
+	args json.RawMessage
+	// in is the request's inbound stream, nil without one.
+	in io.Reader
+	// send writes one outbound data frame.
+	send func([]byte) error
+}
+
+// handler runs one op; a nil result is sent as no result.
+type handler func(r *request) (any, error)
+
+// handlers maps each op to its Host method.
+var handlers = map[string]handler{
+	proto.OpFacts: func(r *request) (any, error) { return r.h.Facts(r.ctx) },
+
+	proto.OpStat: with(func(r *request, a proto.PathArgs) (any, error) { return r.h.Stat(r.ctx, a.Path) }),
+	proto.OpSHA256: with(func(r *request, a proto.PathArgs) (any, error) {
+		sum, err := r.h.SHA256(r.ctx, a.Path)
+		return proto.SHA256Result{SHA256: sum}, err
+	}),
+	proto.OpRead: with(func(r *request, a proto.ReadArgs) (any, error) {
+		data, err := r.h.ReadFile(r.ctx, a.Path, a.Limit)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.sendAll(data); err != nil {
+			return nil, err
+		}
+		return proto.ReadResult{Size: int64(len(data))}, nil
+	}),
+	proto.OpWrite: with(func(r *request, a proto.PathModeArgs) (any, error) {
+		if r.in == nil {
+			return nil, fmt.Errorf("%w: fs.write needs a stream", proto.ErrInvalid)
+		}
+		return nil, r.h.WriteFile(r.ctx, a.Path, r.in, a.Mode)
+	}),
+	proto.OpMkdir: with(func(r *request, a proto.PathModeArgs) (any, error) {
+		return nil, r.h.MkdirAll(r.ctx, a.Path, a.Mode)
+	}),
+	proto.OpChmod: with(func(r *request, a proto.PathModeArgs) (any, error) {
+		return nil, r.h.Chmod(r.ctx, a.Path, a.Mode)
+	}),
+	proto.OpRemove: with(func(r *request, a proto.RemoveArgs) (any, error) {
+		return nil, r.h.Remove(r.ctx, a.Path, a.Recursive)
+	}),
+
+	proto.OpRun:  with(run),
+	proto.OpList: func(r *request) (any, error) { return r.h.ListProcesses(r.ctx) },
+	proto.OpKill: with(func(r *request, a proto.KillArgs) (any, error) {
+		n, err := r.h.Kill(r.ctx, a.PID, a.Image)
+		return proto.CountResult{Count: n}, err
+	}),
+
+	proto.OpSvcQuery: with(func(r *request, a proto.NameArgs) (any, error) { return r.h.QueryService(r.ctx, a.Name) }),
+	proto.OpSvcCreate: with(func(r *request, a proto.ServiceArgs) (any, error) {
+		return nil, r.h.CreateService(r.ctx, a.Config)
+	}),
+	proto.OpSvcUpdate: with(func(r *request, a proto.ServiceArgs) (any, error) {
+		return nil, r.h.UpdateService(r.ctx, a.Config)
+	}),
+	proto.OpSvcRecovery: with(func(r *request, a proto.RecoveryArgs) (any, error) {
+		return nil, r.h.SetServiceRecovery(r.ctx, a.Name, a.Recovery)
+	}),
+	proto.OpSvcStart: with(func(r *request, a proto.NameArgs) (any, error) { return nil, r.h.StartService(r.ctx, a.Name) }),
+	proto.OpSvcStop: with(func(r *request, a proto.NameTimeoutArgs) (any, error) {
+		return nil, r.h.StopService(r.ctx, a.Name, a.Timeout)
+	}),
+	proto.OpSvcDelete: with(func(r *request, a proto.NameTimeoutArgs) (any, error) {
+		return nil, r.h.DeleteService(r.ctx, a.Name, a.Timeout)
+	}),
+	proto.OpSvcWait: with(func(r *request, a proto.WaitArgs) (any, error) {
+		return nil, r.h.WaitService(r.ctx, a.Name, a.State, a.Timeout)
+	}),
+
+	proto.OpRegGet: with(func(r *request, a proto.RegArgs) (any, error) { return r.h.RegistryGet(r.ctx, a.Key, a.Name) }),
+	proto.OpRegSet: with(func(r *request, a proto.RegSetArgs) (any, error) {
+		return nil, r.h.RegistrySet(r.ctx, a.Key, a.Name, a.Value)
+	}),
+	proto.OpRegDelete: with(func(r *request, a proto.RegArgs) (any, error) {
+		return nil, r.h.RegistryDelete(r.ctx, a.Key, a.Name)
+	}),
+
+	proto.OpEnvGet: with(func(r *request, a proto.NameArgs) (any, error) {
+		v, ok, err := r.h.EnvGet(r.ctx, a.Name)
+		return proto.EnvResult{Value: v, Exists: ok}, err
+	}),
+	proto.OpEnvSet:    with(func(r *request, a proto.EnvSetArgs) (any, error) { return nil, r.h.EnvSet(r.ctx, a.Name, a.Value) }),
+	proto.OpEnvDelete: with(func(r *request, a proto.NameArgs) (any, error) { return nil, r.h.EnvDelete(r.ctx, a.Name) }),
+	proto.OpPathAdd: with(func(r *request, a proto.DirArgs) (any, error) {
+		changed, err := r.h.PathAdd(r.ctx, a.Dir)
+		return proto.ChangedResult{Changed: changed}, err
+	}),
+	proto.OpPathRm: with(func(r *request, a proto.DirArgs) (any, error) {
+		changed, err := r.h.PathRemove(r.ctx, a.Dir)
+		return proto.ChangedResult{Changed: changed}, err
+	}),
+
+	proto.OpHNSNetworks:  func(r *request) (any, error) { return r.h.HNSNetworks(r.ctx) },
+	proto.OpHNSEndpoints: func(r *request) (any, error) { return r.h.HNSEndpoints(r.ctx) },
+	proto.OpHNSCreateEndpoint: with(func(r *request, a proto.EndpointArgs) (any, error) {
+		return r.h.HNSCreateEndpoint(r.ctx, a.Spec)
+	}),
+	proto.OpHNSDeleteEndpoint: with(func(r *request, a proto.IDArgs) (any, error) {
+		return nil, r.h.HNSDeleteEndpoint(r.ctx, a.ID)
+	}),
+	proto.OpHNSDeleteNetwork: with(func(r *request, a proto.IDArgs) (any, error) {
+		return nil, r.h.HNSDeleteNetwork(r.ctx, a.ID)
+	}),
+}
+
+// with decodes an op's arguments strictly: within one protocol version
+// both sides know every field, so an unknown one is a bug worth reporting.
+func with[A any](f func(*request, A) (any, error)) handler {
+	return func(r *request) (any, error) {
+		var a A
+		if len(r.args) > 0 {
+			dec := json.NewDecoder(bytes.NewReader(r.args))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&a); err != nil {
+				return nil, fmt.Errorf("%w: arguments: %v", proto.ErrInvalid, err)
+			}
+		}
+		return f(r, a)
+	}
+}
+
+func run(r *request, a proto.RunArgs) (any, error) {
+	req := host.RunRequest{Argv: a.Argv, Dir: a.Dir, Env: a.Env, Timeout: a.Timeout, OutputLimit: a.OutputLimit}
+	if r.in != nil {
+		// The Host API takes stdin whole; bound it.
+		stdin, err := io.ReadAll(io.LimitReader(r.in, maxStdin+1))
+		if err != nil {
+			return nil, fmt.Errorf("run: reading stdin: %w", err)
+		}
+		if len(stdin) > maxStdin {
+			return nil, fmt.Errorf("%w: stdin is larger than %d bytes", proto.ErrInvalid, maxStdin)
+		}
+		req.Stdin = stdin
+	}
+	res, err := r.h.Run(r.ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.sendAll(res.Stdout); err != nil {
+		return nil, err
+	}
+	if err := r.sendAll(res.Stderr); err != nil {
+		return nil, err
+	}
+	return proto.RunResult{
+		ExitCode:  res.ExitCode,
+		StdoutLen: len(res.Stdout),
+		StderrLen: len(res.Stderr),
+		Truncated: res.Truncated,
+		TimedOut:  res.TimedOut,
+	}, nil
+}
+
+// sendAll sends data as data frames, stopping if the request is cancelled.
+func (r *request) sendAll(data []byte) error {
+	for len(data) > 0 {
+		if err := r.ctx.Err(); err != nil {
+			return err
+		}
+		n := min(len(data), chunkSize)
+		if err := r.send(data[:n]); err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
+}

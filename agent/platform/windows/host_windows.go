@@ -1,0 +1,47 @@
+//go:build windows
+
+package windows
+
+import (
+	"context"
+	"sync"
+
+	"github.com/wsu-project/wsu/host"
+)
+
+// winHost is the Windows machine the agent runs on, driven through Win32.
+type winHost struct {
+	mu    sync.Mutex
+	facts *host.Facts // cached: the answer does not change while we run
+
+	// envMu serialises read-modify-write of the machine environment.
+	envMu sync.Mutex
+}
+
+var _ host.Host = (*winHost)(nil)
+
+// platform names this backend in not-supported errors.
+const platform = "windows"
+
+// New returns the Host the agent serves on Windows.
+func New() host.Host { return &winHost{} }
+
+func (h *winHost) Facts(ctx context.Context) (host.Facts, error) {
+	if err := ctx.Err(); err != nil {
+		return host.Facts{}, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.facts != nil {
+		return *h.facts, nil
+	}
+	f, err := gatherFacts()
+	if err != nil {
+		return host.Facts{}, err
+	}
+	h.facts = &f
+	return f, nil
+}
+
+// Close is a no-op: every call opens and closes its own handles.
+func (h *winHost) Close() error { return nil }

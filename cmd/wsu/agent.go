@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wsu-project/wsu/agent"
+	"github.com/wsu-project/wsu/agent/platform/sim"
+	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/host/hashcache"
+	"github.com/wsu-project/wsu/version"
+)
+
+func (a *app) agentCommand() *cobra.Command {
+	var platform, simRoot, simHostname, simIPv4, cacheFile string
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Serve the Host API on stdin/stdout (started on a node by the transports)",
+		Long: `Agent is the node side of wsu: the transports (ssh, winrm, local) start it on the
+managed host and drive it over its stdin/stdout with a framed RPC (docs/agent-protocol.md).
+It exits when its input closes. You do not run it by hand.
+
+--platform native serves the machine it runs on (Windows: Win32 APIs). --platform sim
+serves a Windows host SIMULATED under --sim-root, for tests and the demo only.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var backend host.Host
+			switch platform {
+			case "native":
+				backend = nativeHost()
+				if cacheFile == "" {
+					if exe, err := os.Executable(); err == nil {
+						cacheFile = filepath.Join(filepath.Dir(exe), "wsu-hash-cache.json")
+					}
+				}
+			case "sim":
+				if simRoot == "" {
+					return fmt.Errorf("--platform sim needs --sim-root DIR")
+				}
+				h, err := sim.New(simRoot, sim.Options{Hostname: simHostname, FQDN: simHostname + ".local", IPv4: simIPv4})
+				if err != nil {
+					return err
+				}
+				backend = h
+				if cacheFile == "" {
+					cacheFile = filepath.Join(simRoot, "state", "hash-cache.json")
+				}
+			default:
+				return fmt.Errorf("--platform must be native or sim, not %q", platform)
+			}
+			if cacheFile != "" {
+				backend = hashcache.Wrap(backend, cacheFile)
+			}
+			sum, _ := agent.SelfSHA256()
+			return agent.Serve(cmd.Context(), a.stdin, a.stdout, backend, agent.ServerInfo{
+				Version:  version.Version,
+				SHA256:   sum,
+				Platform: platform,
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&platform, "platform", "native", "native, or sim (a simulated Windows host, for tests and the demo)")
+	f.StringVar(&simRoot, "sim-root", "", "directory holding the simulated host's state (--platform sim)")
+	f.StringVar(&simHostname, "sim-hostname", "sim-host", "hostname the simulated host reports")
+	f.StringVar(&simIPv4, "sim-ipv4", "127.0.0.1", "IPv4 address the simulated host reports")
+	f.StringVar(&cacheFile, "hash-cache", "", "file keeping sha256 results between runs (default: beside the agent binary, or in the sim state)")
+	return cmd
+}

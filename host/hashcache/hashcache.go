@@ -1,0 +1,183 @@
+// Package hashcache remembers file hashes on the node, so a no-op run does
+// not re-hash hundreds of MB of payload: a hash is served again while the
+// file's size and modification time are unchanged.
+package hashcache
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/wsu-project/wsu/host"
+)
+
+// racyWindow: a file modified this close to when it was hashed might be
+// changed again within the file system's timestamp granularity without its
+// mtime moving (Linux stamps from a coarse clock), so its entry is not
+// trusted (git's "racily clean" problem).
+const racyWindow = 2 * time.Second
+
+// version of the cache file format; another version is ignored.
+const version = 1
+
+type entry struct {
+	Size     int64  `json:"size"`
+	ModTime  int64  `json:"mtime"` // UnixNano
+	HashedAt int64  `json:"hashed_at"`
+	SHA256   string `json:"sha256"`
+}
+
+type file struct {
+	Version int               `json:"version"`
+	Entries map[string]*entry `json:"entries"`
+}
+
+type cache struct {
+	host.Host
+	path string
+
+	mu      sync.Mutex
+	loaded  bool
+	entries map[string]*entry
+	saveMu  sync.Mutex // one writer of the cache file at a time
+}
+
+// Wrap returns h with SHA256 served from a cache persisted as JSON at
+// cacheFile, a path on the machine running this code (the agent's node).
+// Every other operation goes straight to h; WriteFile and Remove also drop
+// the cached entries they make stale.
+func Wrap(h host.Host, cacheFile string) host.Host {
+	return &cache{Host: h, path: cacheFile}
+}
+
+// load reads the cache file once; an unreadable or corrupt one is ignored
+// and replaced at the next save. Call with mu held.
+func (c *cache) load() {
+	if c.loaded {
+		return
+	}
+	c.loaded = true
+	c.entries = map[string]*entry{}
+	b, err := os.ReadFile(c.path)
+	if err != nil {
+		return
+	}
+	var f file
+	if json.Unmarshal(b, &f) != nil || f.Version != version {
+		return
+	}
+	for k, e := range f.Entries {
+		if e != nil {
+			c.entries[k] = e
+		}
+	}
+}
+
+func (e *entry) matches(fi host.FileInfo) bool {
+	return e.Size == fi.Size && e.ModTime == fi.ModTime.UnixNano() &&
+		e.HashedAt-e.ModTime >= int64(racyWindow)
+}
+
+func sameFile(a, b host.FileInfo) bool {
+	return a.Exists == b.Exists && a.Size == b.Size && a.ModTime.Equal(b.ModTime)
+}
+
+func (c *cache) SHA256(ctx context.Context, path string) (string, error) {
+	before, err := c.Host.Stat(ctx, path)
+	if err != nil || !before.Exists || before.IsDir {
+		// Not cacheable; h says what is wrong with it.
+		c.forget(path, false)
+		return c.Host.SHA256(ctx, path)
+	}
+	c.mu.Lock()
+	c.load()
+	if e := c.entries[path]; e != nil && e.matches(before) {
+		sum := e.SHA256
+		c.mu.Unlock()
+		return sum, nil
+	}
+	c.mu.Unlock()
+
+	hashedAt := time.Now()
+	sum, err := c.Host.SHA256(ctx, path)
+	if err != nil {
+		return "", err
+	}
+	// Record only if the file did not change while being hashed.
+	after, err := c.Host.Stat(ctx, path)
+	if err != nil || !sameFile(before, after) {
+		return sum, nil
+	}
+	c.mu.Lock()
+	c.entries[path] = &entry{Size: before.Size, ModTime: before.ModTime.UnixNano(), HashedAt: hashedAt.UnixNano(), SHA256: sum}
+	c.mu.Unlock()
+	c.save()
+	return sum, nil
+}
+
+func (c *cache) WriteFile(ctx context.Context, path string, content io.Reader, mode fs.FileMode) error {
+	err := c.Host.WriteFile(ctx, path, content, mode)
+	c.forget(path, false)
+	return err
+}
+
+func (c *cache) Remove(ctx context.Context, path string, recursive bool) error {
+	err := c.Host.Remove(ctx, path, recursive)
+	c.forget(path, recursive)
+	return err
+}
+
+// forget drops path's entry and, for a tree, those below it (either
+// separator: the host may be Windows).
+func (c *cache) forget(path string, tree bool) {
+	c.mu.Lock()
+	c.load()
+	n := len(c.entries)
+	for k := range c.entries {
+		if k == path || tree && (strings.HasPrefix(k, path+"/") || strings.HasPrefix(k, path+`\`)) {
+			delete(c.entries, k)
+		}
+	}
+	changed := len(c.entries) != n
+	c.mu.Unlock()
+	if changed {
+		c.save()
+	}
+}
+
+// save writes the cache atomically (temp + rename). It skips fsync: a
+// cache lost in a crash only costs re-hashing, and a torn file is ignored.
+// Failures are ignored for the same reason.
+func (c *cache) save() {
+	c.saveMu.Lock()
+	defer c.saveMu.Unlock()
+	c.mu.Lock()
+	b, err := json.Marshal(file{Version: version, Entries: c.entries})
+	c.mu.Unlock()
+	if err != nil {
+		return
+	}
+	dir := filepath.Dir(c.path)
+	if os.MkdirAll(dir, 0o755) != nil {
+		return
+	}
+	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(c.path)+"-*")
+	if err != nil {
+		return
+	}
+	_, err = f.Write(b)
+	err = errors.Join(err, f.Close())
+	if err == nil {
+		err = os.Rename(f.Name(), c.path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !windows
+
+package local
+
+import "github.com/wsu-project/wsu/host"
+
+func newNative() host.Host { return NewPOSIX() }
