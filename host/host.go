@@ -18,6 +18,18 @@ import (
 // HNS under Wine. Callers report it; they never treat it as success.
 var ErrNotSupported = errors.New("not supported on this platform")
 
+// ErrConnectionLost is wrapped by every error a host returns once its
+// connection has died (a network reconfiguration on the node, a reboot).
+// The engine then reconnects within the host's reconnect_timeout and runs
+// the interrupted task again: modules are idempotent, so it converges.
+var ErrConnectionLost = errors.New("connection to the host was lost")
+
+// Lossy is implemented by hosts whose connection can die under a task;
+// Lost reports whether it has.
+type Lossy interface {
+	Lost() bool
+}
+
 // NotSupported wraps ErrNotSupported with the operation and platform names.
 func NotSupported(op, platform string) error {
 	return fmt.Errorf("%s: %w (%s)", op, ErrNotSupported, platform)

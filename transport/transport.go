@@ -4,7 +4,6 @@ package transport
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -15,18 +14,6 @@ import (
 	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/transport/local"
 )
-
-// ErrConnectionLost is wrapped by every error a host returns once its
-// connection has died (a network reconfiguration on the node, a reboot).
-// The engine then reconnects within the host's reconnect_timeout and runs
-// the interrupted task again: modules are idempotent, so it converges.
-var ErrConnectionLost = errors.New("connection to the host was lost")
-
-// Reconnectable is implemented by hosts whose connection can die under a
-// task; Lost reports whether it has.
-type Reconnectable interface {
-	Lost() bool
-}
 
 // Dialer connects to one host given its inventory variables.
 type Dialer func(ctx context.Context, name string, vars map[string]inventory.Var) (host.Host, error)

@@ -20,13 +20,17 @@ import (
 
 // ErrConnectionLost wraps every error caused by the agent connection
 // failing: the calls in flight and all later ones return it.
-var ErrConnectionLost = errors.New("agent connection lost")
+var ErrConnectionLost = host.ErrConnectionLost
 
 // ErrClosed is returned by calls after Close.
 var ErrClosed = errors.New("agent client closed")
 
-// chunkSize is the size of the data frames WriteFile sends.
-const chunkSize = 256 << 10
+const (
+	// chunkSize is the size of the data frames WriteFile sends.
+	chunkSize = 256 << 10
+	// maxAbortMessage keeps a data_end's error message well within a frame.
+	maxAbortMessage = 4 << 10
+)
 
 // Client is a connection to one agent. It implements host.Host; its methods
 // may be called concurrently.
@@ -156,6 +160,14 @@ func (c *Client) fail(err error) {
 	}
 	c.err = err
 	close(c.dead)
+}
+
+// Lost reports whether the connection died (host.Lossy): the engine then
+// reconnects and runs the interrupted task again.
+func (c *Client) Lost() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err != nil && errors.Is(c.err, ErrConnectionLost)
 }
 
 // send writes one frame; a write error loses the connection.
@@ -294,7 +306,11 @@ func (c *Client) roundTrip(ctx context.Context, op string, args any, upload io.R
 		go c.send(proto.Frame{Kind: proto.KindCancel, ID: id})
 		return nil, ctx.Err()
 	case <-c.dead:
-		return nil, c.connErr()
+		select {
+		case <-cl.done: // answered before the connection went
+		default:
+			return nil, c.connErr()
+		}
 	}
 	if cl.err != nil {
 		return nil, cl.err
@@ -364,7 +380,11 @@ func (c *Client) upload(ctx context.Context, id uint64, cl *call, r io.Reader) e
 			queue <- proto.Frame{Kind: proto.KindDataEnd, ID: id}
 			return nil
 		case err != nil:
-			queue <- proto.Frame{Kind: proto.KindDataEnd, ID: id, Payload: []byte(err.Error())}
+			msg := err.Error()
+			if len(msg) > maxAbortMessage {
+				msg = msg[:maxAbortMessage]
+			}
+			queue <- proto.Frame{Kind: proto.KindDataEnd, ID: id, Payload: []byte(msg)}
 			return fmt.Errorf("reading the content: %w", err)
 		}
 		if ctx.Err() != nil {
