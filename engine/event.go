@@ -19,6 +19,7 @@ const (
 	EventTaskStart    EventType = "task_start"
 	EventTaskResult   EventType = "task_result"
 	EventUnreachable  EventType = "host_unreachable"
+	EventReconnecting EventType = "host_reconnecting"
 	EventHostFailed   EventType = "host_failed"
 	EventPlayAborted  EventType = "play_aborted"
 	EventDiagnostic   EventType = "diagnostic"

@@ -3,6 +3,9 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -584,4 +587,68 @@ play "p" {
 	conf := filepath.Join(f.root, "kubelet.conf")
 	assert.Equal(t, "1 bytes in "+conf, rec.result(t, "localhost", "report").Message)
 	assert.Equal(t, strings.ToUpper(conf), rec.result(t, "localhost", "upper").Message)
+}
+
+// flakyHost is a FAKE: a local host whose connection "drops" on the first
+// WriteFile, as a node's does when hybrid-overlay reconfigures its network.
+// Real transports produce this too (see transport/ssh); here it isolates the
+// engine's reconnect logic.
+type flakyHost struct {
+	host.Host
+	drop *bool
+	lost bool
+}
+
+func (f *flakyHost) WriteFile(ctx context.Context, path string, r io.Reader, mode fs.FileMode) error {
+	if *f.drop {
+		*f.drop = false
+		f.lost = true
+		return fmt.Errorf("writing %s: %w", path, host.ErrConnectionLost)
+	}
+	return f.Host.WriteFile(ctx, path, r, mode)
+}
+
+func (f *flakyHost) Lost() bool { return f.lost }
+
+func TestReconnectAfterLostConnection(t *testing.T) {
+	f := newFixture(t, map[string]string{"play.hcl": rootVar + `
+play "p" {
+  hosts = "all"
+  task "cni" {
+    file {
+      path    = "${var.root}/cni.conf"
+      content = "overlay"
+    }
+  }
+  task "after" {
+    print { msg = "after" }
+  }
+}`})
+	loader := playbook.NewLoader(all.Registry(), nil)
+	pb, diags := loader.Load(filepath.Join(f.dir, "play.hcl"))
+	require.False(t, diags.HasErrors())
+	inv, _ := inventory.ParseINI("inv", []byte("win01 reconnect_timeout=10s\n"))
+	drop, dials := true, 0
+	rec := &recorder{}
+	res := engine.Run(context.Background(), engine.Request{
+		Playbook: pb, Inventory: inv, Mode: engine.ModeApply, Registry: all.Registry(), Hooks: rec,
+		Inputs: engine.Inputs{Vars: []string{"root=" + f.root}},
+		Connector: engine.ConnectorFunc(func(context.Context, engine.Target) (host.Host, error) {
+			dials++
+			return &flakyHost{Host: local.NewPOSIX(), drop: &drop}, nil
+		}),
+	})
+	require.False(t, res.Failed(), "%v %v", res.Diagnostics, rec.results(""))
+	assert.Equal(t, 2, dials)
+	data, err := os.ReadFile(filepath.Join(f.root, "cni.conf"))
+	require.NoError(t, err)
+	assert.Equal(t, "overlay", string(data))
+	assert.Equal(t, engine.StatusChanged, rec.result(t, "win01", "cni").Status)
+	var reconnecting int
+	for _, e := range rec.events {
+		if e.Type == engine.EventReconnecting {
+			reconnecting++
+		}
+	}
+	assert.Equal(t, 1, reconnecting)
 }

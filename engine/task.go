@@ -260,9 +260,10 @@ func (r *runner) runInstance1(ctx context.Context, sc *scope, playVars map[strin
 		return nullResult, false
 	}
 	var (
-		result  cty.Value
-		change  *modules.Change
-		attempt int
+		result     cty.Value
+		change     *modules.Change
+		attempt    int
+		reconnects int
 	)
 	for attempt = 1; ; attempt++ {
 		var diags hcl.Diagnostics
@@ -282,6 +283,20 @@ func (r *runner) runInstance1(ctx context.Context, sc *scope, playVars map[strin
 		}
 		if !diags.HasErrors() {
 			break
+		}
+		// The task cut the connection under itself (hybrid-overlay and
+		// HNS changes do): reconnect and run it again from Plan, which
+		// converges because modules are idempotent. This is not a retry.
+		if lost(h) && reconnects < maxReconnects && ctx.Err() == nil {
+			reconnects++
+			attempt--
+			nh, err := r.reconnect(ctx, hs, ev)
+			if err != nil {
+				r.unreachable(hs, ev, err)
+				return nullResult, false
+			}
+			h = nh
+			continue
 		}
 		if attempt > retries || ctx.Err() != nil || r.req.Mode == ModePlan {
 			if r.ignoreErrors(sc, t, extra, playVars) {
@@ -440,6 +455,71 @@ func (r *runner) unreachable(hs *hostState, ev Event, err error) {
 	e.Type = EventUnreachable
 	e.Diagnostics = []DiagnosticView{{Severity: "error", Summary: "Host unreachable", Detail: err.Error()}}
 	r.emit(e)
+}
+
+// maxReconnects bounds how often one task may lose its connection.
+const maxReconnects = 3
+
+// DefaultReconnectTimeout is how long a host gets to come back after a task
+// cut its connection; the inventory variable reconnect_timeout overrides it.
+const DefaultReconnectTimeout = 5 * time.Minute
+
+func lost(h host.Host) bool {
+	l, ok := h.(host.Lossy)
+	return ok && l.Lost()
+}
+
+// reconnect replaces a lost connection, trying until reconnect_timeout.
+func (r *runner) reconnect(ctx context.Context, hs *hostState, ev Event) (host.Host, error) {
+	hs.conn.Close()
+	hs.conn = nil
+	timeout := DefaultReconnectTimeout
+	if v, ok := hs.vars["reconnect_timeout"]; ok {
+		if d, err := parseDuration(v.Value); err == nil {
+			timeout = d
+		}
+	}
+	e := ev
+	e.Type = EventReconnecting
+	e.Message = fmt.Sprintf("the connection was lost during the task; reconnecting (up to %s)", timeout)
+	r.emit(e)
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	backoff := 500 * time.Millisecond
+	for {
+		h, err := r.connect(rctx, hs)
+		if err == nil {
+			return h, nil
+		}
+		select {
+		case <-rctx.Done():
+			return nil, fmt.Errorf("reconnecting after the connection was lost: %w (last error: %v)", rctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+// parseDuration reads "90s", "5m" or a number of seconds.
+func parseDuration(v cty.Value) (time.Duration, error) {
+	v, _ = v.Unmark()
+	if v.IsNull() || !v.IsKnown() {
+		return 0, fmt.Errorf("no value")
+	}
+	if v.Type() == cty.Number {
+		f, _ := v.AsBigFloat().Float64()
+		return time.Duration(f * float64(time.Second)), nil
+	}
+	if v.Type() == cty.String {
+		if d, err := time.ParseDuration(v.AsString()); err == nil {
+			return d, nil
+		}
+		var f float64
+		if _, err := fmt.Sscanf(v.AsString(), "%g", &f); err == nil {
+			return time.Duration(f * float64(time.Second)), nil
+		}
+	}
+	return 0, fmt.Errorf("not a duration")
 }
 
 // connect opens the host's connection on first use and gathers its facts.

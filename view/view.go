@@ -146,6 +146,8 @@ func (h *Human) Event(e engine.Event) {
 			where = " [" + e.Host + "]"
 		}
 		h.printf("  %s%s\n%s", h.paint(cRed, "error"), where, h.diagBlock(e.Diagnostics, "    "))
+	case engine.EventReconnecting:
+		h.printf("  %s [%s] %s\n", h.paint(cYellow, "reconnecting"), e.Host, e.Message)
 	case engine.EventRunCancelled:
 		h.printf("\n%s\n", h.paint(cYellow, "Interrupted: running tasks were allowed to finish; nothing else was started."))
 	case engine.EventRecap:
