@@ -216,6 +216,13 @@ func (s *server) start(f proto.Frame) error {
 	if f.ID == 0 {
 		return fmt.Errorf("%w: request id 0 is reserved", proto.ErrProtocol)
 	}
+	s.mu.Lock()
+	dup := s.calls[f.ID] != nil
+	s.mu.Unlock()
+	if dup {
+		// Any answer would be taken for the running request's.
+		return fmt.Errorf("%w: request id %d is already in flight", proto.ErrProtocol, f.ID)
+	}
 	var req proto.Request
 	if err := json.Unmarshal(f.Payload, &req); err != nil {
 		s.respond(f.ID, nil, fmt.Errorf("%w: malformed request: %v", proto.ErrInvalid, err))
@@ -228,10 +235,6 @@ func (s *server) start(f proto.Frame) error {
 	}
 
 	s.mu.Lock()
-	if s.calls[f.ID] != nil {
-		s.mu.Unlock()
-		return fmt.Errorf("%w: request id %d is already in flight", proto.ErrProtocol, f.ID)
-	}
 	if s.closed {
 		s.mu.Unlock()
 		return nil

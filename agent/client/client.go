@@ -156,7 +156,7 @@ func (c *Client) fail(err error) {
 		return
 	}
 	if err != ErrClosed {
-		err = fmt.Errorf("%w: %w", ErrConnectionLost, err)
+		err = fmt.Errorf("%w: agent connection lost: %w", ErrConnectionLost, err)
 	}
 	c.err = err
 	close(c.dead)

@@ -252,7 +252,7 @@ func TestConnectionLost(t *testing.T) {
 	select {
 	case err := <-inFlight:
 		assert.ErrorIs(t, err, client.ErrConnectionLost)
-		assert.Contains(t, err.Error(), "connection to the host was lost")
+		assert.Contains(t, err.Error(), "connection to the host was lost: agent connection lost")
 		assert.Contains(t, err.Error(), "connection reset by peer")
 	case <-time.After(10 * time.Second):
 		t.Fatal("the call in flight did not fail")

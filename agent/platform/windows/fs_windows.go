@@ -234,7 +234,45 @@ func (h *winHost) Remove(ctx context.Context, path string, recursive bool) error
 		return err
 	}
 	if recursive {
-		return os.RemoveAll(path) // already quiet about a missing path
+		err := os.RemoveAll(path) // already quiet about a missing path
+		if err == nil {
+			return nil
+		}
+		// os.RemoveAll deletes with POSIX semantics and gives up on answers
+		// it does not expect from the file system (Wine 8: "Invalid
+		// function"); delete the classic way before reporting failure.
+		if removeWalk(path) == nil {
+			return nil
+		}
+		return err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// removeWalk deletes a tree depth first with DeleteFile/RemoveDirectory
+// (os.Remove, which also clears a read-only bit). Links are removed, not
+// followed.
+func removeWalk(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if err := removeWalk(filepath.Join(path, e.Name())); err != nil {
+				return err
+			}
+		}
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
