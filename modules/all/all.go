@@ -5,9 +5,13 @@ package all
 import (
 	"github.com/wsu-project/wsu/modules"
 	"github.com/wsu-project/wsu/modules/generic"
+	"github.com/wsu-project/wsu/modules/windows"
 )
 
 // Registry returns a registry holding every stock module.
 func Registry() *modules.Registry {
-	return modules.NewRegistry(generic.Modules()...)
+	var mods []modules.Module
+	mods = append(mods, generic.Modules()...)
+	mods = append(mods, windows.Modules()...)
+	return modules.NewRegistry(mods...)
 }

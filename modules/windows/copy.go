@@ -1,0 +1,394 @@
+package windows
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/modules"
+)
+
+// Copy sends a file from the controller to a Windows host, stopping the
+// service that runs it while the file is replaced.
+type Copy struct{}
+
+var (
+	_ modules.Module    = Copy{}
+	_ modules.Validator = Copy{}
+)
+
+// serviceTimeout bounds how long stopping a service (until its process has
+// exited) or starting it may take.
+const serviceTimeout = 2 * time.Minute
+
+var copyResults = []modules.Attribute{
+	{Name: "dest", Type: cty.String, Description: "The destination path on the host."},
+	{Name: "sha256", Type: cty.String, Description: "Hex SHA-256 of the copied content."},
+	{Name: "size", Type: cty.Number, Description: "Size of the file in bytes."},
+	{Name: "bytes_sent", Type: cty.Number, Description: "Bytes sent to the host; 0 when the host already had the file."},
+}
+
+func (Copy) Schema() modules.Schema {
+	return modules.Schema{
+		Name:    "win_copy",
+		Summary: "Copy a file from the controller to a Windows host, replacing a running service's binary safely.",
+		Description: "Reads `src` on the machine running wsu and makes `dest` on the host hold the same " +
+			"bytes. The SHA-256 of both is compared first and nothing is sent when they match, so " +
+			"re-running a payload copy costs one hash per file. The content is streamed (never held " +
+			"in memory whole) to a temp file beside `dest`, which is then renamed over it.\n\n" +
+			"Windows refuses to replace an executable while a process runs it. When `dest` differs " +
+			"and `service` is running, the plan lists the service as restarted and apply stops it " +
+			"(waiting for its process to exit), writes the file and starts it again; the service " +
+			"is started again even when the write fails, with its old binary. Without `service`, " +
+			"the module checks the service named like the file (`kube-proxy` for " +
+			"`kube-proxy.exe`) and treats it the same way when it is running with `dest` as its " +
+			"binary; name the service explicitly when it is called differently or runs the file " +
+			"through a wrapper.",
+		Target: modules.TargetHost,
+		Attributes: []modules.Attribute{
+			{Name: "src", Type: cty.String, Required: true,
+				Description: "File on the controller. A relative path is resolved against wsu's working directory."},
+			{Name: "dest", Type: cty.String, Required: true,
+				Description: "Absolute Windows path of the file on the host (`C:\\k\\kubelet.exe`); parent directories are created."},
+			{Name: "service", Type: cty.String,
+				Description: "The service whose binary `dest` is. When it is running and `dest` changes, it is stopped for the write and started again."},
+		},
+		Results: copyResults,
+		Example: `task "kube_proxy_binary" {
+  win_copy {
+    src     = "payload/kube-proxy.exe"
+    dest    = "C:\\k\\kube-proxy.exe"
+    service = "kube-proxy"
+  }
+}`,
+	}
+}
+
+func (Copy) Validate(req modules.ValidateRequest) hcl.Diagnostics {
+	cfg := req.Config
+	var diags hcl.Diagnostics
+	if s, ok := str(get(cfg, "src")); ok && s == "" {
+		diags = append(diags, cfg.Error("src", "Empty src", "src must name a file on the controller."))
+	}
+	diags = append(diags, validatePath(cfg, "dest")...)
+	if d, ok := str(get(cfg, "dest")); ok && d != "" && (strings.HasSuffix(d, `\`) || strings.HasSuffix(d, "/")) {
+		diags = append(diags, cfg.Error("dest", "dest is a directory",
+			fmt.Sprintf("dest %q ends with a separator; give the full path of the file, such as C:\\k\\kubelet.exe.", d)))
+	}
+	return append(diags, validateServiceName(cfg, "service")...)
+}
+
+// localFile is the source file as read on the controller.
+type localFile struct {
+	path string // absolute
+	sha  string
+	size int64
+}
+
+// hashLocal resolves src against the working directory and hashes it.
+func hashLocal(src string) (localFile, error) {
+	abs, err := filepath.Abs(src)
+	if err != nil {
+		return localFile{}, err
+	}
+	f, err := openRegular(abs)
+	if err != nil {
+		return localFile{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return localFile{}, err
+	}
+	return localFile{path: abs, sha: hex.EncodeToString(h.Sum(nil)), size: n}, nil
+}
+
+func openRegular(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("%s is not a regular file", path)
+		}
+		return nil, err
+	}
+	return f, nil
+}
+
+// isActive is true for a service whose process may hold its binary open.
+func isActive(s host.ServiceState) bool {
+	return s == host.ServiceRunning || s == host.ServiceStartPending || s == host.ServicePaused
+}
+
+func (m Copy) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
+	cfg := req.Config
+	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
+		return modules.PlanResponse{Result: unknownResult(copyResults), Diagnostics: diags}
+	}
+	destV, svcV := get(cfg, "dest"), get(cfg, "service")
+	dest, destOK := str(destV)
+	src, srcOK := str(get(cfg, "src"))
+
+	wantSHA, wantSize := cty.UnknownVal(cty.String), cty.UnknownVal(cty.Number)
+	var local localFile
+	if srcOK {
+		var err error
+		if local, err = hashLocal(src); err != nil {
+			return modules.PlanResponse{Result: unknownResult(copyResults), Diagnostics: hcl.Diagnostics{
+				cfg.Error("src", "Cannot read source", err.Error())}}
+		}
+		wantSHA, wantSize = cty.StringVal(local.sha), cty.NumberIntVal(local.size)
+	}
+	res := func(sent cty.Value) cty.Value {
+		return result(copyResults, map[string]cty.Value{"dest": destV, "sha256": wantSHA, "size": wantSize, "bytes_sent": sent})
+	}
+
+	if !destOK {
+		change := &modules.Change{Action: modules.Update, Subject: knownAfterApply, Fields: []modules.FieldChange{
+			{Name: "sha256", Old: cty.UnknownVal(cty.String), New: wantSHA},
+			{Name: "size", Old: cty.UnknownVal(cty.Number), New: wantSize},
+		}}
+		if !isNull(svcV) {
+			change.Restarts = []string{nameOrUnknown(svcV)}
+		}
+		return modules.PlanResponse{Change: change, Result: res(cty.UnknownVal(cty.Number))}
+	}
+	fail := func(d hcl.Diagnostics) modules.PlanResponse {
+		return modules.PlanResponse{Result: res(cty.UnknownVal(cty.Number)), Diagnostics: d}
+	}
+	h := req.Host
+	if diags := onWindows(ctx, h, cfg, "dest"); diags.HasErrors() {
+		return fail(diags)
+	}
+	fi, diags := statFile(ctx, h, cfg, "dest", dest)
+	if diags.HasErrors() {
+		return fail(diags)
+	}
+	oldSHA, diags := remoteSHA(ctx, h, cfg, "dest", dest, fi)
+	if diags.HasErrors() {
+		return fail(diags)
+	}
+	if srcOK && fi.Exists && oldSHA == local.sha {
+		return modules.PlanResponse{Result: res(cty.NumberIntVal(0))}
+	}
+
+	action := modules.Create
+	if fi.Exists {
+		action = modules.Update
+	}
+	change := &modules.Change{Action: action, Subject: dest, Fields: contentFields(oldSHA, fi.Size, fi.Exists, wantSHA, wantSize)}
+	// Only an existing file can be some running process's image.
+	if fi.Exists {
+		restarts, d := m.restarts(ctx, h, cfg, svcV, dest)
+		diags = append(diags, d...)
+		if diags.HasErrors() {
+			return fail(diags)
+		}
+		change.Restarts = restarts
+	}
+	return modules.PlanResponse{Change: change, Result: res(cty.UnknownVal(cty.Number)), Diagnostics: diags}
+}
+
+func nameOrUnknown(v cty.Value) string {
+	if s, ok := str(v); ok {
+		return s
+	}
+	return knownAfterApply
+}
+
+// restarts finds the services Apply must stop to replace dest: the one
+// named in `service` if it runs, else the one named like the file when it
+// runs dest. The Host API cannot list services, so that guess is the cheap
+// check; it costs one query and happens only when the file differs.
+func (Copy) restarts(ctx context.Context, h host.Host, cfg modules.Config, svcV cty.Value, dest string) ([]string, hcl.Diagnostics) {
+	if !svcV.IsKnown() {
+		return []string{knownAfterApply}, nil
+	}
+	if name, ok := str(svcV); ok {
+		info, err := h.QueryService(ctx, name)
+		if err != nil {
+			return nil, hostError(cfg, "service", "Cannot query service", err)
+		}
+		if info.Exists && isActive(info.State) {
+			return []string{name}, nil
+		}
+		return nil, nil
+	}
+
+	guess := strings.TrimSuffix(baseName(dest), filepath.Ext(baseName(dest)))
+	if checkServiceName(guess) != "" {
+		return nil, nil
+	}
+	info, err := h.QueryService(ctx, guess)
+	switch {
+	case errors.Is(err, host.ErrNotSupported):
+		return nil, nil // no SCM, so no service can hold the file
+	case err != nil:
+		return nil, hcl.Diagnostics{{
+			Severity: hcl.DiagWarning,
+			Summary:  "Cannot check for a service using dest",
+			Detail:   fmt.Sprintf("Querying service %q failed: %v. If a service runs %s, set service so it is stopped for the copy.", guess, err, dest),
+			Subject:  cfg.Range("dest"),
+		}}
+	}
+	if info.Exists && isActive(info.State) && samePath(info.Config.BinaryPath, dest) {
+		if info.Config.Name != "" {
+			guess = info.Config.Name
+		}
+		return []string{guess}, nil
+	}
+	return nil, nil
+}
+
+// countingReader counts and hashes what is streamed to the host.
+type countingReader struct {
+	r    io.Reader
+	hash io.Writer
+	n    int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	c.hash.Write(p[:n])
+	return n, err
+}
+
+func (m Copy) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
+	cfg := req.Config
+	diags := m.Validate(modules.ValidateRequest{Config: cfg})
+	if diags = append(diags, requireKnown(cfg, "src", "dest", "service")...); diags.HasErrors() {
+		return modules.ApplyResponse{Result: unknownResult(copyResults), Diagnostics: diags}
+	}
+	src, _ := str(get(cfg, "src"))
+	dest, _ := str(get(cfg, "dest"))
+	service, hasService := str(get(cfg, "service"))
+	res := func(sha string, size, sent int64) cty.Value {
+		return result(copyResults, map[string]cty.Value{
+			"dest": cty.StringVal(dest), "sha256": cty.StringVal(sha),
+			"size": cty.NumberIntVal(size), "bytes_sent": cty.NumberIntVal(sent),
+		})
+	}
+	fail := func(d hcl.Diagnostics) modules.ApplyResponse {
+		return modules.ApplyResponse{Result: unknownResult(copyResults), Diagnostics: d}
+	}
+
+	local, err := hashLocal(src)
+	if err != nil {
+		return fail(hcl.Diagnostics{cfg.Error("src", "Cannot read source", err.Error())})
+	}
+	h := req.Host
+	if diags := onWindows(ctx, h, cfg, "dest"); diags.HasErrors() {
+		return fail(diags)
+	}
+	fi, diags := statFile(ctx, h, cfg, "dest", dest)
+	if diags.HasErrors() {
+		return fail(diags)
+	}
+	oldSHA, diags := remoteSHA(ctx, h, cfg, "dest", dest, fi)
+	if diags.HasErrors() {
+		return fail(diags)
+	}
+	if fi.Exists && oldSHA == local.sha {
+		return modules.ApplyResponse{Result: res(local.sha, local.size, 0)}
+	}
+
+	// Stop exactly what the plan said; "(known after apply)" stood for the
+	// configured service, known now. A service no longer running is left
+	// alone and not started afterwards.
+	var planned []string
+	if req.Change != nil {
+		planned = req.Change.Restarts
+	}
+	var stopped []string
+	for _, name := range planned {
+		if name == knownAfterApply {
+			if !hasService {
+				continue
+			}
+			name = service
+		}
+		if slices.ContainsFunc(stopped, func(s string) bool { return strings.EqualFold(s, name) }) {
+			continue
+		}
+		info, err := h.QueryService(ctx, name)
+		if err != nil {
+			return fail(append(m.startAgain(ctx, h, cfg, stopped), hostError(cfg, "service", "Cannot query service", err)...))
+		}
+		if !info.Exists || !isActive(info.State) {
+			continue
+		}
+		if err := h.StopService(ctx, name, serviceTimeout); err != nil {
+			return fail(append(m.startAgain(ctx, h, cfg, stopped), hostError(cfg, "service",
+				fmt.Sprintf("Cannot stop service %s", name), err)...))
+		}
+		stopped = append(stopped, name)
+	}
+
+	sent, sum, diags := m.write(ctx, h, cfg, local.path, dest, len(stopped) > 0)
+	diags = append(diags, m.startAgain(ctx, h, cfg, stopped)...)
+	if diags.HasErrors() {
+		return fail(diags)
+	}
+	return modules.ApplyResponse{Result: res(sum, sent, sent)}
+}
+
+// write streams the local file to dest and returns what it sent.
+func (Copy) write(ctx context.Context, h host.Host, cfg modules.Config, src, dest string, serviceStopped bool) (int64, string, hcl.Diagnostics) {
+	if diags := mkParent(ctx, h, cfg, "dest", dest); diags.HasErrors() {
+		return 0, "", diags
+	}
+	f, err := openRegular(src)
+	if err != nil {
+		return 0, "", hcl.Diagnostics{cfg.Error("src", "Cannot read source", err.Error())}
+	}
+	defer f.Close()
+	// Hash what is actually sent: the file may change after planning.
+	sum := sha256.New()
+	cr := &countingReader{r: f, hash: sum}
+	if err := h.WriteFile(ctx, dest, cr, 0o755); err != nil {
+		detail := err.Error()
+		if !serviceStopped {
+			detail += "\n\nIf a running program has this file open, name its service in `service` so it is stopped for the copy."
+		}
+		return cr.n, "", hcl.Diagnostics{cfg.Error("dest", "Cannot write file", detail)}
+	}
+	return cr.n, hex.EncodeToString(sum.Sum(nil)), nil
+}
+
+// startAgain starts the services stopped for the copy, whatever happened to
+// the write: with the old binary a node keeps working.
+func (Copy) startAgain(ctx context.Context, h host.Host, cfg modules.Config, stopped []string) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, name := range stopped {
+		if err := startAndWait(ctx, h, name); err != nil {
+			diags = append(diags, hostError(cfg, "service", fmt.Sprintf("Cannot start service %s again", name), err)...)
+		}
+	}
+	return diags
+}
+
+// startAndWait starts a service and waits until it reports running, so the
+// next plan sees it settled.
+func startAndWait(ctx context.Context, h host.Host, name string) error {
+	if err := h.StartService(ctx, name); err != nil {
+		return err
+	}
+	return h.WaitService(ctx, name, host.ServiceRunning, serviceTimeout)
+}

@@ -1,0 +1,355 @@
+package windows
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/wsu-project/wsu/agent/platform/sim"
+	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/modules"
+)
+
+var ctx = context.Background()
+
+// blockRange is where test configs pretend their module block is.
+var blockRange = hcl.Range{Filename: "test.hcl", Start: hcl.Pos{Line: 1, Column: 1}, End: hcl.Pos{Line: 20, Column: 2}}
+
+// cfgFor builds a Config as the engine does: every schema attribute present,
+// defaults applied, explicitly set ones with their own range.
+func cfgFor(t *testing.T, m modules.Module, attrs map[string]cty.Value) modules.Config {
+	t.Helper()
+	s := m.Schema()
+	for name := range attrs {
+		require.NotNil(t, s.Attribute(name), "unknown attribute %s", name)
+	}
+	vals := map[string]cty.Value{}
+	ranges := map[string]hcl.Range{}
+	for i, a := range s.Attributes {
+		v, set := attrs[a.Name]
+		switch {
+		case !set && a.Default != cty.NilVal:
+			v = a.Default
+		case !set:
+			v = cty.NullVal(a.Type)
+		default:
+			var err error
+			v, err = convert.Convert(v, a.Type)
+			require.NoError(t, err, "attribute %s", a.Name)
+			line := i + 2
+			ranges[a.Name] = hcl.Range{Filename: "test.hcl", Start: hcl.Pos{Line: line, Column: 3}, End: hcl.Pos{Line: line, Column: 30}}
+		}
+		vals[a.Name] = v
+	}
+	return modules.Config{Value: cty.ObjectVal(vals), Block: blockRange, Ranges: ranges}
+}
+
+// newHost is the simulated Windows host the suite runs against.
+func newHost(t *testing.T) *sim.Host {
+	t.Helper()
+	h, err := sim.New(t.TempDir(), sim.Options{})
+	if err != nil && strings.Contains(err.Error(), "Linux only") {
+		t.Skip(err)
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, h.Shutdown(context.Background())) })
+	return h
+}
+
+func plan(t *testing.T, m modules.Module, h host.Host, cfg modules.Config) modules.PlanResponse {
+	t.Helper()
+	resp := m.Plan(ctx, modules.PlanRequest{Config: cfg, Host: h})
+	checkResult(t, m, resp.Result)
+	return resp
+}
+
+func apply(t *testing.T, m modules.Module, h host.Host, cfg modules.Config, change *modules.Change) modules.ApplyResponse {
+	t.Helper()
+	resp := m.Apply(ctx, modules.ApplyRequest{Config: cfg, Host: h, Change: change})
+	checkResult(t, m, resp.Result)
+	return resp
+}
+
+// converge plans, applies what was planned and plans again, which must
+// show nothing left to do: the idempotence every module promises.
+func converge(t *testing.T, m modules.Module, h host.Host, cfg modules.Config) (modules.PlanResponse, modules.ApplyResponse) {
+	t.Helper()
+	pr := plan(t, m, h, cfg)
+	require.False(t, pr.Diagnostics.HasErrors(), "plan: %v", pr.Diagnostics)
+	var ar modules.ApplyResponse
+	if pr.Change != nil {
+		ar = apply(t, m, h, cfg, pr.Change)
+		require.False(t, ar.Diagnostics.HasErrors(), "apply: %v", ar.Diagnostics)
+	}
+	again := plan(t, m, h, cfg)
+	require.False(t, again.Diagnostics.HasErrors(), "second plan: %v", again.Diagnostics)
+	require.Nil(t, again.Change, "second apply: no change")
+	return pr, ar
+}
+
+// checkResult insists on a result that conforms to the schema's type
+// (win_registry's value is dynamic, so conformance, not equality).
+func checkResult(t *testing.T, m modules.Module, v cty.Value) {
+	t.Helper()
+	require.True(t, v != cty.NilVal, "result missing")
+	errs := v.Type().TestConformance(m.Schema().ResultType())
+	require.Empty(t, errs, "result type %s", v.Type().FriendlyName())
+}
+
+func fieldNames(c *modules.Change) []string {
+	if c == nil {
+		return nil
+	}
+	var names []string
+	for _, f := range c.Fields {
+		names = append(names, f.Name)
+	}
+	return names
+}
+
+func field(t *testing.T, c *modules.Change, name string) modules.FieldChange {
+	t.Helper()
+	require.NotNil(t, c, "no change")
+	for _, f := range c.Fields {
+		if f.Name == name {
+			return f
+		}
+	}
+	t.Fatalf("change has no field %s (has %v)", name, fieldNames(c))
+	return modules.FieldChange{}
+}
+
+// action is "" for a nil change so tables can say "no change" simply.
+func action(c *modules.Change) modules.Action {
+	if c == nil {
+		return ""
+	}
+	return c.Action
+}
+
+// requireDiag finds a diagnostic with summary located at attr.
+func requireDiag(t *testing.T, diags hcl.Diagnostics, cfg modules.Config, severity hcl.DiagnosticSeverity, summary, attr string) *hcl.Diagnostic {
+	t.Helper()
+	for _, d := range diags {
+		if d.Severity == severity && d.Summary == summary {
+			require.NotNil(t, d.Subject)
+			assert.Equal(t, *cfg.Range(attr), *d.Subject, "diagnostic location")
+			return d
+		}
+	}
+	t.Fatalf("no %q diagnostic in %v", summary, diags)
+	return nil
+}
+
+// validateCase is one row of the Validate tables every module has.
+type validateCase struct {
+	name        string
+	attrs       map[string]cty.Value
+	wantSummary string // "" for valid
+	wantAttr    string
+}
+
+// runValidate checks Validate and that Plan repeats the check rather than
+// acting on a bad config; a bad config never reaches the host.
+func runValidate(t *testing.T, m modules.Module, tests []validateCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := cfgFor(t, m, tt.attrs)
+			diags := m.(modules.Validator).Validate(modules.ValidateRequest{Config: cfg})
+			if tt.wantSummary == "" {
+				assert.False(t, diags.HasErrors(), "%v", diags)
+				return
+			}
+			requireDiag(t, diags, cfg, hcl.DiagError, tt.wantSummary, tt.wantAttr)
+			resp := plan(t, m, nil, cfg)
+			assert.Nil(t, resp.Change)
+			requireDiag(t, resp.Diagnostics, cfg, hcl.DiagError, tt.wantSummary, tt.wantAttr)
+		})
+	}
+}
+
+func strs(ss ...string) cty.Value {
+	vals := make([]cty.Value, len(ss))
+	for i, s := range ss {
+		vals[i] = cty.StringVal(s)
+	}
+	return cty.ListVal(vals)
+}
+
+func nums(ns ...int64) cty.Value {
+	if len(ns) == 0 {
+		return cty.ListValEmpty(cty.Number)
+	}
+	vals := make([]cty.Value, len(ns))
+	for i, n := range ns {
+		vals[i] = cty.NumberIntVal(n)
+	}
+	return cty.ListVal(vals)
+}
+
+var unknownStr = cty.UnknownVal(cty.String)
+
+// writeFile writes through the host, parents first, as a playbook would.
+func writeFile(t *testing.T, h host.Host, path, content string) {
+	t.Helper()
+	require.NoError(t, h.MkdirAll(ctx, parentDir(path), 0o755))
+	require.NoError(t, h.WriteFile(ctx, path, strings.NewReader(content), 0o644))
+}
+
+func readFile(t *testing.T, h host.Host, path string) string {
+	t.Helper()
+	b, err := h.ReadFile(ctx, path, 0)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// runningService installs and starts a service whose binary is a stand-in
+// the simulation runs without executing anything.
+func runningService(t *testing.T, h host.Host, name, binary string, args ...string) host.ServiceInfo {
+	t.Helper()
+	writeFile(t, h, binary, "MZ stand-in for "+name)
+	require.NoError(t, h.CreateService(ctx, host.ServiceConfig{
+		Name: name, DisplayName: name, Description: ManagedDescription, BinaryPath: binary, Args: args, StartType: host.StartAutomatic,
+	}))
+	require.NoError(t, h.StartService(ctx, name))
+	info, err := h.QueryService(ctx, name)
+	require.NoError(t, err)
+	require.Equal(t, host.ServiceRunning, info.State)
+	return info
+}
+
+func query(t *testing.T, h host.Host, name string) host.ServiceInfo {
+	t.Helper()
+	info, err := h.QueryService(ctx, name)
+	require.NoError(t, err)
+	return info
+}
+
+// fakeHost is a FAKE: the simulated host with chosen operations replaced,
+// for faults and timings the simulation cannot produce on its own (a
+// platform without recovery actions, a failing write, a service that
+// starts while a wait polls). Every call is logged so tests can check the
+// order of operations.
+type fakeHost struct {
+	host.Host
+
+	mu          sync.Mutex
+	log         []string
+	recoveryErr error             // SetServiceRecovery fails with it
+	writeErr    error             // WriteFile fails with it
+	registryErr error             // RegistryGet fails with it
+	facts       *host.Facts       // replaces the host's facts
+	queryErrs   int               // this many probes fail before the real ones
+	onProbe     func(n int) error // called before probe n (1-based) of QueryService, Stat or HNSNetworks
+	probes      int               // probes so far
+	hnsErr      error             // HNSNetworks fails with it
+}
+
+func (f *fakeHost) record(op string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.log = append(f.log, op)
+}
+
+func (f *fakeHost) ops() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.log...)
+}
+
+// probe runs the hook and the scripted failures of polled operations.
+func (f *fakeHost) probe() error {
+	f.mu.Lock()
+	f.probes++
+	n, hook, fail := f.probes, f.onProbe, f.probes <= f.queryErrs
+	f.mu.Unlock()
+	if hook != nil {
+		if err := hook(n); err != nil {
+			return err
+		}
+	}
+	if fail {
+		return errConnectionReset
+	}
+	return nil
+}
+
+// errConnectionReset is what a probe sees while the node's network is
+// being reconfigured.
+var errConnectionReset = errors.New("read tcp 10.0.0.5:22: connection reset by peer")
+
+func (f *fakeHost) Facts(ctx context.Context) (host.Facts, error) {
+	if f.facts != nil {
+		return *f.facts, nil
+	}
+	return f.Host.Facts(ctx)
+}
+
+func (f *fakeHost) Stat(ctx context.Context, path string) (host.FileInfo, error) {
+	if err := f.probe(); err != nil {
+		return host.FileInfo{}, err
+	}
+	return f.Host.Stat(ctx, path)
+}
+
+func (f *fakeHost) WriteFile(ctx context.Context, path string, content io.Reader, mode fs.FileMode) error {
+	f.record("write " + path)
+	if f.writeErr != nil {
+		return f.writeErr
+	}
+	return f.Host.WriteFile(ctx, path, content, mode)
+}
+
+func (f *fakeHost) QueryService(ctx context.Context, name string) (host.ServiceInfo, error) {
+	if err := f.probe(); err != nil {
+		return host.ServiceInfo{}, err
+	}
+	return f.Host.QueryService(ctx, name)
+}
+
+func (f *fakeHost) SetServiceRecovery(ctx context.Context, name string, r host.ServiceRecovery) error {
+	f.record("recovery " + name)
+	if f.recoveryErr != nil {
+		return f.recoveryErr
+	}
+	return f.Host.SetServiceRecovery(ctx, name, r)
+}
+
+func (f *fakeHost) StartService(ctx context.Context, name string) error {
+	f.record("start " + name)
+	return f.Host.StartService(ctx, name)
+}
+
+func (f *fakeHost) StopService(ctx context.Context, name string, timeout time.Duration) error {
+	f.record("stop " + name)
+	return f.Host.StopService(ctx, name, timeout)
+}
+
+func (f *fakeHost) RegistryGet(ctx context.Context, key, name string) (host.RegistryValue, error) {
+	if f.registryErr != nil {
+		return host.RegistryValue{}, f.registryErr
+	}
+	return f.Host.RegistryGet(ctx, key, name)
+}
+
+func (f *fakeHost) HNSNetworks(ctx context.Context) ([]host.HNSNetwork, error) {
+	if err := f.probe(); err != nil {
+		return nil, err
+	}
+	if f.hnsErr != nil {
+		return nil, f.hnsErr
+	}
+	return f.Host.HNSNetworks(ctx)
+}

@@ -1,0 +1,324 @@
+package windows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/modules"
+)
+
+// Wait blocks until a service, file or HNS network on a Windows host is as
+// required.
+type Wait struct{}
+
+var (
+	_ modules.Module    = Wait{}
+	_ modules.Validator = Wait{}
+)
+
+var waitResults = []modules.Attribute{
+	{Name: "observed", Type: cty.String, Description: "What was last seen: the service state (`\"absent\"` when it does not exist), or `\"exists\"`/`\"missing\"` for a file or network."},
+	{Name: "waited", Type: cty.Number, Description: "Seconds spent waiting; 0 when the condition already held."},
+}
+
+// waitTargets are the mutually exclusive things to wait for.
+var waitTargets = []string{"service", "file", "hns_network"}
+
+func (Wait) Schema() modules.Schema {
+	return modules.Schema{
+		Name:    "win_wait",
+		Summary: "Wait until a service reaches a state, a file exists or an HNS network appears.",
+		Description: "Checks one condition on the host, set by exactly one of `service`, `file` and " +
+			"`hns_network`. When it already holds the task makes no change; otherwise apply checks " +
+			"again every `interval` seconds until it holds or `timeout` passes, and then fails " +
+			"naming what it waited for and what it saw last. Errors while checking (the connection " +
+			"drops while hybrid-overlay reconfigures the network) count as \"not yet\" until the " +
+			"timeout; an operation the platform does not support fails at once.\n\n" +
+			"There is no TCP port check: the Host API has no way to probe a port from the node " +
+			"without a shell, and a shell probe (PowerShell `Test-NetConnection`) cannot be trusted " +
+			"everywhere wsu runs. Wait for the service that listens instead.",
+		Target: modules.TargetHost,
+		Attributes: []modules.Attribute{
+			{Name: "service", Type: cty.String,
+				Description: "Name of a service to wait for; see `state`."},
+			{Name: "state", Type: cty.String, Default: cty.StringVal("running"),
+				Description: "With `service`: `\"running\"`, `\"stopped\"` or `\"absent\"` (deleted)."},
+			{Name: "file", Type: cty.String,
+				Description: "Absolute Windows path that must exist (a file or directory)."},
+			{Name: "hns_network", Type: cty.String,
+				Description: "Name of an HNS network that must exist (compared case-insensitively)."},
+			{Name: "timeout", Type: cty.Number, Default: cty.NumberIntVal(300),
+				Description: "Seconds to wait before failing."},
+			{Name: "interval", Type: cty.Number, Default: cty.NumberIntVal(2),
+				Description: "Seconds between checks."},
+		},
+		Results: waitResults,
+		Example: `task "overlay_network" {
+  win_wait {
+    hns_network = "OVNKubernetesHybridOverlayNetwork"
+    timeout     = 600
+  }
+}`,
+	}
+}
+
+func (Wait) Validate(req modules.ValidateRequest) hcl.Diagnostics {
+	cfg := req.Config
+	var diags hcl.Diagnostics
+	var set []string
+	for _, t := range waitTargets {
+		if !isNull(get(cfg, t)) {
+			set = append(set, t)
+		}
+	}
+	switch {
+	case len(set) == 0:
+		diags = append(diags, cfg.Error("service", "Nothing to wait for",
+			"Set exactly one of service, file and hns_network."))
+	case len(set) > 1:
+		diags = append(diags, cfg.Error(set[1], "Conflicting wait targets",
+			fmt.Sprintf("%s and %s are both set; a task waits for one thing.", set[0], set[1])))
+	}
+	if _, explicit := cfg.Ranges["state"]; explicit && isNull(get(cfg, "service")) {
+		diags = append(diags, cfg.Error("state", "state without service",
+			"state applies only to a service; a file or network is waited for until it exists."))
+	}
+	diags = append(diags, validateServiceName(cfg, "service")...)
+	diags = append(diags, validateEnum(cfg, "state", "running", "stopped", "absent")...)
+	diags = append(diags, validatePath(cfg, "file")...)
+	if n, ok := str(get(cfg, "hns_network")); ok && strings.TrimSpace(n) == "" {
+		diags = append(diags, cfg.Error("hns_network", "Empty network name", "hns_network must name a network."))
+	}
+	for _, a := range []struct {
+		name      string
+		allowZero bool
+	}{{"timeout", true}, {"interval", false}} {
+		v := get(cfg, a.name)
+		if !v.IsKnown() {
+			continue
+		}
+		if v.IsNull() || v.AsBigFloat().Sign() < 0 || (!a.allowZero && v.AsBigFloat().Sign() == 0) {
+			want := "cannot be negative"
+			if !a.allowZero {
+				want = "must be more than 0"
+			}
+			diags = append(diags, cfg.Error(a.name, "Invalid "+a.name, fmt.Sprintf("%s %s.", a.name, want)))
+		}
+	}
+	return diags
+}
+
+// waitFor is the decoded condition.
+type waitFor struct {
+	kind  string // one of waitTargets
+	what  string
+	state string // the service state wanted
+}
+
+func (w waitFor) String() string {
+	switch w.kind {
+	case "service":
+		if w.state == "absent" {
+			return fmt.Sprintf("service %s to be deleted", w.what)
+		}
+		return fmt.Sprintf("service %s to be %s", w.what, w.state)
+	case "file":
+		return fmt.Sprintf("file %s to exist", w.what)
+	}
+	return fmt.Sprintf("HNS network %s to exist", w.what)
+}
+
+// want is the observation that satisfies the condition.
+func (w waitFor) want() string {
+	if w.kind == "service" {
+		return w.state
+	}
+	return "exists"
+}
+
+// decodeWait returns the condition, or ok=false with the subject to show
+// while part of it is unknown.
+func decodeWait(cfg modules.Config) (w waitFor, subject string, ok bool) {
+	for _, t := range waitTargets {
+		v := get(cfg, t)
+		if isNull(v) {
+			continue
+		}
+		w.kind = t
+		w.what, ok = str(v)
+		if !ok {
+			w.what = knownAfterApply
+		}
+	}
+	var stateOK bool
+	if w.state, stateOK = str(get(cfg, "state")); !stateOK {
+		w.state = knownAfterApply
+	}
+	ok = ok && (w.kind != "service" || stateOK)
+	return w, "wait for " + w.String(), ok
+}
+
+// probe checks the condition once and reports what it saw.
+func probe(ctx context.Context, h host.Host, w waitFor) (observed string, err error) {
+	switch w.kind {
+	case "service":
+		info, err := h.QueryService(ctx, w.what)
+		if err != nil {
+			return "", err
+		}
+		if !info.Exists {
+			return "absent", nil
+		}
+		return string(info.State), nil
+	case "file":
+		fi, err := h.Stat(ctx, w.what)
+		if err != nil {
+			return "", err
+		}
+		if fi.Exists {
+			return "exists", nil
+		}
+		return "missing", nil
+	}
+	nets, err := h.HNSNetworks(ctx)
+	if err != nil {
+		return "", err
+	}
+	var names []string
+	for _, n := range nets {
+		if strings.EqualFold(n.Name, w.what) {
+			return "exists", nil
+		}
+		names = append(names, n.Name)
+	}
+	if len(names) == 0 {
+		return "missing (no HNS networks)", nil
+	}
+	sort.Strings(names)
+	return fmt.Sprintf("missing (networks: %s)", strings.Join(names, ", ")), nil
+}
+
+// seconds converts a known number of seconds, saturating rather than
+// overflowing into a negative duration.
+func seconds(v cty.Value) time.Duration {
+	f, _ := v.AsBigFloat().Float64()
+	if f*float64(time.Second) >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(f * float64(time.Second))
+}
+
+func (m Wait) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
+	cfg := req.Config
+	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
+		return modules.PlanResponse{Result: unknownResult(waitResults), Diagnostics: diags}
+	}
+	w, subject, ok := decodeWait(cfg)
+	pending := func(observed cty.Value, diags hcl.Diagnostics) modules.PlanResponse {
+		want := cty.UnknownVal(cty.String)
+		if ok {
+			want = cty.StringVal(w.want())
+		}
+		return modules.PlanResponse{
+			Change: &modules.Change{Action: modules.Run, Subject: subject, Fields: []modules.FieldChange{
+				{Name: "state", Old: observed, New: want},
+			}},
+			Result:      result(waitResults, map[string]cty.Value{"observed": want, "waited": cty.UnknownVal(cty.Number)}),
+			Diagnostics: diags,
+		}
+	}
+	if !ok {
+		return pending(cty.UnknownVal(cty.String), nil)
+	}
+	if w.kind == "file" {
+		if diags := onWindows(ctx, req.Host, cfg, "file"); diags.HasErrors() {
+			return modules.PlanResponse{Result: unknownResult(waitResults), Diagnostics: diags}
+		}
+	} else if req.Host == nil {
+		return modules.PlanResponse{Result: unknownResult(waitResults), Diagnostics: hcl.Diagnostics{cfg.Error(w.kind, "No host", "This module needs a host to act on.")}}
+	}
+	observed, err := probe(ctx, req.Host, w)
+	switch {
+	case errors.Is(err, host.ErrNotSupported):
+		return modules.PlanResponse{Result: unknownResult(waitResults), Diagnostics: hostError(cfg, w.kind, "Cannot check "+w.kind, err)}
+	case err != nil:
+		// Apply keeps checking through errors, so the plan is a wait.
+		return pending(cty.UnknownVal(cty.String), hcl.Diagnostics{{
+			Severity: hcl.DiagWarning,
+			Summary:  "Cannot check " + w.kind + " yet",
+			Detail:   err.Error(),
+			Subject:  cfg.Range(w.kind),
+		}})
+	case observed == w.want():
+		return modules.PlanResponse{Result: result(waitResults, map[string]cty.Value{
+			"observed": cty.StringVal(observed), "waited": cty.NumberIntVal(0),
+		})}
+	}
+	return pending(cty.StringVal(observed), nil)
+}
+
+func (m Wait) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
+	cfg := req.Config
+	diags := m.Validate(modules.ValidateRequest{Config: cfg})
+	diags = append(diags, requireKnown(cfg, "service", "state", "file", "hns_network", "timeout", "interval")...)
+	if diags.HasErrors() {
+		return modules.ApplyResponse{Result: unknownResult(waitResults), Diagnostics: diags}
+	}
+	w, _, _ := decodeWait(cfg)
+	timeout, interval := seconds(get(cfg, "timeout")), seconds(get(cfg, "interval"))
+	h := req.Host
+	if w.kind == "file" {
+		if diags := onWindows(ctx, h, cfg, "file"); diags.HasErrors() {
+			return modules.ApplyResponse{Result: unknownResult(waitResults), Diagnostics: diags}
+		}
+	} else if h == nil {
+		return modules.ApplyResponse{Result: unknownResult(waitResults), Diagnostics: hcl.Diagnostics{cfg.Error(w.kind, "No host", "This module needs a host to act on.")}}
+	}
+
+	start := time.Now()
+	deadline := start.Add(timeout)
+	last := "nothing yet"
+	for {
+		observed, err := probe(ctx, h, w)
+		switch {
+		case errors.Is(err, host.ErrNotSupported):
+			return modules.ApplyResponse{Result: unknownResult(waitResults), Diagnostics: hostError(cfg, w.kind, "Cannot check "+w.kind, err)}
+		case err != nil:
+			last = "error: " + err.Error()
+		case observed == w.want():
+			return modules.ApplyResponse{Result: result(waitResults, map[string]cty.Value{
+				"observed": cty.StringVal(observed),
+				"waited":   cty.NumberFloatVal(time.Since(start).Round(time.Millisecond).Seconds()),
+			})}
+		default:
+			last = observed
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 || ctx.Err() != nil {
+			res := result(waitResults, map[string]cty.Value{
+				"observed": cty.StringVal(last),
+				"waited":   cty.NumberFloatVal(time.Since(start).Round(time.Millisecond).Seconds()),
+			})
+			summary, why := "Timed out waiting for "+w.String(), fmt.Sprintf("Waited %s for %s; last observed: %s.", timeout, w, last)
+			if ctx.Err() != nil {
+				summary, why = "Stopped waiting for "+w.String(), fmt.Sprintf("Interrupted (%v) while waiting for %s; last observed: %s.", ctx.Err(), w, last)
+			}
+			return modules.ApplyResponse{Result: res, Diagnostics: hcl.Diagnostics{cfg.Error(w.kind, summary, why)}}
+		}
+		timer := time.NewTimer(min(interval, remaining))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+		case <-timer.C:
+		}
+	}
+}

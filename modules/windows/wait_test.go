@@ -1,0 +1,240 @@
+package windows
+
+import (
+	"context"
+	"testing"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/wsu-project/wsu/agent/platform/sim"
+	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/modules"
+)
+
+const overlay = "OVNKubernetesHybridOverlayNetwork"
+
+// fast keeps waits short: the hooks decide when the condition holds, so no
+// test depends on the clock beyond an interval of a few milliseconds.
+var fast = map[string]cty.Value{"interval": cty.NumberFloatVal(0.005), "timeout": cty.NumberIntVal(30)}
+
+func waitAttrs(extra map[string]cty.Value) map[string]cty.Value {
+	m := map[string]cty.Value{}
+	for k, v := range fast {
+		m[k] = v
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	return m
+}
+
+func TestWait(t *testing.T) {
+	tests := []struct {
+		name         string
+		setup        func(t *testing.T, h *sim.Host)
+		attrs        map[string]cty.Value
+		becomes      func(t *testing.T, h *sim.Host) error // makes the condition hold, on the third probe
+		wantSubject  string
+		wantObserved string // at plan time
+		wantResult   string
+	}{
+		{
+			name:         "service starts",
+			setup:        func(t *testing.T, h *sim.Host) { stoppedService(t, h, "kubelet") },
+			attrs:        map[string]cty.Value{"service": cty.StringVal("kubelet")},
+			becomes:      func(t *testing.T, h *sim.Host) error { return h.StartService(ctx, "kubelet") },
+			wantSubject:  "wait for service kubelet to be running",
+			wantObserved: "stopped", wantResult: "running",
+		},
+		{
+			name:         "service stops",
+			setup:        func(t *testing.T, h *sim.Host) { runningService(t, h, "kubelet", kubeletExe) },
+			attrs:        map[string]cty.Value{"service": cty.StringVal("kubelet"), "state": cty.StringVal("stopped")},
+			becomes:      func(t *testing.T, h *sim.Host) error { return h.StopService(ctx, "kubelet", 0) },
+			wantSubject:  "wait for service kubelet to be stopped",
+			wantObserved: "running", wantResult: "stopped",
+		},
+		{
+			name:         "service deleted",
+			setup:        func(t *testing.T, h *sim.Host) { stoppedService(t, h, "kubelet") },
+			attrs:        map[string]cty.Value{"service": cty.StringVal("kubelet"), "state": cty.StringVal("absent")},
+			becomes:      func(t *testing.T, h *sim.Host) error { return h.DeleteService(ctx, "kubelet", 0) },
+			wantSubject:  "wait for service kubelet to be deleted",
+			wantObserved: "stopped", wantResult: "absent",
+		},
+		{
+			name:  "file appears",
+			attrs: map[string]cty.Value{"file": cty.StringVal(`C:\k\kubeconfig`)},
+			becomes: func(t *testing.T, h *sim.Host) error {
+				writeFile(t, h, `C:\k\kubeconfig`, "x")
+				return nil
+			},
+			wantSubject:  `wait for file C:\k\kubeconfig to exist`,
+			wantObserved: "missing", wantResult: "exists",
+		},
+		{
+			name: "network appears",
+			setup: func(t *testing.T, h *sim.Host) {
+				require.NoError(t, h.AddHNSNetwork(host.HNSNetwork{Name: "nat", Type: "NAT"}))
+			},
+			attrs: map[string]cty.Value{"hns_network": cty.StringVal(overlay)},
+			becomes: func(t *testing.T, h *sim.Host) error {
+				return h.AddHNSNetwork(host.HNSNetwork{Name: overlay, Type: "Overlay"})
+			},
+			wantSubject:  "wait for HNS network " + overlay + " to exist",
+			wantObserved: "missing (networks: nat)", wantResult: "exists",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHost(t)
+			if tt.setup != nil {
+				tt.setup(t, h)
+			}
+			f := &fakeHost{Host: h}
+			cfg := cfgFor(t, Wait{}, waitAttrs(tt.attrs))
+			pr := plan(t, Wait{}, f, cfg)
+			require.False(t, pr.Diagnostics.HasErrors(), "%v", pr.Diagnostics)
+			require.NotNil(t, pr.Change)
+			assert.Equal(t, modules.Run, pr.Change.Action)
+			assert.Equal(t, tt.wantSubject, pr.Change.Subject)
+			assert.Equal(t, cty.StringVal(tt.wantObserved), field(t, pr.Change, "state").Old)
+			assert.Equal(t, cty.StringVal(tt.wantResult), field(t, pr.Change, "state").New)
+
+			f.onProbe = func(n int) error {
+				if n == 3 { // plan was probe 1; apply sees "not yet" once
+					return tt.becomes(t, h)
+				}
+				return nil
+			}
+			ar := apply(t, Wait{}, f, cfg, pr.Change)
+			require.False(t, ar.Diagnostics.HasErrors(), "%v", ar.Diagnostics)
+			assert.Equal(t, cty.StringVal(tt.wantResult), ar.Result.GetAttr("observed"))
+			assert.Equal(t, 3, f.probes)
+
+			again := plan(t, Wait{}, h, cfg)
+			assert.Nil(t, again.Change, "second apply: no change")
+			assert.Equal(t, cty.NumberIntVal(0), again.Result.GetAttr("waited"))
+		})
+	}
+}
+
+func stoppedService(t *testing.T, h host.Host, name string) {
+	t.Helper()
+	runningService(t, h, name, `C:\k\`+name+".exe")
+	require.NoError(t, h.StopService(ctx, name, 0))
+}
+
+func TestWaitTimeout(t *testing.T) {
+	h := newHost(t)
+	stoppedService(t, h, "kubelet")
+	cfg := cfgFor(t, Wait{}, map[string]cty.Value{"service": cty.StringVal("kubelet"), "timeout": cty.NumberFloatVal(0.02), "interval": cty.NumberFloatVal(0.005)})
+	ar := apply(t, Wait{}, h, cfg, &modules.Change{Action: modules.Run})
+	d := requireDiag(t, ar.Diagnostics, cfg, hcl.DiagError, "Timed out waiting for service kubelet to be running", "service")
+	assert.Contains(t, d.Detail, "last observed: stopped")
+	assert.Equal(t, cty.StringVal("stopped"), ar.Result.GetAttr("observed"))
+
+	// timeout = 0 checks once.
+	cfg = cfgFor(t, Wait{}, map[string]cty.Value{"file": cty.StringVal(`C:\k\x`), "timeout": cty.NumberIntVal(0)})
+	ar = apply(t, Wait{}, h, cfg, &modules.Change{Action: modules.Run})
+	d = requireDiag(t, ar.Diagnostics, cfg, hcl.DiagError, `Timed out waiting for file C:\k\x to exist`, "file")
+	assert.Contains(t, d.Detail, "last observed: missing")
+}
+
+// Errors while the node's network is reconfigured are waited through.
+func TestWaitThroughErrors(t *testing.T) {
+	h := newHost(t)
+	runningService(t, h, "hybrid-overlay-node", `C:\k\hybrid-overlay-node.exe`)
+	f := &fakeHost{Host: h, queryErrs: 3}
+	cfg := cfgFor(t, Wait{}, waitAttrs(map[string]cty.Value{"service": cty.StringVal("hybrid-overlay-node")}))
+
+	pr := plan(t, Wait{}, f, cfg)
+	require.False(t, pr.Diagnostics.HasErrors(), "%v", pr.Diagnostics)
+	requireDiag(t, pr.Diagnostics, cfg, hcl.DiagWarning, "Cannot check service yet", "service")
+	require.NotNil(t, pr.Change)
+
+	ar := apply(t, Wait{}, f, cfg, pr.Change)
+	require.False(t, ar.Diagnostics.HasErrors(), "%v", ar.Diagnostics)
+	assert.Equal(t, cty.StringVal("running"), ar.Result.GetAttr("observed"))
+	assert.Equal(t, 4, f.probes)
+
+	// Errors until the timeout are reported as the last thing seen.
+	f = &fakeHost{Host: h, queryErrs: 1 << 30}
+	cfg = cfgFor(t, Wait{}, map[string]cty.Value{"service": cty.StringVal("kubelet"), "timeout": cty.NumberFloatVal(0.02), "interval": cty.NumberFloatVal(0.005)})
+	ar = apply(t, Wait{}, f, cfg, &modules.Change{Action: modules.Run})
+	d := requireDiag(t, ar.Diagnostics, cfg, hcl.DiagError, "Timed out waiting for service kubelet to be running", "service")
+	assert.Contains(t, d.Detail, "connection reset by peer")
+}
+
+// An operation the platform lacks will never succeed: fail at once.
+func TestWaitNotSupported(t *testing.T) {
+	f := &fakeHost{Host: newHost(t), hnsErr: host.NotSupported("HNS networks", "wine")}
+	cfg := cfgFor(t, Wait{}, waitAttrs(map[string]cty.Value{"hns_network": cty.StringVal(overlay)}))
+	pr := plan(t, Wait{}, f, cfg)
+	requireDiag(t, pr.Diagnostics, cfg, hcl.DiagError, "Not supported on this platform", "hns_network")
+	ar := apply(t, Wait{}, f, cfg, &modules.Change{Action: modules.Run})
+	requireDiag(t, ar.Diagnostics, cfg, hcl.DiagError, "Not supported on this platform", "hns_network")
+	assert.Equal(t, 2, f.probes, "no retries")
+}
+
+func TestWaitCancelled(t *testing.T) {
+	h := newHost(t)
+	stoppedService(t, h, "kubelet")
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f := &fakeHost{Host: h, onProbe: func(n int) error {
+		if n == 1 {
+			go cancel() // while apply waits out its minute-long interval
+		}
+		return nil
+	}}
+	cfg := cfgFor(t, Wait{}, map[string]cty.Value{"service": cty.StringVal("kubelet"), "interval": cty.NumberIntVal(60)})
+	ar := Wait{}.Apply(cctx, modules.ApplyRequest{Config: cfg, Host: f, Change: &modules.Change{Action: modules.Run}})
+	d := requireDiag(t, ar.Diagnostics, cfg, hcl.DiagError, "Stopped waiting for service kubelet to be running", "service")
+	assert.Contains(t, d.Detail, "context canceled")
+}
+
+func TestWaitUnknown(t *testing.T) {
+	h := newHost(t)
+	tests := []struct {
+		name        string
+		attrs       map[string]cty.Value
+		wantSubject string
+	}{
+		{"service", map[string]cty.Value{"service": unknownStr}, "wait for service " + knownAfterApply + " to be running"},
+		{"state", map[string]cty.Value{"service": cty.StringVal("kubelet"), "state": unknownStr}, "wait for service kubelet to be " + knownAfterApply},
+		{"file", map[string]cty.Value{"file": unknownStr}, "wait for file " + knownAfterApply + " to exist"},
+		{"network", map[string]cty.Value{"hns_network": unknownStr}, "wait for HNS network " + knownAfterApply + " to exist"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pr := plan(t, Wait{}, h, cfgFor(t, Wait{}, tt.attrs))
+			require.False(t, pr.Diagnostics.HasErrors(), "%v", pr.Diagnostics)
+			require.NotNil(t, pr.Change)
+			assert.Equal(t, tt.wantSubject, pr.Change.Subject)
+			assert.False(t, pr.Result.GetAttr("waited").IsKnown())
+		})
+	}
+}
+
+func TestWaitValidate(t *testing.T) {
+	svc := cty.StringVal("kubelet")
+	runValidate(t, Wait{}, []validateCase{
+		{name: "service", attrs: map[string]cty.Value{"service": svc}},
+		{name: "file", attrs: map[string]cty.Value{"file": cty.StringVal(`C:\k\kubeconfig`)}},
+		{name: "network", attrs: map[string]cty.Value{"hns_network": cty.StringVal(overlay)}},
+		{name: "nothing", attrs: map[string]cty.Value{}, wantSummary: "Nothing to wait for", wantAttr: "service"},
+		{name: "two targets", attrs: map[string]cty.Value{"service": svc, "file": cty.StringVal(`C:\k\x`)}, wantSummary: "Conflicting wait targets", wantAttr: "file"},
+		{name: "unknown target still counts", attrs: map[string]cty.Value{"service": svc, "hns_network": unknownStr}, wantSummary: "Conflicting wait targets", wantAttr: "hns_network"},
+		{name: "state for a file", attrs: map[string]cty.Value{"file": cty.StringVal(`C:\k\x`), "state": cty.StringVal("running")}, wantSummary: "state without service", wantAttr: "state"},
+		{name: "bad state", attrs: map[string]cty.Value{"service": svc, "state": cty.StringVal("started")}, wantSummary: "Invalid state", wantAttr: "state"},
+		{name: "bad service", attrs: map[string]cty.Value{"service": cty.StringVal(`a\b`)}, wantSummary: "Invalid service name", wantAttr: "service"},
+		{name: "relative file", attrs: map[string]cty.Value{"file": cty.StringVal("kubeconfig")}, wantSummary: "Invalid Windows path", wantAttr: "file"},
+		{name: "empty network", attrs: map[string]cty.Value{"hns_network": cty.StringVal(" ")}, wantSummary: "Empty network name", wantAttr: "hns_network"},
+		{name: "zero interval", attrs: map[string]cty.Value{"service": svc, "interval": cty.NumberIntVal(0)}, wantSummary: "Invalid interval", wantAttr: "interval"},
+		{name: "negative timeout", attrs: map[string]cty.Value{"service": svc, "timeout": cty.NumberIntVal(-1)}, wantSummary: "Invalid timeout", wantAttr: "timeout"},
+	})
+}
