@@ -156,7 +156,10 @@ type runner struct {
 	result    *Result
 	forks     int
 	aborted   bool
-	mu        sync.Mutex // guards result.Changes, plan
+	// restrict, when set, is the batch of hosts a serial include is
+	// running; plays inside it see only these.
+	restrict map[string]bool
+	mu       sync.Mutex // guards result.Changes, plan
 }
 
 // instance is one playbook file in the include tree.
@@ -239,6 +242,10 @@ func (r *runner) runInstance(ctx context.Context, inst *instance) {
 		case *playbook.Play:
 			r.runPlay(ctx, inst, it)
 		case *playbook.Include:
+			if it.Hosts != nil {
+				r.runSerialInclude(ctx, inst, it)
+				continue
+			}
 			child := inst.children[it.Name]
 			r.runInstance(ctx, child)
 			if ctx.Err() != nil || r.aborted {
@@ -254,8 +261,11 @@ func (r *runner) runInstance(ctx context.Context, inst *instance) {
 func (r *runner) collectOutputs(child *instance) {
 	for _, name := range r.hostOrder {
 		hs := r.hosts[name]
-		if hs.failed || hs.unreachable {
+		if hs.failed || hs.unreachable || (r.restrict != nil && !r.restrict[name]) {
 			continue
+		}
+		if _, ran := hs.scopes[child]; !ran {
+			continue // none of the include's plays targeted this host
 		}
 		sc, diags := r.scope(hs, child)
 		if diags.HasErrors() {
@@ -284,22 +294,22 @@ func (r *runner) collectOutputs(child *instance) {
 
 // selectHosts evaluates a play's hosts pattern against the inventory and
 // --limit, dropping hosts that already failed.
-func (r *runner) selectHosts(inst *instance, p *playbook.Play) ([]string, hcl.Diagnostics) {
+func (r *runner) selectHosts(inst *instance, hostsExpr hcl.Expression) ([]string, hcl.Diagnostics) {
 	sc, diags := r.globalScope(inst)
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	v, diags := sc.eval(p.Hosts, nil, nil)
+	v, diags := sc.eval(hostsExpr, nil, nil)
 	if diags.HasErrors() {
 		return nil, diags
 	}
 	pattern, err := asString(v)
 	if err != nil {
-		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid hosts", Detail: "hosts must be a string: a group, a host or a pattern like \"windows:!win03\".", Subject: p.Hosts.Range().Ptr()}}
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid hosts", Detail: "hosts must be a string: a group, a host or a pattern like \"windows:!win03\".", Subject: hostsExpr.Range().Ptr()}}
 	}
 	names, err := r.req.Inventory.Match(pattern)
 	if err != nil {
-		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid hosts pattern", Detail: err.Error(), Subject: p.Hosts.Range().Ptr()}}
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid hosts pattern", Detail: err.Error(), Subject: hostsExpr.Range().Ptr()}}
 	}
 	if r.req.Limit != "" {
 		limited, err := r.req.Inventory.Match(r.req.Limit)
@@ -320,6 +330,9 @@ func (r *runner) selectHosts(inst *instance, p *playbook.Play) ([]string, hcl.Di
 	}
 	var live []string
 	for _, n := range names {
+		if r.restrict != nil && !r.restrict[n] {
+			continue // outside the current batch of a serial include
+		}
 		if hs := r.hosts[n]; hs != nil && !hs.failed && !hs.unreachable {
 			live = append(live, n)
 		}
@@ -327,22 +340,22 @@ func (r *runner) selectHosts(inst *instance, p *playbook.Play) ([]string, hcl.Di
 	return live, nil
 }
 
-// batches splits hosts per the play's serial setting.
-func (r *runner) batches(inst *instance, p *playbook.Play, hosts []string) ([][]string, hcl.Diagnostics) {
-	if p.Serial == nil || len(hosts) == 0 {
+// batches splits hosts per a serial setting.
+func (r *runner) batches(inst *instance, serial hcl.Expression, hosts []string) ([][]string, hcl.Diagnostics) {
+	if serial == nil || len(hosts) == 0 {
 		return [][]string{hosts}, nil
 	}
 	sc, diags := r.globalScope(inst)
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	v, diags := sc.eval(p.Serial, nil, nil)
+	v, diags := sc.eval(serial, nil, nil)
 	if diags.HasErrors() {
 		return nil, diags
 	}
 	v, _ = v.Unmark()
 	size := 0
-	bad := hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid serial", Detail: "serial must be a positive number of hosts, or a percentage string like \"30%\".", Subject: p.Serial.Range().Ptr()}}
+	bad := hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid serial", Detail: "serial must be a positive number of hosts, or a percentage string like \"30%\".", Subject: serial.Range().Ptr()}}
 	switch {
 	case v.IsNull() || !v.IsKnown():
 		return nil, bad
@@ -372,21 +385,21 @@ func (r *runner) batches(inst *instance, p *playbook.Play, hosts []string) ([][]
 	return out, nil
 }
 
-func (r *runner) maxFail(inst *instance, p *playbook.Play) (float64, bool, hcl.Diagnostics) {
-	if p.MaxFailPercentage == nil {
+func (r *runner) maxFail(inst *instance, expr hcl.Expression) (float64, bool, hcl.Diagnostics) {
+	if expr == nil {
 		return 0, false, nil
 	}
 	sc, diags := r.globalScope(inst)
 	if diags.HasErrors() {
 		return 0, false, diags
 	}
-	v, diags := sc.eval(p.MaxFailPercentage, nil, nil)
+	v, diags := sc.eval(expr, nil, nil)
 	if diags.HasErrors() {
 		return 0, false, diags
 	}
 	v, _ = v.Unmark()
 	if v.IsNull() || !v.IsKnown() || v.Type() != cty.Number {
-		return 0, false, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid max_fail_percentage", Detail: "max_fail_percentage must be a number from 0 to 100.", Subject: p.MaxFailPercentage.Range().Ptr()}}
+		return 0, false, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid max_fail_percentage", Detail: "max_fail_percentage must be a number from 0 to 100.", Subject: expr.Range().Ptr()}}
 	}
 	f, _ := v.AsBigFloat().Float64()
 	return f, true, nil
@@ -398,17 +411,17 @@ func (r *runner) runPlay(ctx context.Context, inst *instance, p *playbook.Play) 
 		r.emit(Event{Type: EventDiagnostic, Play: p.Name, Diagnostics: DiagViews(d)})
 		r.aborted = true
 	}
-	hosts, diags := r.selectHosts(inst, p)
+	hosts, diags := r.selectHosts(inst, p.Hosts)
 	if diags.HasErrors() {
 		fail(diags)
 		return
 	}
-	batches, diags := r.batches(inst, p, hosts)
+	batches, diags := r.batches(inst, p.Serial, hosts)
 	if diags.HasErrors() {
 		fail(diags)
 		return
 	}
-	pct, hasMax, diags := r.maxFail(inst, p)
+	pct, hasMax, diags := r.maxFail(inst, p.MaxFailPercentage)
 	if diags.HasErrors() {
 		fail(diags)
 		return
@@ -437,16 +450,79 @@ func (r *runner) runPlay(ctx context.Context, inst *instance, p *playbook.Play) 
 				failed++
 			}
 		}
-		if hasMax && float64(failed)*100/float64(len(batch)) > pct {
-			d := hcl.Diagnostics{{
-				Severity: hcl.DiagError,
-				Summary:  "Maximum failure percentage exceeded",
-				Detail:   fmt.Sprintf("%d of %d hosts in this batch failed, more than max_fail_percentage = %g; the run stops here.", failed, len(batch), pct),
-				Subject:  p.MaxFailPercentage.Range().Ptr(),
-			}}
-			r.result.Diagnostics = append(r.result.Diagnostics, d...)
-			r.emit(Event{Type: EventPlayAborted, Play: p.Name, Diagnostics: DiagViews(d)})
-			r.aborted = true
+		if r.tooManyFailed(batch, hasMax, pct, p.MaxFailPercentage, p.Name) {
+			return
+		}
+	}
+}
+
+// tooManyFailed stops the run when a batch's failures exceed
+// max_fail_percentage.
+func (r *runner) tooManyFailed(batch []string, hasMax bool, pct float64, expr hcl.Expression, play string) bool {
+	if !hasMax || len(batch) == 0 {
+		return false
+	}
+	failed := 0
+	for _, name := range batch {
+		if hs := r.hosts[name]; hs.failed || hs.unreachable {
+			failed++
+		}
+	}
+	if float64(failed)*100/float64(len(batch)) <= pct {
+		return false
+	}
+	d := hcl.Diagnostics{{
+		Severity: hcl.DiagError,
+		Summary:  "Maximum failure percentage exceeded",
+		Detail:   fmt.Sprintf("%d of %d hosts in this batch failed, more than max_fail_percentage = %g; the run stops here.", failed, len(batch), pct),
+		Subject:  expr.Range().Ptr(),
+	}}
+	r.result.Diagnostics = append(r.result.Diagnostics, d...)
+	r.emit(Event{Type: EventPlayAborted, Play: play, Diagnostics: DiagViews(d)})
+	r.aborted = true
+	return true
+}
+
+// runSerialInclude runs an included playbook whole, one batch of its hosts
+// at a time.
+func (r *runner) runSerialInclude(ctx context.Context, inst *instance, inc *playbook.Include) {
+	fail := func(d hcl.Diagnostics) {
+		r.result.Diagnostics = append(r.result.Diagnostics, d...)
+		r.emit(Event{Type: EventDiagnostic, Diagnostics: DiagViews(d)})
+		r.aborted = true
+	}
+	hosts, diags := r.selectHosts(inst, inc.Hosts)
+	if diags.HasErrors() {
+		fail(diags)
+		return
+	}
+	batches, diags := r.batches(inst, inc.Serial, hosts)
+	if diags.HasErrors() {
+		fail(diags)
+		return
+	}
+	pct, hasMax, diags := r.maxFail(inst, inc.MaxFailPercentage)
+	if diags.HasErrors() {
+		fail(diags)
+		return
+	}
+	outer := r.restrict
+	defer func() { r.restrict = outer }()
+	child := inst.children[inc.Name]
+	for _, batch := range batches {
+		if ctx.Err() != nil || r.aborted {
+			return
+		}
+		r.restrict = map[string]bool{}
+		for _, h := range batch {
+			r.restrict[h] = true
+		}
+		r.runInstance(ctx, child)
+		if ctx.Err() != nil || r.aborted {
+			return
+		}
+		r.collectOutputs(child)
+		if r.tooManyFailed(batch, hasMax, pct, inc.MaxFailPercentage, "include "+inc.Name) {
 			return
 		}
 	}

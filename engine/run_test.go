@@ -652,3 +652,41 @@ play "p" {
 	}
 	assert.Equal(t, 1, reconnecting)
 }
+
+// TestSerialIncludeRunsWholePlaybookPerBatch: an upgrade runs every play of
+// the included playbook on one host before the next host starts.
+func TestSerialIncludeRunsWholePlaybookPerBatch(t *testing.T) {
+	f := newFixture(t, map[string]string{
+		"play.hcl": rootVar + `
+include "upgrade" {
+  source = "./node.hcl"
+  hosts  = "windows"
+  serial = 1
+  max_fail_percentage = 0
+}`,
+		"node.hcl": `
+play "drain" {
+  hosts = "all"
+  task "cordon" {
+    print { msg = "cordon" }
+  }
+}
+play "upgrade" {
+  hosts = "windows"
+  task "copy" {
+    assert { that = [host.name != "win02"] }
+  }
+}`,
+	})
+	f.inv = threeHosts
+	res, rec := f.run(engine.ModeApply)
+	assert.True(t, res.Failed(), "win02 fails")
+	var seq []string
+	for _, e := range rec.results("") {
+		seq = append(seq, e.Host+"/"+e.Task)
+	}
+	// win03 never starts: the failed batch stopped the upgrade.
+	assert.Equal(t, []string{"win01/cordon", "win01/copy", "win02/cordon", "win02/copy"}, seq)
+	require.NotEmpty(t, res.Diagnostics)
+	assert.Contains(t, res.Diagnostics[len(res.Diagnostics)-1].Summary, "Maximum failure percentage exceeded")
+}

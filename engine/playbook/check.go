@@ -95,6 +95,11 @@ func (c *checker) run() {
 		case *Play:
 			c.checkPlay(it, idx)
 		case *Include:
+			for _, e := range []hcl.Expression{it.Hosts, it.Serial, it.MaxFailPercentage} {
+				if e != nil {
+					c.refs(e, where{roots: []string{RootVar, RootLocal}, taskIdx: -1, itemIdx: idx})
+				}
+			}
 			for _, name := range it.VarsOrder {
 				c.refs(it.Vars[name], where{roots: []string{RootVar, RootLocal, RootTask, RootInclude, RootHost}, taskIdx: c.firstTaskAfter(idx), itemIdx: idx})
 				if it.Playbook != nil {

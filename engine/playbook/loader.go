@@ -515,11 +515,24 @@ func (l *Loader) decodeInclude(block *hcl.Block, from location, stack []string) 
 	inc := &Include{Name: block.Labels[0], Vars: map[string]hcl.Expression{}, DeclRange: block.DefRange}
 	diags := checkName("include", inc.Name, block.LabelRanges[0])
 	content, d := block.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "source", Required: true}, {Name: "vars"},
+		{Name: "source", Required: true}, {Name: "vars"}, {Name: "hosts"}, {Name: "serial"}, {Name: "max_fail_percentage"},
 	}})
 	diags = append(diags, d...)
 	if d.HasErrors() {
 		return nil, diags
+	}
+	for name, dst := range map[string]*hcl.Expression{"hosts": &inc.Hosts, "serial": &inc.Serial, "max_fail_percentage": &inc.MaxFailPercentage} {
+		if a, ok := content.Attributes[name]; ok {
+			*dst = a.Expr
+		}
+	}
+	if (inc.Serial != nil || inc.MaxFailPercentage != nil) && inc.Hosts == nil {
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Missing hosts for serial include",
+			Detail:   "An include with serial or max_fail_percentage runs its playbook batch by batch; hosts says which hosts to batch, e.g. hosts = \"windows\".",
+			Subject:  block.DefRange.Ptr(),
+		})
 	}
 	srcAttr := content.Attributes["source"]
 	ok := true

@@ -123,13 +123,19 @@ type Task struct {
 
 // Include is an `include` block: another playbook run at this point.
 type Include struct {
-	Name      string
-	Source    string
-	Vars      map[string]hcl.Expression
-	VarsOrder []string
-	Playbook  *Playbook
-	Index     int // position among the file's items
-	DeclRange hcl.Range
+	Name   string
+	Source string
+	// Hosts and Serial, when set, run the whole included playbook one
+	// batch of hosts at a time (an upgrade, node by node), instead of play
+	// by play across all hosts. MaxFailPercentage stops the batches.
+	Hosts             hcl.Expression
+	Serial            hcl.Expression
+	MaxFailPercentage hcl.Expression
+	Vars              map[string]hcl.Expression
+	VarsOrder         []string
+	Playbook          *Playbook
+	Index             int // position among the file's items
+	DeclRange         hcl.Range
 }
 
 func (*Include) item() {}
