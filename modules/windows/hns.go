@@ -95,7 +95,8 @@ func (m HNSNetwork) Plan(ctx context.Context, req modules.PlanRequest) modules.P
 	name, nameOK := str(get(cfg, "name"))
 	state, stateOK := str(get(cfg, "state"))
 	if !nameOK || !stateOK {
-		return modules.PlanResponse{Result: unknownResult(hnsNetworkResults)}
+		// Whether it reads or deletes is decided at apply.
+		return modules.PlanResponse{Result: unknownResult(hnsNetworkResults), Change: &modules.Change{Action: modules.Update, Subject: knownAfterApply}}
 	}
 	if d := onWindows(ctx, req.Host, cfg, "name"); d.HasErrors() {
 		return modules.PlanResponse{Result: unknownResult(hnsNetworkResults), Diagnostics: d}
@@ -117,7 +118,18 @@ func (m HNSNetwork) Plan(ctx context.Context, req modules.PlanRequest) modules.P
 
 func (m HNSNetwork) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
+	if d := requireKnown(cfg, "name", "state"); d.HasErrors() {
+		return modules.ApplyResponse{Result: unknownResult(hnsNetworkResults), Diagnostics: d}
+	}
 	name, _ := str(get(cfg, "name"))
+	if state, _ := str(get(cfg, "state")); state == "present" {
+		// Planned with unknown values: read now.
+		n, err := findNetwork(ctx, req.Host, name)
+		if err != nil || n == nil {
+			return modules.ApplyResponse{Result: unknownResult(hnsNetworkResults), Diagnostics: hcl.Diagnostics{cfg.Error("name", "HNS network not found", fmt.Sprintf("There is no HNS network named %q on this host (%v).", name, err))}}
+		}
+		return modules.ApplyResponse{Result: networkResult(n)}
+	}
 	n, err := findNetwork(ctx, req.Host, name)
 	if err != nil {
 		return modules.ApplyResponse{Result: unknownResult(hnsNetworkResults), Diagnostics: hostError(cfg, "name", "Cannot list HNS networks", err)}
@@ -231,6 +243,9 @@ func (m HNSEndpoint) Plan(ctx context.Context, req modules.PlanRequest) modules.
 
 func (m HNSEndpoint) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
+	if d := requireKnown(cfg, "name", "network", "state", "host_attach"); d.HasErrors() {
+		return modules.ApplyResponse{Result: unknownResult(hnsEndpointResults), Diagnostics: d}
+	}
 	name, _ := str(get(cfg, "name"))
 	network, _ := str(get(cfg, "network"))
 	state, _ := str(get(cfg, "state"))
@@ -331,6 +346,9 @@ func (m Kill) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 }
 
 func (m Kill) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
+	if d := requireKnown(req.Config, "image"); d.HasErrors() {
+		return modules.ApplyResponse{Result: unknownResult(killResults), Diagnostics: d}
+	}
 	image, _ := str(get(req.Config, "image"))
 	if !strings.HasSuffix(strings.ToLower(image), ".exe") {
 		image += ".exe" // Windows image names carry the extension
