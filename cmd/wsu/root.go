@@ -60,7 +60,7 @@ apply changes it. The stock playbooks join, upgrade and remove Windows workers.`
 		SilenceErrors: true,
 		Version:       version.Version,
 	}
-	root.AddCommand(a.planCommand(), a.applyCommand(), a.validateCommand(), a.fmtCommand(), a.modulesCommand(), a.versionCommand(), a.agentCommand(), a.payloadCommand())
+	root.AddCommand(a.planCommand(), a.applyCommand(), a.validateCommand(), a.fmtCommand(), a.modulesCommand(), a.versionCommand(), a.agentCommand(), a.payloadCommand(), a.playbooksCommand())
 	return root
 }
 

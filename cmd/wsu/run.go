@@ -19,6 +19,7 @@ import (
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/modules/all"
+	"github.com/wsu-project/wsu/playbooks"
 	"github.com/wsu-project/wsu/transport"
 	"github.com/wsu-project/wsu/version"
 	"github.com/wsu-project/wsu/view"
@@ -128,9 +129,10 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		o.tags, o.skipTags, o.local = saved.Tags, saved.SkipTags, saved.Local
 	}
 
-	loader := playbook.NewLoader(all.Registry(), nil)
+	loader := playbook.NewLoader(all.Registry(), playbooks.FS)
 	v := a.newView(o, loader.Sources())
 	defer v.Close()
+	target = resolvePlaybook(target)
 	pb, diags := loader.Load(target)
 	if diags.HasErrors() {
 		v.Diagnostics(diags)

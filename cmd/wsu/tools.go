@@ -16,6 +16,7 @@ import (
 	"github.com/wsu-project/wsu/engine/playbook"
 	"github.com/wsu-project/wsu/modules/all"
 	"github.com/wsu-project/wsu/modules/docs"
+	"github.com/wsu-project/wsu/playbooks"
 	"github.com/wsu-project/wsu/view"
 )
 
@@ -28,8 +29,8 @@ func (a *app) validateCommand() *cobra.Command {
 names and arguments, argument types, references, duplicate names and cycles.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			loader := playbook.NewLoader(all.Registry(), nil)
-			_, diags := loader.Load(args[0])
+			loader := playbook.NewLoader(all.Registry(), playbooks.FS)
+			_, diags := loader.Load(resolvePlaybook(args[0]))
 			_, noColorEnv := os.LookupEnv("NO_COLOR")
 			v := view.NewHuman(a.stderr, view.HumanOptions{Color: isTerminal(a.stderr) && !noColor && !noColorEnv, Sources: loader.Sources()})
 			v.Diagnostics(diags)

@@ -1,0 +1,116 @@
+# check-runtime: the cluster can take Windows workers, and the container
+# runtime exists and runs on the node before anything else is configured.
+
+variable "cluster_flavour" {
+  type        = string
+  default     = "openshift"
+  description = "openshift (OVN-Kubernetes with hybrid overlay, Machine Config Server) or kubeadm."
+  validation {
+    condition     = contains(["openshift", "kubeadm"], var.cluster_flavour)
+    error_message = "cluster_flavour must be \"openshift\" or \"kubeadm\"."
+  }
+}
+
+variable "kubeconfig" {
+  type        = string
+  default     = null
+  description = "Kubeconfig for the cluster modules; null: KUBECONFIG or the in-cluster config."
+}
+
+variable "manage_containerd" {
+  type        = bool
+  default     = true
+  description = "Install containerd from the payload and run it as service containerd (current WMCO); false: require an existing containerd service."
+}
+
+variable "payload_dir" {
+  type        = string
+  description = "Directory on the machine running wsu holding the payload and its manifest.json."
+}
+
+variable "service_recovery" {
+  type        = bool
+  default     = true
+  description = "Set the services' recovery actions (restart on failure). Wine cannot, so its tests turn this off."
+}
+
+variable "pause_image" {
+  type        = string
+  default     = "mcr.microsoft.com/oss/kubernetes/pause:3.9"
+  description = "Sandbox (pause) image containerd uses."
+}
+
+locals {
+  manifest = jsondecode(file("${var.payload_dir}/manifest.json"))
+  runtime  = { for c in local.manifest.components : c.name => c if try(c.runtime, false) }
+}
+
+play "check-runtime" {
+  hosts = "windows"
+
+  task "cluster network" {
+    when = var.cluster_flavour == "openshift"
+    k8s_cluster_check {
+      kubeconfig = var.kubeconfig
+    }
+  }
+
+  task "windows host" {
+    assert {
+      that         = [host.facts.os == "windows"]
+      fail_message = "this host does not report itself as Windows"
+    }
+  }
+
+  task "containerd directories" {
+    for_each = toset(var.manage_containerd ? ["C:\\k", "C:\\k\\containerd", "C:\\k\\containerd\\registries", "C:\\var\\log\\containerd"] : [])
+    win_directory {
+      path = each.key
+    }
+  }
+
+  task "containerd binaries" {
+    for_each = { for name, c in local.runtime : name => c if var.manage_containerd }
+    win_copy {
+      src     = "${var.payload_dir}/${each.value.file}"
+      dest    = each.value.destination
+      service = try(each.value.service, null)
+    }
+  }
+
+  task "containerd config" {
+    when = var.manage_containerd
+    win_file {
+      path    = "C:\\k\\containerd\\containerd_conf.toml"
+      content = templatefile("templates/containerd_conf.toml.tftpl", { pause_image = var.pause_image })
+    }
+    notify = ["restart containerd"]
+  }
+
+  task "containerd service" {
+    when = var.manage_containerd
+    win_service {
+      name       = "containerd"
+      path       = "C:\\k\\containerd\\containerd.exe"
+      args       = ["--config", "C:\\k\\containerd\\containerd_conf.toml", "--log-file", "C:\\var\\log\\containerd\\containerd.log", "--run-service", "--log-level", "info"]
+      start_mode = "automatic"
+      state      = "running"
+      recovery   = var.service_recovery ? { restart_delays = [10, 30, 60], reset_period = 86400 } : null
+    }
+  }
+
+  task "containerd running" {
+    win_wait {
+      service = "containerd"
+      state   = "running"
+      timeout = 120
+    }
+  }
+
+  handler "restart containerd" {
+    win_service {
+      name  = "containerd"
+      state = "restarted"
+    }
+  }
+}

@@ -1,0 +1,135 @@
+# configure-kubelet: C:\k\kubelet.conf and the kubelet service, as WMCO
+# configures them (config file generation; the removed --network-plugin /
+# --cni-* flags are not used: containerd's config holds the CNI paths).
+
+variable "node_name" {
+  type        = string
+  default     = null
+  description = "Node name override (--hostname-override); default: the host name, lower-cased."
+}
+
+variable "node_ip" {
+  type        = string
+  default     = null
+  description = "Node IP (--node-ip); default: the IPv4 of the interface holding the default route."
+}
+
+variable "cluster_dns" {
+  type        = list(string)
+  default     = ["172.30.0.10"]
+  description = "Cluster DNS service addresses (clusterDNS)."
+}
+
+variable "cluster_domain" {
+  type    = string
+  default = "cluster.local"
+}
+
+variable "max_pods" {
+  type    = number
+  default = 250
+}
+
+variable "kubelet_verbosity" {
+  type        = number
+  default     = 2
+  description = "kubelet --v."
+}
+
+variable "extra_kubelet_args" {
+  type        = list(string)
+  default     = []
+  description = "Appended to the kubelet command line, e.g. [\"--feature-gates=X=true\"]."
+}
+
+variable "cloud_provider" {
+  type        = string
+  default     = null
+  description = "--cloud-provider (from the ignition on OpenShift)."
+}
+
+variable "cloud_config" {
+  type        = string
+  default     = null
+  description = "--cloud-config path on the node (from the ignition on OpenShift)."
+}
+
+variable "node_labels" {
+  type        = list(string)
+  default     = ["node.openshift.io/os_id=Windows"]
+  description = "--node-labels the kubelet registers with."
+}
+
+variable "service_recovery" {
+  type    = bool
+  default = true
+}
+
+locals {
+  node_name = coalesce(var.node_name, lower(host.facts.hostname))
+  node_ip   = coalesce(var.node_ip, host.facts.ipv4)
+  kubelet_args = concat(
+    [
+      "-log-file=C:\\var\\log\\kubelet\\kubelet.log",
+      "C:\\k\\kubelet.exe",
+      "--config=C:\\k\\kubelet.conf",
+      "--bootstrap-kubeconfig=C:\\k\\bootstrap-kubeconfig",
+      "--kubeconfig=C:\\k\\kubeconfig",
+      "--cert-dir=c:\\var\\lib\\kubelet\\pki\\",
+      "--windows-service",
+      "--node-labels=${join(",", var.node_labels)}",
+      "--windows-priorityclass=ABOVE_NORMAL_PRIORITY_CLASS",
+      "--v=${var.kubelet_verbosity}",
+      "--hostname-override=${local.node_name}",
+      "--node-ip=${local.node_ip}",
+    ],
+    var.cloud_provider != null ? ["--cloud-provider=${var.cloud_provider}"] : [],
+    var.cloud_config != null ? ["--cloud-config=${var.cloud_config}"] : [],
+    var.extra_kubelet_args,
+  )
+}
+
+play "configure-kubelet" {
+  hosts = "windows"
+
+  task "kubelet config" {
+    win_file {
+      path = "C:\\k\\kubelet.conf"
+      content = templatefile("templates/kubelet.conf.tftpl", {
+        cluster_dns    = var.cluster_dns
+        cluster_domain = var.cluster_domain
+        max_pods       = var.max_pods
+      })
+    }
+    notify = ["restart kubelet"]
+  }
+
+  # WMCO wraps the kubelet in kube-log-runner so its log rotates to a file.
+  task "kubelet service" {
+    win_service {
+      name         = "kubelet"
+      path         = "C:\\k\\kube-log-runner.exe"
+      args         = local.kubelet_args
+      display_name = "kubelet"
+      dependencies = ["containerd"]
+      start_mode   = "automatic"
+      state        = "running"
+      recovery     = var.service_recovery ? { restart_delays = [10, 30, 60], reset_period = 86400 } : null
+    }
+  }
+
+  handler "restart kubelet" {
+    win_service {
+      name  = "kubelet"
+      state = "restarted"
+    }
+  }
+}
+
+output "node_name" {
+  value = local.node_name
+}
+
+output "node_ip" {
+  value = local.node_ip
+}

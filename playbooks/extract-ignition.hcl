@@ -1,0 +1,104 @@
+# extract-ignition: what the kubelet needs to join — a bootstrap kubeconfig
+# and the kubelet CA (plus the cloud provider settings on OpenShift). On
+# OpenShift they come from the newest rendered-worker MachineConfig (or the
+# Machine Config Server); on kubeadm clusters from a bootstrap token and the
+# kube-public/cluster-info CA.
+
+variable "cluster_flavour" {
+  type    = string
+  default = "openshift"
+}
+
+variable "kubeconfig" {
+  type    = string
+  default = null
+}
+
+variable "ignition_source" {
+  type        = string
+  default     = "machineconfig"
+  description = "OpenShift: machineconfig (current WMCO) or mcs (the Machine Config Server)."
+}
+
+variable "api_server" {
+  type        = string
+  default     = null
+  description = "API server URL written into the bootstrap kubeconfig (default: the cluster's own, from kubeconfig)."
+}
+
+variable "mcs_url" {
+  type        = string
+  default     = null
+  description = "Machine Config Server URL, https://api-int.<cluster>:22623/config/worker (ignition_source = mcs)."
+}
+
+variable "mcs_ca" {
+  type        = string
+  default     = null
+  description = "PEM CA the Machine Config Server's certificate must chain to (ignition_source = mcs)."
+}
+
+variable "bootstrap_token_ttl" {
+  type        = string
+  default     = "1h"
+  description = "kubeadm: lifetime of the bootstrap token wsu creates or reuses."
+}
+
+play "extract-ignition" {
+  hosts = "windows"
+
+  task "ignition" {
+    when = var.cluster_flavour == "openshift"
+    k8s_ignition {
+      kubeconfig = var.kubeconfig
+      source     = var.ignition_source
+      url        = var.mcs_url
+      ca         = var.mcs_ca
+      api_server = var.api_server
+    }
+  }
+
+  task "bootstrap_token" {
+    when = var.cluster_flavour == "kubeadm"
+    k8s_bootstrap_token {
+      kubeconfig  = var.kubeconfig
+      ttl         = var.bootstrap_token_ttl
+      description = "wsu: Windows node join"
+      api_server  = var.api_server
+    }
+  }
+
+  task "bootstrap kubeconfig" {
+    win_file {
+      path    = "C:\\k\\bootstrap-kubeconfig"
+      content = var.cluster_flavour == "openshift" ? task.ignition.bootstrap_kubeconfig : task.bootstrap_token.bootstrap_kubeconfig
+    }
+  }
+
+  task "kubelet ca" {
+    win_file {
+      path    = "C:\\k\\kubelet-ca.crt"
+      content = var.cluster_flavour == "openshift" ? task.ignition.kubelet_ca : task.bootstrap_token.ca
+    }
+  }
+
+  task "cloud config" {
+    when = var.cluster_flavour == "openshift" && try(task.ignition.cloud_config_name, null) != null
+    win_file {
+      path    = "C:\\k\\${task.ignition.cloud_config_name}"
+      content = task.ignition.cloud_config
+    }
+  }
+}
+
+output "cloud_provider" {
+  value = var.cluster_flavour == "openshift" ? task.ignition.cloud_provider : null
+}
+
+output "cloud_config" {
+  value = var.cluster_flavour == "openshift" && try(task.ignition.cloud_config_name, null) != null ? "C:\\k\\${task.ignition.cloud_config_name}" : null
+}
+
+output "kubelet_verbosity" {
+  value = var.cluster_flavour == "openshift" ? task.ignition.kubelet_verbosity : null
+}

@@ -1,0 +1,242 @@
+# join: make Windows hosts Kubernetes/OpenShift workers. The seven step
+# playbooks composed, with CSR approval (only CSRs that pass every rule),
+# the wait for Ready and the node's version annotation.
+#
+#   wsu apply join -i inventory.ini -var payload_dir=/srv/payload
+#
+# A site playbook can include this file (source = "wsu:join.hcl") with its
+# own variables and add plays before or after it.
+
+variable "cluster_flavour" {
+  type        = string
+  default     = "openshift"
+  description = "openshift or kubeadm."
+}
+
+variable "kubeconfig" {
+  type        = string
+  default     = null
+  description = "Kubeconfig for the cluster side; null: KUBECONFIG or in-cluster."
+}
+
+variable "payload_dir" {
+  type        = string
+  description = "Directory on the machine running wsu with the payload and manifest.json."
+}
+
+variable "ignition_source" {
+  type    = string
+  default = "machineconfig"
+}
+
+variable "api_server" {
+  type    = string
+  default = null
+}
+
+variable "mcs_url" {
+  type    = string
+  default = null
+}
+
+variable "mcs_ca" {
+  type    = string
+  default = null
+}
+
+variable "node_name" {
+  type    = string
+  default = null
+}
+
+variable "node_ip" {
+  type    = string
+  default = null
+}
+
+variable "service_cidr" {
+  type    = string
+  default = "172.30.0.0/16"
+}
+
+variable "cluster_dns" {
+  type    = list(string)
+  default = ["172.30.0.10"]
+}
+
+variable "kubelet_verbosity" {
+  type    = number
+  default = 2
+}
+
+variable "extra_kubelet_args" {
+  type    = list(string)
+  default = []
+}
+
+variable "hybrid_overlay_vxlan_port" {
+  type    = number
+  default = null
+}
+
+variable "manage_containerd" {
+  type    = bool
+  default = true
+}
+
+variable "service_recovery" {
+  type    = bool
+  default = true
+}
+
+variable "http_proxy" {
+  type        = string
+  default     = null
+  description = "Cluster-wide proxy for the node's services (HTTP_PROXY); null: none."
+}
+
+variable "https_proxy" {
+  type    = string
+  default = null
+}
+
+variable "no_proxy" {
+  type    = string
+  default = null
+}
+
+variable "csr_timeout" {
+  type        = number
+  default     = 600
+  description = "Seconds to wait for the node's client and serving CSRs."
+}
+
+variable "ready_timeout" {
+  type    = number
+  default = 900
+}
+
+variable "version_annotation" {
+  type        = string
+  default     = "windowsmachineconfig.openshift.io/version"
+  description = "Node annotation holding the payload version the node was configured with."
+}
+
+include "runtime" {
+  source = "./check-runtime.hcl"
+  vars = {
+    cluster_flavour   = var.cluster_flavour
+    kubeconfig        = var.kubeconfig
+    manage_containerd = var.manage_containerd
+    payload_dir       = var.payload_dir
+    service_recovery  = var.service_recovery
+  }
+}
+
+play "proxy-settings" {
+  hosts = "windows"
+
+  task "proxy settings" {
+    for_each = { for k, v in { HTTP_PROXY = var.http_proxy, HTTPS_PROXY = var.https_proxy, NO_PROXY = var.no_proxy } : k => v if v != null }
+    win_env {
+      name  = each.key
+      value = each.value
+    }
+  }
+}
+
+include "payload" {
+  source = "./copy-payload.hcl"
+  vars = {
+    payload_dir = var.payload_dir
+  }
+}
+
+include "ignition" {
+  source = "./extract-ignition.hcl"
+  vars = {
+    cluster_flavour = var.cluster_flavour
+    kubeconfig      = var.kubeconfig
+    ignition_source = var.ignition_source
+    api_server      = var.api_server
+    mcs_url         = var.mcs_url
+    mcs_ca          = var.mcs_ca
+  }
+}
+
+include "kubelet" {
+  source = "./configure-kubelet.hcl"
+  vars = {
+    node_name          = var.node_name
+    node_ip            = var.node_ip
+    cluster_dns        = var.cluster_dns
+    kubelet_verbosity  = coalesce(include.ignition.kubelet_verbosity, var.kubelet_verbosity)
+    extra_kubelet_args = var.extra_kubelet_args
+    cloud_provider     = include.ignition.cloud_provider
+    cloud_config       = include.ignition.cloud_config
+    service_recovery   = var.service_recovery
+  }
+}
+
+# The kubelet asks for a client certificate, registers the Node, then asks
+# for a serving certificate. Only CSRs that pass every rule are approved.
+play "certificates" {
+  hosts = "windows"
+
+  task "approve csrs" {
+    k8s_csr_approve {
+      kubeconfig = var.kubeconfig
+      node_name  = include.kubelet.node_name
+      addresses  = [include.kubelet.node_ip]
+      hostnames  = distinct([include.kubelet.node_name, lower(host.facts.hostname), lower(host.facts.fqdn)])
+      timeout    = var.csr_timeout
+    }
+  }
+}
+
+include "overlay" {
+  source = "./hybrid-overlay.hcl"
+  vars = {
+    kubeconfig                = var.kubeconfig
+    node_name                 = include.kubelet.node_name
+    service_cidr              = var.service_cidr
+    hybrid_overlay_vxlan_port = var.hybrid_overlay_vxlan_port
+    service_recovery          = var.service_recovery
+  }
+}
+
+include "kube_proxy" {
+  source = "./kube-proxy.hcl"
+  vars = {
+    node_name        = include.kubelet.node_name
+    node_subnet      = include.overlay.node_subnet
+    service_recovery = var.service_recovery
+  }
+}
+
+include "csi" {
+  source = "./csi-proxy.hcl"
+  vars = {
+    service_recovery = var.service_recovery
+  }
+}
+
+play "ready" {
+  hosts = "windows"
+
+  task "node ready" {
+    k8s_node_wait {
+      kubeconfig = var.kubeconfig
+      name       = include.kubelet.node_name
+      timeout    = var.ready_timeout
+    }
+  }
+
+  task "version annotation" {
+    k8s_node {
+      kubeconfig  = var.kubeconfig
+      name        = include.kubelet.node_name
+      annotations = { (var.version_annotation) = include.payload.version }
+    }
+  }
+}

@@ -1,0 +1,58 @@
+# kube-proxy: kernelspace (HNS) mode on the hybrid-overlay network, with a
+# source VIP endpoint, configured through C:\k\kube-proxy.conf.
+
+variable "node_name" {
+  type = string
+}
+
+variable "node_subnet" {
+  type        = string
+  description = "The node's hybrid-overlay subnet (clusterCIDR)."
+}
+
+variable "service_recovery" {
+  type    = bool
+  default = true
+}
+
+play "kube-proxy" {
+  hosts = "windows"
+
+  task "source vip" {
+    win_hns_endpoint {
+      name    = "VIPEndpoint"
+      network = "OVNKubernetesHybridOverlayNetwork"
+    }
+  }
+
+  task "kube-proxy config" {
+    win_file {
+      path = "C:\\k\\kube-proxy.conf"
+      content = templatefile("templates/kube-proxy.conf.tftpl", {
+        source_vip   = task["source vip"].ip
+        cluster_cidr = var.node_subnet
+        node_name    = var.node_name
+      })
+    }
+    notify = ["restart kube-proxy"]
+  }
+
+  task "kube-proxy service" {
+    win_service {
+      name         = "kube-proxy"
+      path         = "C:\\k\\kube-proxy.exe"
+      args         = ["--config", "C:\\k\\kube-proxy.conf", "--windows-service"]
+      dependencies = ["hybrid-overlay-node"]
+      start_mode   = "automatic"
+      state        = "running"
+      recovery     = var.service_recovery ? { restart_delays = [10, 30, 60], reset_period = 86400 } : null
+    }
+  }
+
+  handler "restart kube-proxy" {
+    win_service {
+      name  = "kube-proxy"
+      state = "restarted"
+    }
+  }
+}

@@ -1,0 +1,133 @@
+# remove: deconfigure Windows workers and return the hosts to their
+# pre-join state: cordon and drain, stop and delete the managed services in
+# reverse order (waiting for their processes), remove the HNS networks
+# (each removal may drop the connection: the engine reconnects), the
+# payload and log directories and the environment wsu set, then the Node.
+
+variable "kubeconfig" {
+  type    = string
+  default = null
+}
+
+variable "node_name" {
+  type        = string
+  default     = null
+  description = "Node name override used at join; default: the host name, lower-cased."
+}
+
+variable "drain_timeout" {
+  type    = number
+  default = 600
+}
+
+variable "version_annotation" {
+  type    = string
+  default = "windowsmachineconfig.openshift.io/version"
+}
+
+variable "remove_containerd" {
+  type        = bool
+  default     = true
+  description = "Also remove the containerd service wsu installed."
+}
+
+locals {
+  # Stop order from the reference: exporter, kube-proxy, hybrid-overlay,
+  # kubelet, then the runtime.
+  services = concat(["windows_exporter", "kube-proxy", "hybrid-overlay-node", "csi-proxy", "kubelet"], var.remove_containerd ? ["containerd"] : [])
+  node     = coalesce(var.node_name, lower(host.facts.hostname))
+}
+
+play "drain" {
+  hosts = "windows"
+
+  task "cordon" {
+    k8s_node_cordon {
+      kubeconfig = var.kubeconfig
+      name       = local.node
+    }
+  }
+
+  task "drain" {
+    k8s_node_drain {
+      kubeconfig = var.kubeconfig
+      name       = local.node
+      timeout    = var.drain_timeout
+    }
+  }
+}
+
+play "deconfigure" {
+  hosts = "windows"
+
+  # One task per service keeps the order: removal waits for the process.
+  task "services" {
+    for_each = { for i, s in local.services : format("%02d-%s", i, s) => s }
+    win_service {
+      name  = each.value
+      state = "absent"
+    }
+  }
+
+  task "leftover shims" {
+    win_kill {
+      image = "containerd-shim-runhcs-v1.exe"
+    }
+  }
+
+  task "overlay network" {
+    win_hns_network {
+      name  = "OVNKubernetesHybridOverlayNetwork"
+      state = "absent"
+    }
+  }
+
+  task "base network" {
+    win_hns_network {
+      name  = "BaseOVNKubernetesHybridOverlayNetwork"
+      state = "absent"
+    }
+  }
+
+  task "directories" {
+    for_each = toset(["C:\\k", "C:\\var\\lib\\cni", "C:\\var\\log\\kubelet", "C:\\var\\log\\kube-proxy", "C:\\var\\log\\hybrid-overlay", "C:\\var\\log\\csi-proxy", "C:\\var\\log\\containerd", "C:\\var\\lib\\kubelet"])
+    win_directory {
+      path  = each.key
+      state = "absent"
+    }
+  }
+
+  task "path" {
+    win_path {
+      entry = "C:\\k"
+      state = "absent"
+    }
+  }
+
+  task "proxy settings" {
+    for_each = toset(["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"])
+    win_env {
+      name  = each.key
+      state = "absent"
+    }
+  }
+}
+
+play "node" {
+  hosts = "windows"
+
+  task "version annotation" {
+    k8s_node {
+      kubeconfig  = var.kubeconfig
+      name        = local.node
+      annotations = { (var.version_annotation) = null }
+    }
+  }
+
+  task "delete node" {
+    k8s_node_delete {
+      kubeconfig = var.kubeconfig
+      name       = local.node
+    }
+  }
+}
