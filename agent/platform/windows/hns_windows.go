@@ -38,6 +38,9 @@ var (
 
 const hrElementNotFound = 0x80070490 // HRESULT_FROM_WIN32(ERROR_NOT_FOUND)
 
+// hcnQuery asks for v2 properties of every object.
+const hcnQuery = `{"SchemaVersion":{"Major":2,"Minor":0},"Flags":0}`
+
 // needHCN reports a missing DLL or export as not supported.
 func needHCN(op string, procs ...*windows.LazyProc) error {
 	for _, p := range procs {

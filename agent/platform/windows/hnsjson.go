@@ -12,9 +12,6 @@ import (
 // (HcnQuery*Properties) with the v1 (legacy HNS) names as fallbacks, since
 // both appear in the wild.
 
-// hcnQuery asks for v2 properties of every object.
-const hcnQuery = `{"SchemaVersion":{"Major":2,"Minor":0},"Flags":0}`
-
 type hcnNetwork struct {
 	ID    string `json:"ID"`
 	Name  string `json:"Name"`

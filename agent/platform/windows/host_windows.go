@@ -6,6 +6,8 @@ import (
 	"context"
 	"sync"
 
+	"golang.org/x/sys/windows"
+
 	"github.com/wsu-project/wsu/host"
 )
 
@@ -20,8 +22,14 @@ type winHost struct {
 
 var _ host.Host = (*winHost)(nil)
 
-// platform names this backend in not-supported errors.
-const platform = "windows"
+// platform names this backend in not-supported errors; under Wine it says
+// so, which explains most of them.
+var platform = func() string {
+	if windows.NewLazySystemDLL("ntdll.dll").NewProc("wine_get_version").Find() == nil {
+		return "windows (Wine)"
+	}
+	return "windows"
+}()
 
 // New returns the Host the agent serves on Windows.
 func New() host.Host { return &winHost{} }

@@ -90,6 +90,10 @@ func terminate(pid uint32, wait time.Duration) (bool, error) {
 		return false, fmt.Errorf("kill %d: %w", pid, err)
 	}
 	defer windows.CloseHandle(p)
+	// A process that has exited lives on while someone holds a handle to it.
+	if exited(p) {
+		return false, nil
+	}
 	if err := windows.TerminateProcess(p, 1); err != nil {
 		if errors.Is(err, windows.ERROR_ACCESS_DENIED) && exited(p) {
 			return false, nil // it was already on its way out

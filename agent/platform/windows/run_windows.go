@@ -144,7 +144,9 @@ func (t *processTree) kill(p *os.Process) error {
 	t.mu.Unlock()
 	err := p.Kill()
 	for _, pid := range descendants {
-		terminate(pid, 0)
+		// Wait a little, so they are gone (and their files free) when
+		// Run returns.
+		terminate(pid, 2*time.Second)
 	}
 	return err
 }

@@ -124,6 +124,9 @@ func (h *winHost) CreateService(ctx context.Context, cfg host.ServiceConfig) err
 	if errors.Is(err, windows.ERROR_SERVICE_EXISTS) {
 		return fmt.Errorf("service %s: already exists", cfg.Name)
 	}
+	if errors.Is(err, windows.ERROR_DUPLICATE_SERVICE_NAME) {
+		return fmt.Errorf("service %s: the display name %q belongs to another service", cfg.Name, display)
+	}
 	if err != nil {
 		return fmt.Errorf("service %s: create: %w", cfg.Name, err)
 	}

@@ -520,7 +520,7 @@ func TestWineServices(t *testing.T) {
 		assert.NotEqual(t, info.PID, p.PID, "service process still listed after stop")
 	}
 
-	rs = pr.ok(
+	pr.ok(
 		step{"svc-stop", a{"name": name, "timeout_ms": 5000}}, // stopped already: fine
 		step{"svc-start", a{"name": name}},
 		step{"svc-wait", a{"name": name, "state": host.ServiceRunning, "timeout_ms": 20000}},
@@ -541,6 +541,7 @@ func TestWineServices(t *testing.T) {
 		step{"svc-delete", a{"name": "wsu-delayed", "timeout_ms": 20000}},
 	)
 	for i, what := range map[int]string{0: "recovery actions", 1: "delayed automatic start", 3: "delayed automatic start"} {
+		t.Logf("reported: %s", rs[i].Error)
 		assert.True(t, rs[i].NotSupported, "step %d: %s", i, rs[i].Error)
 		assert.Contains(t, rs[i].Error, what)
 		assert.Contains(t, rs[i].Error, host.ErrNotSupported.Error())
@@ -596,6 +597,7 @@ func TestWineFactsAndHNS(t *testing.T) {
 	t.Logf("facts under Wine: %+v", f)
 	// Wine has no computenetwork.dll: every HNS call says so.
 	for i, r := range rs[1:] {
+		t.Logf("reported: %s", r.Error)
 		assert.True(t, r.NotSupported, "HNS step %d: %q", i+1, r.Error)
 		assert.Contains(t, r.Error, "no Host Networking Service API")
 	}
