@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
+	"github.com/wsu-project/wsu/agent/agenttest"
 	"github.com/wsu-project/wsu/agent/platform/sim"
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/modules"
@@ -67,16 +70,46 @@ func newHost(t *testing.T) *sim.Host {
 	return h
 }
 
+// viaAgent routes every module call through the real agent protocol (an
+// agent serving the sim over pipes, driven by agent/client). The suite runs
+// both ways: directly, and again in a child test process started by
+// TestModuleSuiteThroughAgent with WSU_TEST_VIA_AGENT=1.
+var viaAgent = os.Getenv("WSU_TEST_VIA_AGENT") == "1"
+
+var agents sync.Map // *sim.Host -> host.Host (the agent client)
+
+// route returns the host module calls go to. Test set-up keeps calling the
+// sim directly (AddHNSNetwork and friends are not part of the Host API).
+func route(t *testing.T, h host.Host) host.Host {
+	if !viaAgent {
+		return h
+	}
+	switch x := h.(type) {
+	case *sim.Host:
+		if c, ok := agents.Load(x); ok {
+			return c.(host.Host)
+		}
+		c := agenttest.Start(t, x, agenttest.Options{}).Client
+		agents.Store(x, c)
+		t.Cleanup(func() { agents.Delete(x) })
+		return c
+	case *fakeHost:
+		x.Host = route(t, x.Host) // the fake stays in front of the agent
+		return x
+	}
+	return h
+}
+
 func plan(t *testing.T, m modules.Module, h host.Host, cfg modules.Config) modules.PlanResponse {
 	t.Helper()
-	resp := m.Plan(ctx, modules.PlanRequest{Config: cfg, Host: h})
+	resp := m.Plan(ctx, modules.PlanRequest{Config: cfg, Host: route(t, h)})
 	checkResult(t, m, resp.Result)
 	return resp
 }
 
 func apply(t *testing.T, m modules.Module, h host.Host, cfg modules.Config, change *modules.Change) modules.ApplyResponse {
 	t.Helper()
-	resp := m.Apply(ctx, modules.ApplyRequest{Config: cfg, Host: h, Change: change})
+	resp := m.Apply(ctx, modules.ApplyRequest{Config: cfg, Host: route(t, h), Change: change})
 	checkResult(t, m, resp.Result)
 	return resp
 }
@@ -352,4 +385,17 @@ func (f *fakeHost) HNSNetworks(ctx context.Context) ([]host.HNSNetwork, error) {
 		return nil, f.hnsErr
 	}
 	return f.Host.HNSNetworks(ctx)
+}
+
+// TestModuleSuiteThroughAgent runs this package's whole suite again in a
+// child process with every module call crossing the agent protocol.
+func TestModuleSuiteThroughAgent(t *testing.T) {
+	if viaAgent {
+		return // this is the child
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^Test", "-test.count=1")
+	cmd.Env = append(os.Environ(), "WSU_TEST_VIA_AGENT=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "the suite through the agent protocol failed:\n%s", out)
+	assert.Contains(t, string(out), "PASS")
 }
