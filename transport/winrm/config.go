@@ -1,0 +1,307 @@
+package winrm
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/version"
+)
+
+// Config is everything the transport needs to reach one host.
+type Config struct {
+	Name     string // inventory name, for messages
+	Host     string
+	Port     int
+	HTTPS    bool
+	User     string
+	Password string
+	// Auth is "ntlm" or "basic".
+	Auth string
+	// Insecure skips the server certificate check; only an explicit
+	// ansible_winrm_server_cert_validation=ignore sets it.
+	Insecure bool
+	// CAPEM holds the CA certificates to verify the server against; empty
+	// means the system roots.
+	CAPEM []byte
+	// ReadTimeout bounds every HTTP exchange; it must exceed
+	// OperationTimeout, which is how long the host holds a Receive open
+	// when the command has nothing to say.
+	ReadTimeout      time.Duration
+	OperationTimeout time.Duration
+	// MaxEnvelopeSize is the largest SOAP envelope sent, in bytes. Send
+	// messages are sized to fill it; the transport halves it when the host
+	// refuses a message as too large.
+	MaxEnvelopeSize int
+
+	// AgentPath is where the agent lives on the host: a versioned path
+	// without spaces.
+	AgentPath string
+	// AgentArgs follow `agent` on the agent's command line.
+	AgentArgs []string
+	// AgentBinary is the local file uploaded as the agent (the GOOS=windows
+	// build of wsu).
+	AgentBinary string
+}
+
+// Defaults, as Ansible's winrm connection has them.
+const (
+	DefaultReadTimeout      = 30 * time.Second
+	DefaultOperationTimeout = 20 * time.Second
+	// DefaultMaxEnvelopeSize is Windows' default MaxEnvelopeSizekb (500)
+	// since Windows Server 2012.
+	DefaultMaxEnvelopeSize = 500 * 1024
+	// minEnvelopeSize is the least WS-Management allows (DSP0226 6.2).
+	minEnvelopeSize = 8192
+)
+
+// DefaultAgentPath is where the agent of this wsu version is kept.
+func DefaultAgentPath() string {
+	v := regexp.MustCompile(`[^A-Za-z0-9._-]`).ReplaceAllString(version.Version, "_")
+	return `C:\k\wsu\wsu-` + v + `.exe`
+}
+
+// safePath is an absolute Windows path that needs no quoting in cmd.exe or
+// inside PowerShell single quotes.
+var safePath = regexp.MustCompile(`^[A-Za-z]:\\[A-Za-z0-9._\\-]+\.[Ee][Xx][Ee]$`)
+
+// safeArg is an agent argument that means the same to cmd.exe and to the
+// agent's argument parser.
+var safeArg = regexp.MustCompile(`^[A-Za-z0-9._:=,/\\+-]+$`)
+
+// ConfigFromVars reads a host's inventory variables. Ansible's names are
+// accepted so an Ansible inventory works unchanged.
+func ConfigFromVars(name string, vars map[string]inventory.Var) (Config, error) {
+	cfg := Config{
+		Name:             name,
+		Host:             name,
+		Auth:             "ntlm",
+		ReadTimeout:      DefaultReadTimeout,
+		OperationTimeout: DefaultOperationTimeout,
+		MaxEnvelopeSize:  DefaultMaxEnvelopeSize,
+		AgentPath:        DefaultAgentPath(),
+	}
+	r := reader{vars: vars}
+	if v, ok := r.str("ansible_host"); ok && v != "" {
+		cfg.Host = v
+	}
+	cfg.User, _ = r.str("ansible_user")
+	cfg.Password, _ = r.str("ansible_password")
+
+	port, portSet := r.integer("ansible_port", 1, 65535)
+	scheme := "https"
+	if portSet && port == 5985 {
+		scheme = "http" // Ansible's rule: the HTTP port implies HTTP
+	}
+	if v, ok := r.str("ansible_winrm_scheme"); ok {
+		scheme = strings.ToLower(v)
+		if scheme != "https" && scheme != "http" {
+			r.fail("ansible_winrm_scheme", "must be https or http, not %q", v)
+		}
+	}
+	cfg.HTTPS = scheme == "https"
+	switch {
+	case portSet:
+		cfg.Port = port
+	case cfg.HTTPS:
+		cfg.Port = 5986
+	default:
+		cfg.Port = 5985
+	}
+
+	if v, ok := r.str("ansible_winrm_transport"); ok {
+		switch t := strings.ToLower(strings.TrimSpace(v)); t {
+		case "ntlm", "basic":
+			cfg.Auth = t
+		default:
+			r.fail("ansible_winrm_transport", "%q is not supported: use ntlm or basic", v)
+		}
+	}
+	if v, ok := r.str("ansible_winrm_server_cert_validation"); ok {
+		switch strings.ToLower(v) {
+		case "validate":
+		case "ignore":
+			cfg.Insecure = true
+		default:
+			r.fail("ansible_winrm_server_cert_validation", "must be validate or ignore, not %q", v)
+		}
+	}
+	for _, k := range []string{"winrm_ca_file", "ansible_winrm_ca_trust_path"} {
+		if v, ok := r.str(k); ok && v != "" {
+			pem, err := os.ReadFile(v)
+			switch {
+			case err != nil:
+				r.fail(k, "%v", err)
+			case !strings.Contains(string(pem), "-----BEGIN CERTIFICATE-----"):
+				r.fail(k, "%s holds no PEM certificate", v)
+			}
+			cfg.CAPEM = pem
+			break
+		}
+	}
+	if d, ok := r.seconds("ansible_winrm_read_timeout_sec"); ok {
+		cfg.ReadTimeout = d
+	}
+	if d, ok := r.seconds("ansible_winrm_operation_timeout_sec"); ok {
+		cfg.OperationTimeout = d
+	}
+	if cfg.ReadTimeout <= cfg.OperationTimeout && r.err == nil {
+		r.fail("ansible_winrm_read_timeout_sec", "(%s) must exceed ansible_winrm_operation_timeout_sec (%s): "+
+			"the host holds a Receive open for the operation timeout", cfg.ReadTimeout, cfg.OperationTimeout)
+	}
+	if n, ok := r.integer("winrm_max_envelope_size", minEnvelopeSize, math.MaxInt32); ok {
+		cfg.MaxEnvelopeSize = n
+	}
+
+	if v, ok := r.str("wsu_remote_os"); ok && !strings.EqualFold(v, "windows") {
+		r.fail("wsu_remote_os", "is %q, but the winrm transport manages Windows hosts only", v)
+	}
+	if v, ok := r.str("wsu_agent_path"); ok && v != "" {
+		cfg.AgentPath = v
+	}
+	if !safePath.MatchString(cfg.AgentPath) && r.err == nil {
+		r.fail("wsu_agent_path", "%q must be an absolute Windows path to an .exe of letters, digits, '.', '_', '-' and '\\' (no spaces or quotes)", cfg.AgentPath)
+	}
+	if args, ok := r.list("wsu_agent_args"); ok {
+		for _, a := range args {
+			if !safeArg.MatchString(a) {
+				r.fail("wsu_agent_args", "argument %q has characters cmd.exe would interpret", a)
+				break
+			}
+		}
+		cfg.AgentArgs = args
+	}
+	if v, ok := r.str("wsu_agent_binary"); ok && v != "" {
+		cfg.AgentBinary = v
+	} else if r.err == nil {
+		bin, err := defaultAgentBinary()
+		if err != nil {
+			r.err = err
+		}
+		cfg.AgentBinary = bin
+	}
+	if r.err != nil {
+		return Config{}, r.err
+	}
+	return cfg, nil
+}
+
+// WindowsAgentBinaryName is the GOOS=windows build wsu looks for beside its
+// own executable (the name the SSH transport uses too).
+const WindowsAgentBinaryName = "wsu-windows-amd64.exe"
+
+// defaultAgentBinary is this executable when wsu runs on Windows, else the
+// Windows build kept beside it.
+func defaultAgentBinary() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("cannot find wsu's own executable (set wsu_agent_binary): %w", err)
+	}
+	if runtime.GOOS == "windows" {
+		return exe, nil
+	}
+	bin := filepath.Join(filepath.Dir(exe), WindowsAgentBinaryName)
+	if _, err := os.Stat(bin); err != nil {
+		return "", fmt.Errorf("the Windows agent binary %s is missing: build it with `GOOS=windows GOARCH=amd64 go build -o %s ./cmd/wsu` or point wsu_agent_binary at it", bin, bin)
+	}
+	return bin, nil
+}
+
+// reader reads typed inventory variables, keeping the first error with the
+// place the variable was set.
+type reader struct {
+	vars map[string]inventory.Var
+	err  error
+}
+
+func (r *reader) fail(key, format string, args ...any) {
+	if r.err != nil {
+		return
+	}
+	msg := fmt.Sprintf(format, args...)
+	if v, ok := r.vars[key]; ok && v.Range.Filename != "" {
+		r.err = fmt.Errorf("%s: %s %s", v.Range, key, msg)
+		return
+	}
+	r.err = fmt.Errorf("%s %s", key, msg)
+}
+
+// str returns a variable as a string; numbers and bools are spelled out,
+// as in an INI inventory.
+func (r *reader) str(key string) (string, bool) {
+	v, ok := r.vars[key]
+	if !ok || v.Value.IsNull() || !v.Value.IsKnown() {
+		return "", false
+	}
+	switch t := v.Value.Type(); t {
+	case cty.String:
+		return v.Value.AsString(), true
+	case cty.Number:
+		return v.Value.AsBigFloat().Text('f', -1), true
+	case cty.Bool:
+		return strconv.FormatBool(v.Value.True()), true
+	}
+	r.fail(key, "must be a string, not %s", v.Value.Type().FriendlyName())
+	return "", false
+}
+
+func (r *reader) integer(key string, lo, hi int) (int, bool) {
+	s, ok := r.str(key)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < lo || n > hi {
+		r.fail(key, "must be a whole number from %d to %d, not %q", lo, hi, s)
+		return 0, false
+	}
+	return n, true
+}
+
+func (r *reader) seconds(key string) (time.Duration, bool) {
+	s, ok := r.str(key)
+	if !ok {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || f <= 0 || f > 24*3600 {
+		r.fail(key, "must be a positive number of seconds, not %q", s)
+		return 0, false
+	}
+	return time.Duration(f * float64(time.Second)), true
+}
+
+// list reads a list of strings, or a string split at spaces.
+func (r *reader) list(key string) ([]string, bool) {
+	v, ok := r.vars[key]
+	if !ok || v.Value.IsNull() || !v.Value.IsKnown() {
+		return nil, false
+	}
+	t := v.Value.Type()
+	if t.IsTupleType() || t.IsListType() {
+		var out []string
+		for it := v.Value.ElementIterator(); it.Next(); {
+			_, e := it.Element()
+			if e.IsNull() || !e.IsKnown() || e.Type() != cty.String {
+				r.fail(key, "must be a list of strings")
+				return nil, false
+			}
+			out = append(out, e.AsString())
+		}
+		return out, true
+	}
+	s, ok := r.str(key)
+	if !ok {
+		return nil, false
+	}
+	return strings.Fields(s), true
+}
