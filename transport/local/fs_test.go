@@ -16,61 +16,18 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/wsu-project/wsu/host/osfs"
+	"github.com/wsu-project/wsu/host/osfs/osfstest"
 )
-
-// failingReader yields n bytes and then an error, like a cut stream.
-type failingReader struct {
-	n   int
-	err error
-}
-
-func (r *failingReader) Read(p []byte) (int, error) {
-	if r.n == 0 {
-		return 0, r.err
-	}
-	k := min(len(p), r.n)
-	for i := range p[:k] {
-		p[i] = 'x'
-	}
-	r.n -= k
-	return k, nil
-}
-
-// cancellingReader cancels its context once it has yielded more than one
-// chunk, so the copy loop sees the cancel between chunks.
-type cancellingReader struct {
-	r      io.Reader
-	read   int
-	cancel context.CancelFunc
-}
-
-func (c *cancellingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.read += n
-	if c.read > chunkSize {
-		c.cancel()
-	}
-	return n, err
-}
 
 func sha(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
 
-func dirEntries(t *testing.T, dir string) []string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	return names
-}
-
 func TestWriteFile(t *testing.T) {
-	big := bytes.Repeat([]byte("0123456789abcdef"), 3*chunkSize/16) // three chunks
+	big := bytes.Repeat([]byte("0123456789abcdef"), 3*osfs.ChunkSize/16) // three chunks
 	errCut := errors.New("stream cut")
 	tests := []struct {
 		name     string
@@ -85,10 +42,14 @@ func TestWriteFile(t *testing.T) {
 		{name: "replace", old: []byte("old"), content: func(context.CancelFunc) io.Reader { return strings.NewReader("new") }, mode: 0o600, wantData: []byte("new")},
 		{name: "empty", old: []byte("old"), content: func(context.CancelFunc) io.Reader { return strings.NewReader("") }, mode: 0o644, wantData: []byte{}},
 		{name: "large", content: func(context.CancelFunc) io.Reader { return bytes.NewReader(big) }, mode: 0o640, wantData: big},
-		{name: "reader fails midway keeps old", old: []byte("old"), content: func(context.CancelFunc) io.Reader { return &failingReader{n: chunkSize + 10, err: errCut} }, mode: 0o644, wantErr: errCut, wantData: []byte("old")},
-		{name: "reader fails on create leaves nothing", content: func(context.CancelFunc) io.Reader { return &failingReader{n: 5, err: errCut} }, mode: 0o644, wantErr: errCut},
+		{name: "reader fails midway keeps old", old: []byte("old"), content: func(context.CancelFunc) io.Reader {
+			return &osfstest.FailingReader{N: osfs.ChunkSize + 10, Err: errCut}
+		}, mode: 0o644, wantErr: errCut, wantData: []byte("old")},
+		{name: "reader fails on create leaves nothing", content: func(context.CancelFunc) io.Reader { return &osfstest.FailingReader{N: 5, Err: errCut} }, mode: 0o644, wantErr: errCut},
 		{name: "cancelled before", old: []byte("old"), content: func(context.CancelFunc) io.Reader { return strings.NewReader("new") }, cancel: true, mode: 0o644, wantErr: context.Canceled, wantData: []byte("old")},
-		{name: "cancelled midway keeps old", old: []byte("old"), content: func(c context.CancelFunc) io.Reader { return &cancellingReader{r: bytes.NewReader(big), cancel: c} }, mode: 0o644, wantErr: context.Canceled, wantData: []byte("old")},
+		{name: "cancelled midway keeps old", old: []byte("old"), content: func(c context.CancelFunc) io.Reader {
+			return &osfstest.CancellingReader{R: bytes.NewReader(big), Cancel: c}
+		}, mode: 0o644, wantErr: context.Canceled, wantData: []byte("old")},
 	}
 	h := New()
 	for _, tt := range tests {
@@ -112,10 +73,10 @@ func TestWriteFile(t *testing.T) {
 
 			// Only the target may be left in the directory, never a temp file.
 			if tt.wantData == nil {
-				assert.Empty(t, dirEntries(t, dir))
+				assert.Empty(t, osfstest.Entries(t, dir))
 				return
 			}
-			assert.Equal(t, []string{"target.txt"}, dirEntries(t, dir))
+			assert.Equal(t, []string{"target.txt"}, osfstest.Entries(t, dir))
 			got, err := os.ReadFile(path)
 			require.NoError(t, err)
 			assert.True(t, bytes.Equal(tt.wantData, got), "content differs")
@@ -132,23 +93,11 @@ func TestWriteFileMissingDirectory(t *testing.T) {
 	dir := t.TempDir()
 	err := New().WriteFile(context.Background(), filepath.Join(dir, "nope", "f"), strings.NewReader("x"), 0o644)
 	require.Error(t, err)
-	assert.Empty(t, dirEntries(t, dir))
-}
-
-func TestTempPattern(t *testing.T) {
-	tests := []struct{ base, want string }{
-		{"a.txt", ".wsu-tmp-a.txt-*"},
-		{strings.Repeat("a", 100), ".wsu-tmp-" + strings.Repeat("a", maxTempBase) + "-*"},
-		// 63 ASCII bytes then a two-byte rune: the rune must not be split.
-		{strings.Repeat("a", 63) + "é", ".wsu-tmp-" + strings.Repeat("a", 63) + "-*"},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, tempPattern(tt.base))
-	}
+	assert.Empty(t, osfstest.Entries(t, dir))
 }
 
 func TestSHA256(t *testing.T) {
-	big := bytes.Repeat([]byte{0xab}, 2*chunkSize+7)
+	big := bytes.Repeat([]byte{0xab}, 2*osfs.ChunkSize+7)
 	tests := []struct {
 		name    string
 		content []byte

@@ -1,5 +1,6 @@
 // Package local implements host.Host for the machine wsu itself runs on,
-// in-process: no agent, no connection, just the os and os/exec packages.
+// in-process: no agent, no connection, just the os and os/exec packages
+// (through host/osfs and host/osexec).
 package local
 
 import (
@@ -8,12 +9,15 @@ import (
 	"sync"
 
 	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/host/osfs"
 )
 
 // localHost is the machine wsu runs on.
 type localHost struct {
 	// The Windows-side operations are not available on a POSIX machine.
 	host.Unsupported
+	// The file operations, with POSIX semantics.
+	osfs.FS
 	mu    sync.Mutex
 	facts *host.Facts // cached: gathering may hit DNS
 }

@@ -1,10 +1,7 @@
 package sim
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,13 +10,10 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"unicode/utf8"
 
 	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/host/osfs"
 )
-
-// chunkSize is how much is copied between two cancellation checks.
-const chunkSize = 1 << 20
 
 // Files are stored executable so stand-in binaries run whatever mode they
 // were written with (Windows has no execute bit); the owner write bit is
@@ -64,23 +58,6 @@ func notExist(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
 
-func copyChunks(ctx context.Context, dst io.Writer, src io.Reader) (int64, error) {
-	var total int64
-	for {
-		if err := ctx.Err(); err != nil {
-			return total, err
-		}
-		n, err := io.CopyN(dst, src, chunkSize)
-		total += n
-		if errors.Is(err, io.EOF) {
-			return total, nil
-		}
-		if err != nil {
-			return total, err
-		}
-	}
-}
-
 func (h *Host) Stat(ctx context.Context, path string) (host.FileInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return host.FileInfo{}, err
@@ -109,15 +86,8 @@ func (h *Host) open(op, path string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(lp)
+	f, err := osfs.OpenRegular(lp)
 	if err != nil {
-		return nil, pathErr(op, path, err)
-	}
-	if fi, err := f.Stat(); err != nil || fi.IsDir() {
-		f.Close()
-		if err == nil {
-			err = errors.New("is a directory")
-		}
 		return nil, pathErr(op, path, err)
 	}
 	return f, nil
@@ -132,11 +102,7 @@ func (h *Host) SHA256(ctx context.Context, path string) (string, error) {
 		return "", err
 	}
 	defer f.Close()
-	sum := sha256.New()
-	if _, err := copyChunks(ctx, sum, f); err != nil {
-		return "", fmt.Errorf("sha256 %s: %w", path, err)
-	}
-	return hex.EncodeToString(sum.Sum(nil)), nil
+	return osfs.SumSHA256(ctx, path, f)
 }
 
 func (h *Host) ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
@@ -148,18 +114,7 @@ func (h *Host) ReadFile(ctx context.Context, path string, limit int64) ([]byte, 
 		return nil, err
 	}
 	defer f.Close()
-	var r io.Reader = f
-	if limit > 0 {
-		r = io.LimitReader(f, limit+1) // one byte more tells "too large"
-	}
-	var buf bytes.Buffer
-	if _, err := copyChunks(ctx, &buf, r); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if limit > 0 && int64(buf.Len()) > limit {
-		return nil, fmt.Errorf("read %s: file is larger than the limit of %d bytes", path, limit)
-	}
-	return buf.Bytes(), nil
+	return osfs.ReadLimit(ctx, path, f, limit)
 }
 
 // WriteFile is atomic as on the agent's Windows backend, and fails, as
@@ -180,56 +135,22 @@ func (h *Host) WriteFile(ctx context.Context, path string, content io.Reader, mo
 	if err := h.view(func(t *tx) error { return h.canReplace(t, "write", path, lp) }); err != nil {
 		return err
 	}
-	dir := filepath.Dir(lp)
-	tmp, err := os.CreateTemp(dir, tempPattern(filepath.Base(lp)))
-	if err != nil {
-		return pathErr("write", path, err)
-	}
-	tmpName, closed, renamed := tmp.Name(), false, false
-	defer func() {
-		// Whatever failed, the target is untouched and no temp file lingers.
-		if !closed {
-			tmp.Close()
-		}
-		if !renamed {
-			os.Remove(tmpName)
-		}
-	}()
-	if _, err := copyChunks(ctx, tmp, content); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Chmod(filePerm(mode)); err != nil {
-		return pathErr("write", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return pathErr("write", path, err)
-	}
-	closed = true
-	if err := tmp.Close(); err != nil {
-		return pathErr("write", path, err)
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	// Check and rename under the lock, so a service cannot start on the
-	// old binary in between.
-	err = h.update(func(t *tx) error {
-		if err := h.canReplace(t, "write", path, lp); err != nil {
-			return err
-		}
-		if err := os.Rename(tmpName, lp); err != nil {
-			return pathErr("write", path, err)
-		}
-		renamed = true
-		return nil
+	// The simulated files are Linux files: osfs's POSIX steps, with errors
+	// naming the Windows path.
+	return osfs.FS{}.Write(ctx, lp, content, filePerm(mode), osfs.WriteOptions{
+		Name: path,
+		Err:  func(err error) error { return pathErr("write", path, err) },
+		// Check and rename under the lock, so a service cannot start on
+		// the old binary in between.
+		Commit: func(rename func() error) error {
+			return h.update(func(t *tx) error {
+				if err := h.canReplace(t, "write", path, lp); err != nil {
+					return err
+				}
+				return rename()
+			})
+		},
 	})
-	if err != nil {
-		return err
-	}
-	if err := syncDir(dir); err != nil {
-		return fmt.Errorf("write %s: sync directory: %w", path, err)
-	}
-	return nil
 }
 
 // canReplace refuses to replace a directory, a read-only file or a binary
@@ -273,19 +194,6 @@ func (h *Host) checkInUse(t *tx, op, path, lp string, tree bool) error {
 		}
 	}
 	return nil
-}
-
-// tempPattern names the temp file after its target so a leftover is
-// recognisable, truncating long names at a rune boundary.
-func tempPattern(base string) string {
-	const maxBase = 64
-	if len(base) > maxBase {
-		base = base[:maxBase]
-		for len(base) > 0 && !utf8.ValidString(base) {
-			base = base[:len(base)-1]
-		}
-	}
-	return ".wsu-tmp-" + base + "-*"
 }
 
 func (h *Host) MkdirAll(ctx context.Context, path string, mode fs.FileMode) error {

@@ -18,55 +18,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/host/osfs"
+	"github.com/wsu-project/wsu/host/osfs/osfstest"
 )
-
-// failingReader yields n bytes and then an error, like a cut stream.
-type failingReader struct {
-	n   int
-	err error
-}
-
-func (r *failingReader) Read(p []byte) (int, error) {
-	if r.n == 0 {
-		return 0, r.err
-	}
-	k := min(len(p), r.n)
-	for i := range p[:k] {
-		p[i] = 'x'
-	}
-	r.n -= k
-	return k, nil
-}
-
-// cancellingReader cancels its context after more than one chunk.
-type cancellingReader struct {
-	r      io.Reader
-	read   int
-	cancel context.CancelFunc
-}
-
-func (c *cancellingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	if c.read += n; c.read > chunkSize {
-		c.cancel()
-	}
-	return n, err
-}
-
-func entries(t *testing.T, dir string) []string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	return names
-}
 
 func TestWriteFile(t *testing.T) {
 	errCut := errors.New("stream cut")
-	big := bytes.Repeat([]byte("0123456789abcdef"), 3*chunkSize/16)
+	big := bytes.Repeat([]byte("0123456789abcdef"), 3*osfs.ChunkSize/16)
 	tests := []struct {
 		name     string
 		path     string
@@ -79,9 +37,9 @@ func TestWriteFile(t *testing.T) {
 		{name: "new file", path: `C:\k\a.conf`, content: func(context.CancelFunc) io.Reader { return strings.NewReader("new") }, want: "new"},
 		{name: "replace", path: `C:\k\a.conf`, old: "old", content: func(context.CancelFunc) io.Reader { return strings.NewReader("new") }, want: "new"},
 		{name: "other case and slashes", path: `c:/K/A.conf`, old: "old", content: func(context.CancelFunc) io.Reader { return strings.NewReader("new") }, want: "new"},
-		{name: "failing reader", path: `C:\k\a.conf`, old: "old", content: func(context.CancelFunc) io.Reader { return &failingReader{n: 10, err: errCut} }, want: "old", wantErr: errCut},
+		{name: "failing reader", path: `C:\k\a.conf`, old: "old", content: func(context.CancelFunc) io.Reader { return &osfstest.FailingReader{N: 10, Err: errCut} }, want: "old", wantErr: errCut},
 		{name: "cancelled", path: `C:\k\a.conf`, old: "old", content: func(cancel context.CancelFunc) io.Reader {
-			return &cancellingReader{r: bytes.NewReader(big), cancel: cancel}
+			return &osfstest.CancellingReader{R: bytes.NewReader(big), Cancel: cancel}
 		}, want: "old", wantErr: context.Canceled},
 		{name: "read-only target", path: `C:\k\a.conf`, old: "old", readOnly: true, content: func(context.CancelFunc) io.Reader { return strings.NewReader("new") }, want: "old", wantErr: ErrAccessDenied},
 	}
@@ -110,7 +68,7 @@ func TestWriteFile(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, tt.want, string(got))
 			}
-			assert.Equal(t, []string{"a.conf"}, entries(t, filepath.Join(h.Root(), "fs", "C", "k")), "no temp file left")
+			assert.Equal(t, []string{"a.conf"}, osfstest.Entries(t, filepath.Join(h.Root(), "fs", "C", "k")), "no temp file left")
 		})
 	}
 }

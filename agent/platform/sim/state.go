@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/host/osfs"
 )
 
 // Table files under root/state.
@@ -206,14 +207,5 @@ func writeAtomic(path string, data []byte) error {
 		os.Remove(tmp)
 		return err
 	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return osfs.SyncDir(dir)
 }

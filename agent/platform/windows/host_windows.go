@@ -9,10 +9,13 @@ import (
 	"golang.org/x/sys/windows"
 
 	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/host/osfs"
 )
 
 // winHost is the Windows machine the agent runs on, driven through Win32.
 type winHost struct {
+	osfs.FS // the file operations (winFS)
+
 	mu    sync.Mutex
 	facts *host.Facts // cached: the answer does not change while we run
 
@@ -32,7 +35,7 @@ var platform = func() string {
 }()
 
 // New returns the Host the agent serves on Windows.
-func New() host.Host { return &winHost{} }
+func New() host.Host { return &winHost{FS: winFS} }
 
 func (h *winHost) Facts(ctx context.Context) (host.Facts, error) {
 	if err := ctx.Err(); err != nil {
