@@ -7,7 +7,7 @@ TOOLS    := $(CURDIR)/bin/tools
 STATICCHECK_VERSION := v0.8.2
 FUZZTIME ?= 30s
 
-.PHONY: help build test lint docs demo fuzz bench clean tools
+.PHONY: help build test kubetest lint docs demo fuzz bench clean tools
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -15,8 +15,13 @@ help: ## list targets
 build: ## build bin/wsu
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/wsu
 
+# The first run builds the Kubernetes test bed (kube-apiserver, etcd; several
+# minutes, cached): hence the timeout. `make kubetest` builds it ahead.
 test: ## run every test tier (the README's test command)
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout 30m ./...
+
+kubetest: ## build and cache the kube-apiserver and etcd the tests run
+	./test/kubetest/build.sh
 
 lint: tools ## gofmt, go vet, staticcheck, and playbook formatting
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -5,6 +5,7 @@ package all
 import (
 	"github.com/wsu-project/wsu/modules"
 	"github.com/wsu-project/wsu/modules/generic"
+	"github.com/wsu-project/wsu/modules/kube"
 	"github.com/wsu-project/wsu/modules/windows"
 )
 
@@ -13,5 +14,6 @@ func Registry() *modules.Registry {
 	var mods []modules.Module
 	mods = append(mods, generic.Modules()...)
 	mods = append(mods, windows.Modules()...)
+	mods = append(mods, kube.Modules()...)
 	return modules.NewRegistry(mods...)
 }

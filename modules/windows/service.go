@@ -114,9 +114,15 @@ func (Service) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 	diags = append(diags, validateEnum(cfg, "start_mode", startModes...)...)
 	diags = append(diags, validatePath(cfg, "path")...)
 	state, stateOK := str(get(cfg, "state"))
-	if stateOK && state != "absent" && isNull(get(cfg, "path")) {
-		diags = append(diags, cfg.Error("path", "Missing path",
-			"path (the service binary) is required unless state = \"absent\"."))
+	// Without path the task manages only the run state of an existing
+	// service (a handler's restart); configuration needs the binary too.
+	if isNull(get(cfg, "path")) {
+		for _, a := range []string{"args", "display_name", "description", "dependencies", "recovery"} {
+			if _, set := cfg.Ranges[a]; set && !isNull(get(cfg, a)) && stateOK && state != "absent" {
+				diags = append(diags, cfg.Error(a, "Missing path",
+					fmt.Sprintf("%s configures the service, which needs path (the service binary) too. Without path a task only starts, stops or restarts an existing service.", a)))
+			}
+		}
 	}
 	if mode, ok := str(get(cfg, "start_mode")); ok && mode == "disabled" && stateOK && (state == "running" || state == "restarted") {
 		diags = append(diags, cfg.Error("start_mode", "Conflicting start_mode and state",
@@ -200,12 +206,25 @@ func wholeSeconds(v cty.Value, max int64) (int64, bool) {
 	return i, true
 }
 
+// stateOnly is a task without path: it manages the run state of an
+// existing service and leaves its configuration alone.
+func stateOnly(cfg modules.Config) bool { return isNull(get(cfg, "path")) }
+
+// missingService refuses to manage the state of a service that is not there.
+func missingService(cfg modules.Config, name string) hcl.Diagnostics {
+	return hcl.Diagnostics{cfg.Error("name", "Service not found",
+		fmt.Sprintf("There is no service %q on this host; give path (and its configuration) to create it.", name))}
+}
+
 // serviceFields is the order a plan lists configuration fields in.
 var serviceFields = []string{"path", "args", "display_name", "description", "start_mode", "dependencies", "recovery"}
 
 // wanted is the desired value of every configuration field, as far as it is
 // known. A field the task leaves unmanaged (recovery) is missing.
 func wanted(cfg modules.Config) map[string]cty.Value {
+	if stateOnly(cfg) {
+		return map[string]cty.Value{}
+	}
 	nameV := get(cfg, "name")
 	want := map[string]cty.Value{
 		"path":       get(cfg, "path"),
@@ -594,6 +613,9 @@ func (m Service) Plan(ctx context.Context, req modules.PlanRequest) modules.Plan
 	if diags.HasErrors() {
 		return modules.PlanResponse{Result: res(cty.UnknownVal(cty.String)), Diagnostics: diags}
 	}
+	if !info.Exists && stateOnly(cfg) {
+		return modules.PlanResponse{Result: res(cty.UnknownVal(cty.String)), Diagnostics: missingService(cfg, name)}
+	}
 	d := diffService(info, rec, want, state)
 	if d.empty() {
 		return modules.PlanResponse{Result: res(cty.StringVal(string(info.State)))}
@@ -646,6 +668,9 @@ func (m Service) Apply(ctx context.Context, req modules.ApplyRequest) modules.Ap
 	info, rec, diags := inspect(ctx, h, cfg, name, want)
 	if diags.HasErrors() {
 		return fail(diags)
+	}
+	if !info.Exists && stateOnly(cfg) {
+		return fail(missingService(cfg, name))
 	}
 	d := diffService(info, rec, want, state)
 	sc := desiredConfig(cfg, want)

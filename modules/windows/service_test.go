@@ -474,7 +474,7 @@ func TestServiceValidate(t *testing.T) {
 		{name: "name with slash", attrs: map[string]cty.Value{"name": cty.StringVal("k/let"), "path": path}, wantSummary: "Invalid service name", wantAttr: "name"},
 		{name: "name with backslash", attrs: map[string]cty.Value{"name": cty.StringVal(`k\let`), "path": path}, wantSummary: "Invalid service name", wantAttr: "name"},
 		{name: "name too long", attrs: map[string]cty.Value{"name": cty.StringVal(strings.Repeat("k", 257)), "path": path}, wantSummary: "Invalid service name", wantAttr: "name"},
-		{name: "missing path", attrs: map[string]cty.Value{"name": name}, wantSummary: "Missing path", wantAttr: "path"},
+		{name: "config without path", attrs: map[string]cty.Value{"name": name, "args": strs("--v=2")}, wantSummary: "Missing path", wantAttr: "args"},
 		{name: "relative path", attrs: map[string]cty.Value{"name": name, "path": cty.StringVal("kubelet.exe")}, wantSummary: "Invalid Windows path", wantAttr: "path"},
 		{name: "posix path", attrs: map[string]cty.Value{"name": name, "path": cty.StringVal("/usr/bin/kubelet")}, wantSummary: "Invalid Windows path", wantAttr: "path"},
 		{name: "bad state", attrs: map[string]cty.Value{"name": name, "path": path, "state": cty.StringVal("started")}, wantSummary: "Invalid state", wantAttr: "state"},
@@ -490,4 +490,28 @@ func TestServiceValidate(t *testing.T) {
 		{name: "negative reset", attrs: map[string]cty.Value{"name": name, "path": path, "recovery": rec(nums(5), cty.NumberIntVal(-5))}, wantSummary: "Invalid reset_period", wantAttr: "recovery"},
 		{name: "null delays", attrs: map[string]cty.Value{"name": name, "path": path, "recovery": rec(cty.NullVal(cty.List(cty.Number)), cty.NullVal(cty.Number))}, wantSummary: "Missing restart_delays", wantAttr: "recovery"},
 	})
+}
+
+// TestServiceStateOnly: without path a task (a handler) restarts, stops or
+// starts an existing service and leaves its configuration alone.
+func TestServiceStateOnly(t *testing.T) {
+	h := newHost(t)
+	before := runningService(t, h, "kubelet", `C:\k\kubelet.exe`, "--v=2")
+	m := Service{}
+	restart := cfgFor(t, m, map[string]cty.Value{"name": cty.StringVal("kubelet"), "state": cty.StringVal("restarted")})
+	pr := plan(t, m, h, restart)
+	require.False(t, pr.Diagnostics.HasErrors(), "%v", pr.Diagnostics)
+	require.NotNil(t, pr.Change)
+	assert.Empty(t, fieldNames(pr.Change), "no configuration field changes")
+	assert.Equal(t, []string{"kubelet"}, pr.Change.Restarts)
+	ar := apply(t, m, h, restart, pr.Change)
+	require.False(t, ar.Diagnostics.HasErrors(), "%v", ar.Diagnostics)
+	after := query(t, h, "kubelet")
+	assert.Equal(t, host.ServiceRunning, after.State)
+	assert.NotEqual(t, before.PID, after.PID, "restarted")
+	assert.Equal(t, before.Config, after.Config, "configuration untouched")
+
+	missing := cfgFor(t, m, map[string]cty.Value{"name": cty.StringVal("nope"), "state": cty.StringVal("restarted")})
+	pr = plan(t, m, h, missing)
+	requireDiag(t, pr.Diagnostics, missing, hcl.DiagError, "Service not found", "name")
 }

@@ -1,0 +1,248 @@
+package kube
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// kubeadm's bootstrap token conventions (k8s.io/cluster-bootstrap).
+const (
+	BootstrapTokenNamespace    = "kube-system"
+	BootstrapTokenSecretPrefix = "bootstrap-token-"
+	BootstrapTokenType         = corev1.SecretType("bootstrap.kubernetes.io/token")
+	// DefaultBootstrapGroup is the group kubeadm's node tokens join, which
+	// its RBAC lets create CSRs.
+	DefaultBootstrapGroup = "system:bootstrappers:kubeadm:default-node-token"
+	// DefaultTokenDescription marks a token as wsu's when none is given.
+	DefaultTokenDescription = "wsu: joins Windows nodes"
+
+	// ManagedByLabel marks the secrets wsu created; only those are reused.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	managedByWSU   = "wsu"
+
+	tokenIDLen     = 6
+	tokenSecretLen = 16
+	tokenAlphabet  = "abcdefghijklmnopqrstuvwxyz0123456789"
+)
+
+// BootstrapToken is a kubeadm bootstrap token, "<id>.<secret>".
+type BootstrapToken struct {
+	ID, Secret  string
+	Expiration  time.Time
+	Description string
+}
+
+// String is the token as a kubeconfig carries it. It is a credential.
+func (t BootstrapToken) String() string { return t.ID + "." + t.Secret }
+
+// SecretName is the token's secret in kube-system.
+func (t BootstrapToken) SecretName() string { return BootstrapTokenSecretPrefix + t.ID }
+
+// Username is the identity the API server gives the token's holder, which a
+// kubeadm join's client CSR is requested by.
+func (t BootstrapToken) Username() string { return BootstrapUserPrefix + t.ID }
+
+// TokenRequest describes the token wanted.
+type TokenRequest struct {
+	TTL         time.Duration
+	Description string // "" means DefaultTokenDescription
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+func (r TokenRequest) normalise() (TokenRequest, error) {
+	if r.TTL <= 0 {
+		return r, errors.New("the token TTL must be positive: a token that never expires is a standing credential")
+	}
+	if r.Description == "" {
+		r.Description = DefaultTokenDescription
+	}
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	return r, nil
+}
+
+// FindReusableToken returns a token wsu created earlier with the same
+// description that still has more than half the TTL to live, or nil.
+// Reusing it keeps repeated runs from piling up credentials.
+func FindReusableToken(ctx context.Context, kc kubernetes.Interface, req TokenRequest) (*BootstrapToken, error) {
+	req, err := req.normalise()
+	if err != nil {
+		return nil, err
+	}
+	list, err := kc.CoreV1().Secrets(BootstrapTokenNamespace).List(ctx, metav1.ListOptions{
+		LabelSelector: ManagedByLabel + "=" + managedByWSU,
+		FieldSelector: fields.OneTermEqualSelector("type", string(BootstrapTokenType)).String(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing bootstrap tokens in %s: %w", BootstrapTokenNamespace, err)
+	}
+	var best *BootstrapToken
+	for i := range list.Items {
+		t, ok := reusable(&list.Items[i], req)
+		if ok && (best == nil || t.Expiration.After(best.Expiration)) {
+			best = t
+		}
+	}
+	return best, nil
+}
+
+// reusable checks one secret against everything a join relies on, so a
+// token someone edited (usages dropped, group changed) is never handed out.
+func reusable(s *corev1.Secret, req TokenRequest) (*BootstrapToken, bool) {
+	d := func(k string) string { return string(s.Data[k]) }
+	t := &BootstrapToken{ID: d("token-id"), Secret: d("token-secret"), Description: d("description")}
+	if s.Type != BootstrapTokenType || s.DeletionTimestamp != nil || s.Name != t.SecretName() ||
+		!validTokenPart(t.ID, tokenIDLen) || !validTokenPart(t.Secret, tokenSecretLen) ||
+		t.Description != req.Description ||
+		d("usage-bootstrap-authentication") != "true" || d("usage-bootstrap-signing") != "true" ||
+		!slices.Contains(strings.Split(d("auth-extra-groups"), ","), DefaultBootstrapGroup) {
+		return nil, false
+	}
+	exp, err := time.Parse(time.RFC3339, d("expiration"))
+	if err != nil || exp.Sub(req.Now()) <= req.TTL/2 {
+		return nil, false
+	}
+	t.Expiration = exp
+	return t, true
+}
+
+func validTokenPart(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for _, c := range s {
+		if !strings.ContainsRune(tokenAlphabet, c) {
+			return false
+		}
+	}
+	return true
+}
+
+func randomString(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	// 252 is the largest multiple of 36 below 256: rejecting bytes above it
+	// keeps the characters uniform.
+	out := make([]byte, 0, n)
+	for len(out) < n {
+		for _, c := range b {
+			if c < 252 && len(out) < n {
+				out = append(out, tokenAlphabet[int(c)%len(tokenAlphabet)])
+			}
+		}
+		if _, err := rand.Read(b); err != nil {
+			return "", err
+		}
+	}
+	return string(out), nil
+}
+
+// CreateBootstrapToken creates a new token secret.
+func CreateBootstrapToken(ctx context.Context, kc kubernetes.Interface, req TokenRequest) (*BootstrapToken, error) {
+	req, err := req.normalise()
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		id, err1 := randomString(tokenIDLen)
+		secret, err2 := randomString(tokenSecretLen)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("generating a bootstrap token: %w", err)
+		}
+		t := &BootstrapToken{ID: id, Secret: secret, Description: req.Description,
+			Expiration: req.Now().Add(req.TTL).UTC().Truncate(time.Second)}
+		_, err := kc.CoreV1().Secrets(BootstrapTokenNamespace).Create(ctx, tokenSecret(t), metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			return t, nil
+		case apierrors.IsAlreadyExists(err) && attempt < 3:
+			continue // an id collision: 36^6 ids, so another draw settles it
+		default:
+			return nil, fmt.Errorf("creating bootstrap token secret %s/%s: %w", BootstrapTokenNamespace, t.SecretName(), err)
+		}
+	}
+}
+
+func tokenSecret(t *BootstrapToken) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      t.SecretName(),
+			Namespace: BootstrapTokenNamespace,
+			Labels:    map[string]string{ManagedByLabel: managedByWSU},
+		},
+		Type: BootstrapTokenType,
+		StringData: map[string]string{
+			"token-id":                       t.ID,
+			"token-secret":                   t.Secret,
+			"expiration":                     t.Expiration.Format(time.RFC3339),
+			"usage-bootstrap-authentication": "true",
+			"usage-bootstrap-signing":        "true",
+			"auth-extra-groups":              DefaultBootstrapGroup,
+			"description":                    t.Description,
+		},
+	}
+}
+
+// ClusterInfo reads the API server URL and CA bundle kubeadm publishes in
+// the ConfigMap kube-public/cluster-info for joining nodes.
+func ClusterInfo(ctx context.Context, kc kubernetes.Interface) (server string, ca []byte, err error) {
+	cm, err := kc.CoreV1().ConfigMaps("kube-public").Get(ctx, "cluster-info", metav1.GetOptions{})
+	if err != nil {
+		return "", nil, fmt.Errorf("reading ConfigMap kube-public/cluster-info (is this a kubeadm cluster?): %w", err)
+	}
+	raw, ok := cm.Data["kubeconfig"]
+	if !ok {
+		return "", nil, errors.New("ConfigMap kube-public/cluster-info has no kubeconfig key")
+	}
+	cfg, err := clientcmd.Load([]byte(raw))
+	if err != nil {
+		return "", nil, fmt.Errorf("ConfigMap kube-public/cluster-info: kubeconfig: %w", err)
+	}
+	if len(cfg.Clusters) != 1 {
+		return "", nil, fmt.Errorf("ConfigMap kube-public/cluster-info: kubeconfig has %d clusters, want 1", len(cfg.Clusters))
+	}
+	for _, c := range cfg.Clusters {
+		if len(c.CertificateAuthorityData) == 0 {
+			return "", nil, errors.New("ConfigMap kube-public/cluster-info: kubeconfig has no certificate-authority-data")
+		}
+		server, ca = c.Server, c.CertificateAuthorityData
+	}
+	return server, ca, nil
+}
+
+// BootstrapKubeconfig is the kubeconfig a kubelet bootstraps with: the
+// server, the CA that verifies it and a bearer token.
+func BootstrapKubeconfig(server string, ca []byte, token string) ([]byte, error) {
+	if server == "" || !strings.HasPrefix(server, "https://") {
+		return nil, fmt.Errorf("the API server URL %q must be https", server)
+	}
+	if len(ca) == 0 {
+		return nil, errors.New("no CA to verify the API server with")
+	}
+	if token == "" {
+		return nil, errors.New("no bootstrap token")
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	cfg.AuthInfos["kubelet"] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["kubelet"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "kubelet"}
+	cfg.CurrentContext = "kubelet"
+	return clientcmd.Write(*cfg)
+}

@@ -1,0 +1,422 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/wsu-project/wsu/kube"
+	"github.com/wsu-project/wsu/modules"
+)
+
+// CSRApprove approves a joining node's kubelet CSRs, and only those that
+// pass every approval rule.
+type CSRApprove struct{}
+
+var (
+	_ modules.Module    = CSRApprove{}
+	_ modules.Validator = CSRApprove{}
+)
+
+// csrGCAge is how long the API server keeps approved CSRs (the csrcleaner
+// controller deletes them after an hour). A Node younger than this whose
+// serving CSR cannot be found has not had one approved yet.
+const csrGCAge = time.Hour
+
+var csrApproveAttrs = withConn(
+	modules.Attribute{Name: "node_name", Type: cty.String, Required: true,
+		Description: "Name the node registers as (the kubelet's lower-cased host name, or `--hostname-override`)."},
+	modules.Attribute{Name: "addresses", Type: cty.List(cty.String), Default: cty.ListValEmpty(cty.String),
+		Description: "The instance's IP addresses; a serving certificate may name only these (and `hostnames`)."},
+	modules.Attribute{Name: "hostnames", Type: cty.List(cty.String), Default: cty.ListValEmpty(cty.String),
+		Description: "The instance's DNS names; a serving certificate may name only these (and `addresses`)."},
+	modules.Attribute{Name: "client", Type: cty.Bool, Default: cty.True,
+		Description: "Expect the kubelet's client CSR (`kubernetes.io/kube-apiserver-client-kubelet`). Satisfied once the Node exists."},
+	modules.Attribute{Name: "serving", Type: cty.Bool, Default: cty.True,
+		Description: "Expect the kubelet's serving CSR (`kubernetes.io/kubelet-serving`, needs `serverTLSBootstrap`)."},
+	modules.Attribute{Name: "client_requesters", Type: cty.List(cty.String),
+		Default: cty.ListVal([]cty.Value{cty.StringVal(kube.OpenShiftBootstrapper)}),
+		Description: "Usernames allowed to request the client certificate: OpenShift's node-bootstrapper service account by default; " +
+			"for kubeadm, `system:bootstrap:<token id>` (`k8s_bootstrap_token`'s `requester`)."},
+	modules.Attribute{Name: "timeout", Type: cty.Number, Default: cty.NumberIntVal(600),
+		Description: "Seconds to wait for the expected CSRs before failing."},
+	modules.Attribute{Name: "interval", Type: cty.Number, Default: cty.NumberIntVal(2),
+		Description: "Seconds between looks at the CSRs."},
+)
+
+var rejectedType = cty.Object(map[string]cty.Type{
+	"name": cty.String, "kind": cty.String, "rule": cty.String, "reason": cty.String,
+})
+
+var csrApproveResults = []modules.Attribute{
+	{Name: "approved", Type: cty.List(cty.String), Description: "Names of the CSRs this task approved."},
+	{Name: "rejected", Type: cty.List(rejectedType),
+		Description: "Pending CSRs for this node that break a rule and were left alone: `{ name, kind, rule, reason }`."},
+	{Name: "waited", Type: cty.Number, Description: "Seconds spent waiting; 0 when nothing was needed."},
+}
+
+func (CSRApprove) Schema() modules.Schema {
+	return modules.Schema{
+		Name:    "k8s_csr_approve",
+		Summary: "Approve a joining node's kubelet CSRs that pass every approval rule, and nothing else.",
+		Description: "A kubelet joining for the first time asks for a client certificate (as the bootstrap " +
+			"identity) and then a serving certificate (as `system:node:<name>`); these CSRs exist only on " +
+			"that first join. Apply waits up to `timeout` for the expected ones and approves each pending " +
+			"CSR for this node that passes every rule: CN `system:node:<node_name>`, organisation exactly " +
+			"`system:nodes`; for a client CSR no SANs, usages digital signature (+ key encipherment) + client " +
+			"auth, a requester in `client_requesters` and no Node of that name yet; for a serving CSR " +
+			"requester `system:node:<node_name>` in groups `system:nodes` and `system:authenticated`, usages " +
+			"server auth plus only digital signature/key encipherment, and IP and DNS SANs all among " +
+			"`addresses`/`hostnames`. A CSR for this node that breaks a rule is left pending and listed in " +
+			"`rejected` with the rule, and warned about; CSRs of other nodes are never touched.\n\n" +
+			"The plan shows no change when nothing is left to do: the client CSR is done once the Node " +
+			"exists, the serving CSR once one for this node is approved — or, when the Node is older than " +
+			"the hour the API server keeps approved CSRs, when none is pending.",
+		Target:     modules.TargetController,
+		Attributes: csrApproveAttrs,
+		Results:    csrApproveResults,
+		Example: `task "csrs" {
+  k8s_csr_approve {
+    node_name = lower(host.facts.hostname)
+    addresses = [host.facts.ip]
+    hostnames = [lower(host.facts.hostname)]
+    timeout   = 900
+  }
+}`,
+	}
+}
+
+func (CSRApprove) Validate(req modules.ValidateRequest) hcl.Diagnostics {
+	cfg := req.Config
+	diags := validateNodeName(cfg, "node_name")
+	if v := get(cfg, "addresses"); v.IsWhollyKnown() && !v.IsNull() {
+		for i, el := range v.AsValueSlice() {
+			if s, ok := str(el); !ok || strings.TrimSpace(s) == "" {
+				diags = append(diags, cfg.Error("addresses", "Invalid address", fmt.Sprintf("addresses[%d] is null or empty.", i)))
+			}
+		}
+	}
+	if v := get(cfg, "hostnames"); v.IsWhollyKnown() && !v.IsNull() {
+		for i, el := range v.AsValueSlice() {
+			if s, ok := str(el); !ok || strings.TrimSpace(s) == "" {
+				diags = append(diags, cfg.Error("hostnames", "Invalid host name", fmt.Sprintf("hostnames[%d] is null or empty.", i)))
+			}
+		}
+	}
+	if v := get(cfg, "client_requesters"); v.IsWhollyKnown() {
+		if !v.IsNull() {
+			for i, el := range v.AsValueSlice() {
+				if s, ok := str(el); !ok || s == "" {
+					diags = append(diags, cfg.Error("client_requesters", "Invalid requester", fmt.Sprintf("client_requesters[%d] is null or empty.", i)))
+				} else if strings.HasPrefix(s, "system:node:") {
+					// A node's own identity renewing a client certificate is
+					// not a first join; approving it here would let any node
+					// mint certificates for this name.
+					diags = append(diags, cfg.Error("client_requesters", "Node identity as client requester",
+						fmt.Sprintf("%q is a node identity; client_requesters names the bootstrap identity.", s)))
+				}
+			}
+		}
+		if get(cfg, "client").True() && (v.IsNull() || v.LengthInt() == 0) {
+			diags = append(diags, cfg.Error("client_requesters", "No client requesters",
+				"client = true needs at least one identity allowed to request the client certificate."))
+		}
+	}
+	c, s := get(cfg, "client"), get(cfg, "serving")
+	if c.IsKnown() && s.IsKnown() && !c.IsNull() && !s.IsNull() && c.False() && s.False() {
+		diags = append(diags, cfg.Error("client", "Nothing to approve", "client and serving are both false."))
+	}
+	if s.IsKnown() && !s.IsNull() && s.True() {
+		a, h := get(cfg, "addresses"), get(cfg, "hostnames")
+		if a.IsWhollyKnown() && h.IsWhollyKnown() && (a.IsNull() || a.LengthInt() == 0) && (h.IsNull() || h.LengthInt() == 0) {
+			diags = append(diags, cfg.Error("addresses", "No addresses",
+				"serving = true needs the instance's addresses or hostnames: a serving CSR naming anything else is never approved."))
+		}
+	}
+	return append(diags, validateSeconds(cfg, []string{"timeout"}, []string{"interval"})...)
+}
+
+// csrPlan is what the CSRs say about the node right now.
+type csrPlan struct {
+	want        kube.Expectation
+	approvable  []kube.NodeCSR
+	rejected    []kube.NodeCSR
+	clientDone  bool
+	servingDone bool
+}
+
+func stringList(cfg modules.Config, name string) []string {
+	v := get(cfg, name)
+	if v.IsNull() || !v.IsKnown() {
+		return nil
+	}
+	var out []string
+	for _, el := range v.AsValueSlice() {
+		if s, ok := str(el); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func expectation(cfg modules.Config) kube.Expectation {
+	name, _ := str(get(cfg, "node_name"))
+	return kube.Expectation{
+		NodeName:         name,
+		Addresses:        stringList(cfg, "addresses"),
+		Hostnames:        stringList(cfg, "hostnames"),
+		ClientRequesters: stringList(cfg, "client_requesters"),
+	}
+}
+
+// survey reads the node's CSRs and decides what is left to do.
+func survey(ctx context.Context, cl *kube.Client, cfg modules.Config) (csrPlan, error) {
+	csrs, want, err := kube.NodeCSRs(ctx, cl.Kube, expectation(cfg))
+	if err != nil {
+		return csrPlan{}, err
+	}
+	p := csrPlan{want: want}
+	p.clientDone = !get(cfg, "client").True() || want.NodeExists
+	p.servingDone = !get(cfg, "serving").True()
+	servingPending := false
+	for _, c := range csrs {
+		switch {
+		case c.State == kube.CSRApproved && c.Kind == kube.CSRClient:
+			p.clientDone = true
+		case c.State == kube.CSRApproved && c.Kind == kube.CSRServing:
+			p.servingDone = true
+		case c.State != kube.CSRPending:
+		case c.Err == nil:
+			p.approvable = append(p.approvable, c)
+		default:
+			p.rejected = append(p.rejected, c)
+		}
+		if c.State == kube.CSRPending && c.Kind == kube.CSRServing {
+			servingPending = true
+		}
+	}
+	if !p.servingDone && want.NodeExists && !servingPending {
+		old, err := nodeOlderThan(ctx, cl, want.NodeName, csrGCAge)
+		if err != nil {
+			return p, err
+		}
+		// Approved CSRs are gone after an hour; an older node with none
+		// pending joined long ago.
+		p.servingDone = old
+	}
+	return p, nil
+}
+
+func nodeOlderThan(ctx context.Context, cl *kube.Client, name string, age time.Duration) (bool, error) {
+	n, err := cl.Kube.CoreV1().Nodes().Get(ctx, strings.ToLower(name), metav1.GetOptions{})
+	if err != nil {
+		return false, fmt.Errorf("reading node %s: %w", name, err)
+	}
+	return time.Since(n.CreationTimestamp.Time) > age, nil
+}
+
+func (p csrPlan) done() bool {
+	return p.clientDone && p.servingDone && len(p.approvable) == 0
+}
+
+// missing names the CSR kinds still awaited.
+func (p csrPlan) missing() string {
+	var m []string
+	if !p.clientDone {
+		m = append(m, "client")
+	}
+	if !p.servingDone {
+		m = append(m, "serving")
+	}
+	return strings.Join(m, " and ")
+}
+
+func rejectedVal(rs []kube.NodeCSR) cty.Value {
+	if len(rs) == 0 {
+		return cty.ListValEmpty(rejectedType)
+	}
+	vals := make([]cty.Value, len(rs))
+	for i, r := range rs {
+		rule, reason := "", r.Err.Error()
+		var re *kube.RuleError
+		if errors.As(r.Err, &re) {
+			rule, reason = re.Rule, re.Detail
+		}
+		vals[i] = cty.ObjectVal(map[string]cty.Value{
+			"name": cty.StringVal(r.Name), "kind": cty.StringVal(r.Kind),
+			"rule": cty.StringVal(rule), "reason": cty.StringVal(reason),
+		})
+	}
+	return cty.ListVal(vals)
+}
+
+func namesVal(names []string) cty.Value {
+	if len(names) == 0 {
+		return cty.ListValEmpty(cty.String)
+	}
+	vals := make([]cty.Value, len(names))
+	for i, n := range names {
+		vals[i] = cty.StringVal(n)
+	}
+	return cty.ListVal(vals)
+}
+
+// rejectionWarnings tells the user about each CSR left alone.
+func rejectionWarnings(cfg modules.Config, node string, rs []kube.NodeCSR) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, r := range rs {
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagWarning,
+			Summary:  fmt.Sprintf("CSR %s for node %s not approved", r.Name, node),
+			Detail:   fmt.Sprintf("The %s CSR %s breaks an approval rule and is left pending: %v. Deny it (kubectl certificate deny %s) if it is not expected.", orUnknown(r.Kind), r.Name, r.Err, r.Name),
+			Subject:  cfg.Range("node_name"),
+		})
+	}
+	return diags
+}
+
+func orUnknown(kind string) string {
+	if kind == "" {
+		return "non-kubelet"
+	}
+	return kind
+}
+
+func (m CSRApprove) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
+	cfg := req.Config
+	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
+		return modules.PlanResponse{Result: unknownResult(csrApproveResults), Diagnostics: diags}
+	}
+	name, nameOK := str(get(cfg, "node_name"))
+	subject := "approve kubelet CSRs of node " + knownAfterApply
+	if nameOK {
+		subject = "approve kubelet CSRs of node " + strings.ToLower(name)
+	}
+	pending := func(approvable cty.Value, diags hcl.Diagnostics) modules.PlanResponse {
+		return modules.PlanResponse{
+			Change: &modules.Change{Action: modules.Run, Subject: subject,
+				Fields: []modules.FieldChange{{Name: "approve", Old: cty.NullVal(cty.List(cty.String)), New: approvable}}},
+			Result:      unknownResult(csrApproveResults),
+			Diagnostics: diags,
+		}
+	}
+	cl, known, diags := client(ctx, cfg)
+	if diags.HasErrors() {
+		return modules.PlanResponse{Result: unknownResult(csrApproveResults), Diagnostics: diags}
+	}
+	if !known || !cfg.Value.IsWhollyKnown() {
+		return pending(cty.UnknownVal(cty.List(cty.String)), nil)
+	}
+	p, err := survey(ctx, cl, cfg)
+	switch {
+	case err != nil && transient(err):
+		return pending(cty.UnknownVal(cty.List(cty.String)), hcl.Diagnostics{{Severity: hcl.DiagWarning,
+			Summary: "Cannot read CSRs yet", Detail: err.Error(), Subject: cfg.Range("node_name")}})
+	case err != nil:
+		return modules.PlanResponse{Result: unknownResult(csrApproveResults), Diagnostics: apiError(cfg, "node_name", "Cannot read CSRs", err)}
+	}
+	warnings := rejectionWarnings(cfg, strings.ToLower(name), p.rejected)
+	if p.done() {
+		return modules.PlanResponse{
+			Result: result(csrApproveResults, map[string]cty.Value{
+				"approved": cty.ListValEmpty(cty.String), "rejected": rejectedVal(p.rejected), "waited": cty.NumberIntVal(0)}),
+			Diagnostics: warnings,
+		}
+	}
+	var names []string
+	after := p
+	for _, c := range p.approvable {
+		names = append(names, c.Name)
+		after.clientDone = after.clientDone || c.Kind == kube.CSRClient
+		after.servingDone = after.servingDone || c.Kind == kube.CSRServing
+	}
+	approve := namesVal(names)
+	if !after.clientDone || !after.servingDone {
+		// Apply waits for the kubelet to ask; what it approves is not
+		// known yet.
+		approve = cty.UnknownVal(cty.List(cty.String))
+	}
+	return pending(approve, warnings)
+}
+
+func (m CSRApprove) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
+	cfg := req.Config
+	diags := m.Validate(modules.ValidateRequest{Config: cfg})
+	diags = append(diags, requireKnown(cfg, attrNames(csrApproveAttrs)...)...)
+	if diags.HasErrors() {
+		return modules.ApplyResponse{Result: unknownResult(csrApproveResults), Diagnostics: diags}
+	}
+	cl, _, diags := client(ctx, cfg)
+	if diags.HasErrors() {
+		return modules.ApplyResponse{Result: unknownResult(csrApproveResults), Diagnostics: diags}
+	}
+	name, _ := str(get(cfg, "node_name"))
+	name = strings.ToLower(name)
+	timeout, interval := seconds(get(cfg, "timeout")), seconds(get(cfg, "interval"))
+
+	var (
+		approved []string
+		rejected []kube.NodeCSR // in the order first seen, once each
+		last     csrPlan
+	)
+	res, err := waitFor(ctx, timeout, interval, func(ctx context.Context) (bool, string, error) {
+		p, err := survey(ctx, cl, cfg)
+		if err != nil {
+			return false, "", err
+		}
+		for _, c := range p.approvable {
+			err := kube.ApproveCSR(ctx, cl.Kube, c.Name, p.want)
+			var re *kube.RuleError
+			switch {
+			case errors.Is(err, kube.ErrNotPending):
+				continue // someone else decided it meanwhile
+			case errors.As(err, &re):
+				p.rejected = append(p.rejected, kube.NodeCSR{Name: c.Name, Kind: c.Kind, State: kube.CSRPending, Err: re})
+				continue
+			case err != nil:
+				return false, "", err
+			}
+			approved = append(approved, c.Name)
+			if c.Kind == kube.CSRClient {
+				p.clientDone = true
+			} else {
+				p.servingDone = true
+			}
+		}
+		p.approvable = nil
+		for _, r := range p.rejected {
+			if !slices.ContainsFunc(rejected, func(o kube.NodeCSR) bool { return o.Name == r.Name }) {
+				rejected = append(rejected, r)
+			}
+		}
+		last = p
+		if p.done() {
+			return true, "done", nil
+		}
+		return false, fmt.Sprintf("no approvable %s CSR yet (%d approved, %d rejected)", p.missing(), len(approved), len(rejected)), nil
+	})
+	out := result(csrApproveResults, map[string]cty.Value{
+		"approved": namesVal(approved), "rejected": rejectedVal(rejected), "waited": waitedVal(res.waited)})
+	diags = rejectionWarnings(cfg, name, rejected)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		diags = append(diags, cfg.Error("node_name", "Stopped waiting for the CSRs of node "+name,
+			fmt.Sprintf("Interrupted (%v); last observed: %s.", err, res.last)))
+	case err != nil:
+		diags = append(diags, apiError(cfg, "node_name", "Cannot approve the CSRs of node "+name, err)...)
+	case res.timedOut:
+		detail := fmt.Sprintf("Waited %s for the %s CSR of node %s; last observed: %s.", timeout, last.missing(), name, res.last)
+		if len(rejected) > 0 {
+			detail += " Some CSRs for this node broke approval rules (see the warnings): is node_name, addresses, hostnames or client_requesters wrong?"
+		}
+		diags = append(diags, cfg.Error("node_name", "Timed out waiting for the CSRs of node "+name, detail))
+	}
+	return modules.ApplyResponse{Result: out, Diagnostics: diags}
+}

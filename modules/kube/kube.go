@@ -1,0 +1,281 @@
+// Package kube holds the cluster modules: waits on and changes to Node
+// objects, drains, cluster checks, Ignition, bootstrap tokens and CSR
+// approval. They all run on the controller (TargetController) and never
+// touch the Windows host; each takes optional kubeconfig and context
+// arguments and otherwise uses KUBECONFIG or the pod's service account (see
+// kube.Load). Tasks of a run share one client per kubeconfig and context.
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/wsu-project/wsu/kube"
+	"github.com/wsu-project/wsu/modules"
+)
+
+// Modules returns every module of this package.
+func Modules() []modules.Module {
+	return []modules.Module{
+		NodeWait{},
+		Node{},
+		NodeCordon{},
+		NodeDrain{},
+		NodeDelete{},
+		WaitAnnotation{},
+		ClusterCheck{},
+		Ignition{},
+		BootstrapToken{},
+		CSRApprove{},
+	}
+}
+
+// knownAfterApply is the Subject of a change whose target is not known yet.
+const knownAfterApply = "(known after apply)"
+
+// connAttributes are the arguments every module here takes to find its
+// cluster. They go last in a schema, after the module's own.
+var connAttributes = []modules.Attribute{
+	{Name: "kubeconfig", Type: cty.String,
+		Description: "Path of the kubeconfig file to use. Default: the `KUBECONFIG` list, else the pod's service account when wsu runs in the cluster, else `~/.kube/config`."},
+	{Name: "context", Type: cty.String,
+		Description: "Kubeconfig context to use. Default: the kubeconfig's current context."},
+}
+
+// withConn appends the connection arguments to a module's own.
+func withConn(attrs ...modules.Attribute) []modules.Attribute {
+	return append(attrs, connAttributes...)
+}
+
+// client returns the run's shared client for the task's kubeconfig and
+// context. known is false while either is unknown (plan of a kubeconfig an
+// earlier task writes).
+func client(ctx context.Context, cfg modules.Config) (cl *kube.Client, known bool, diags hcl.Diagnostics) {
+	kc, ctxName := get(cfg, "kubeconfig"), get(cfg, "context")
+	if !kc.IsKnown() || !ctxName.IsKnown() {
+		return nil, false, nil
+	}
+	path, _ := str(kc)
+	name, _ := str(ctxName)
+	cl, err := kube.Shared(ctx, path, name)
+	if err != nil {
+		attr := "kubeconfig"
+		if name != "" && path == "" {
+			attr = "context"
+		}
+		return nil, true, hcl.Diagnostics{cfg.Error(attr, "Cannot connect to the cluster", err.Error())}
+	}
+	return cl, true, nil
+}
+
+// get reads a config attribute without marks: AsString and friends panic on
+// marked values, and the engine re-marks what it shows.
+func get(cfg modules.Config, name string) cty.Value {
+	v, _ := cfg.Get(name).UnmarkDeep()
+	return v
+}
+
+// str returns a string that is known and not null; ok is false otherwise.
+func str(v cty.Value) (s string, ok bool) {
+	if !v.IsKnown() || v.IsNull() || !v.Type().Equals(cty.String) {
+		return "", false
+	}
+	return v.AsString(), true
+}
+
+// isNull is true only for a known null: an unknown value may yet be set.
+func isNull(v cty.Value) bool { return v.IsKnown() && v.IsNull() }
+
+// result builds a result object of exactly the schema's result type. Missing
+// attributes are null; a bare cty.DynamicVal becomes unknown of the right type.
+func result(attrs []modules.Attribute, vals map[string]cty.Value) cty.Value {
+	m := make(map[string]cty.Value, len(attrs))
+	for _, a := range attrs {
+		v, ok := vals[a.Name]
+		switch {
+		case !ok || v == cty.NilVal:
+			v = cty.NullVal(a.Type)
+		case !v.IsKnown() && !v.Type().Equals(a.Type):
+			v = cty.UnknownVal(a.Type)
+		case v.IsNull() && !v.Type().Equals(a.Type):
+			v = cty.NullVal(a.Type)
+		}
+		m[a.Name] = v
+	}
+	return cty.ObjectVal(m)
+}
+
+// unknownResult is a result none of whose attributes are known yet.
+func unknownResult(attrs []modules.Attribute) cty.Value {
+	vals := make(map[string]cty.Value, len(attrs))
+	for _, a := range attrs {
+		vals[a.Name] = cty.UnknownVal(a.Type)
+	}
+	return result(attrs, vals)
+}
+
+// requireKnown reports attributes still unknown at apply time, which would
+// be an engine bug; it keeps Apply from panicking on one.
+func requireKnown(cfg modules.Config, names ...string) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, n := range names {
+		if !get(cfg, n).IsWhollyKnown() {
+			diags = append(diags, cfg.Error(n, "Value unknown at apply",
+				fmt.Sprintf("%s is still unknown when the task is applied.", n)))
+		}
+	}
+	return diags
+}
+
+// attrNames lists a schema's argument names, for requireKnown.
+func attrNames(attrs []modules.Attribute) []string {
+	names := make([]string, len(attrs))
+	for i, a := range attrs {
+		names[i] = a.Name
+	}
+	return names
+}
+
+// seconds converts a known number of seconds, saturating rather than
+// overflowing into a negative duration.
+func seconds(v cty.Value) time.Duration {
+	f, _ := v.AsBigFloat().Float64()
+	if f*float64(time.Second) >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(f * float64(time.Second))
+}
+
+// validateNodeName checks that a known name attribute is a valid Node name
+// (a DNS subdomain, lower case).
+func validateNodeName(cfg modules.Config, attr string) hcl.Diagnostics {
+	name, ok := str(get(cfg, attr))
+	if isNull(get(cfg, attr)) {
+		return hcl.Diagnostics{cfg.Error(attr, "Missing node name", attr+" must name a node.")}
+	}
+	if !ok {
+		return nil
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return hcl.Diagnostics{cfg.Error(attr, "Invalid node name",
+			fmt.Sprintf("%q is not a valid node name: %s.", name, strings.Join(errs, "; ")))}
+	}
+	return nil
+}
+
+// validateSeconds checks known duration arguments: none negative, and those
+// in positive more than zero.
+func validateSeconds(cfg modules.Config, nonNegative []string, positive []string) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	check := func(name string, allowZero bool) {
+		v := get(cfg, name)
+		if !v.IsKnown() || v.IsNull() {
+			return
+		}
+		if s := v.AsBigFloat().Sign(); s < 0 || (!allowZero && s == 0) {
+			want := "cannot be negative"
+			if !allowZero {
+				want = "must be more than 0"
+			}
+			diags = append(diags, cfg.Error(name, "Invalid "+name, fmt.Sprintf("%s %s.", name, want)))
+		}
+	}
+	for _, n := range nonNegative {
+		check(n, true)
+	}
+	for _, n := range positive {
+		check(n, false)
+	}
+	return diags
+}
+
+// apiError turns a failed API call into a diagnostic at attr. A refusal by
+// RBAC says which permission is missing, since that is the usual fix.
+func apiError(cfg modules.Config, attr, summary string, err error) hcl.Diagnostics {
+	detail := err.Error()
+	if apierrors.IsForbidden(err) {
+		detail += "\n\nThe identity wsu runs as lacks this permission; docs/kubernetes.md lists the ClusterRole wsu needs (deploy/rbac/wsu-cluster-role.yaml)."
+	}
+	return hcl.Diagnostics{cfg.Error(attr, summary, detail)}
+}
+
+// transient reports whether an API error may go away by itself: the server
+// is starting, overloaded or unreachable. Waits keep going through these
+// and stop at once on the rest (forbidden, invalid).
+func transient(err error) bool {
+	var netErr net.Error
+	switch {
+	case err == nil:
+		return false
+	case apierrors.IsServerTimeout(err), apierrors.IsTimeout(err), apierrors.IsTooManyRequests(err),
+		apierrors.IsServiceUnavailable(err), apierrors.IsInternalError(err), apierrors.IsUnexpectedServerError(err):
+		return true
+	case errors.As(err, &netErr), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET):
+		// What a restarting API server looks like from here.
+		return true
+	}
+	return false
+}
+
+// pollResult is what waitFor saw last.
+type pollResult struct {
+	waited   time.Duration
+	last     string // the last observation, for the timeout message
+	timedOut bool
+}
+
+// waitFor calls check every interval until it reports done, a non-transient
+// error, the timeout or ctx's end. check returns what it observed.
+func waitFor(ctx context.Context, timeout, interval time.Duration, check func(context.Context) (done bool, observed string, err error)) (pollResult, error) {
+	start := time.Now()
+	deadline := start.Add(timeout)
+	res := pollResult{last: "nothing yet"}
+	for {
+		done, observed, err := check(ctx)
+		res.waited = time.Since(start)
+		switch {
+		case err != nil && !transient(err):
+			return res, err
+		case err != nil:
+			res.last = "error: " + err.Error()
+		case done:
+			res.last = observed
+			return res, nil
+		default:
+			res.last = observed
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			res.timedOut = true
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		timer := time.NewTimer(min(interval, remaining))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+		case <-timer.C:
+		}
+	}
+}
+
+// waitedVal is the waited result: seconds, to the millisecond.
+func waitedVal(d time.Duration) cty.Value {
+	return cty.NumberFloatVal(d.Round(time.Millisecond).Seconds())
+}

@@ -1,0 +1,130 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/wsu-project/wsu/kube"
+	"github.com/wsu-project/wsu/modules"
+)
+
+// NodeCordon marks a Node unschedulable, or schedulable again.
+type NodeCordon struct{}
+
+var (
+	_ modules.Module    = NodeCordon{}
+	_ modules.Validator = NodeCordon{}
+)
+
+var nodeCordonAttrs = withConn(
+	modules.Attribute{Name: "name", Type: cty.String, Required: true, Description: "Name of the Node."},
+	modules.Attribute{Name: "cordoned", Type: cty.Bool, Default: cty.True,
+		Description: "`true` keeps new pods off the node (`kubectl cordon`); `false` lets them on again (`kubectl uncordon`)."},
+)
+
+var nodeCordonResults = []modules.Attribute{
+	{Name: "cordoned", Type: cty.Bool, Description: "Whether the node is unschedulable afterwards."},
+}
+
+func (NodeCordon) Schema() modules.Schema {
+	return modules.Schema{
+		Name:    "k8s_node_cordon",
+		Summary: "Cordon or uncordon a Node.",
+		Description: "Sets the Node's `spec.unschedulable`. Pods already running stay; use `k8s_node_drain` " +
+			"to move them. The node must exist.",
+		Target:     modules.TargetController,
+		Attributes: nodeCordonAttrs,
+		Results:    nodeCordonResults,
+		Example: `task "uncordon" {
+  k8s_node_cordon {
+    name     = lower(host.facts.hostname)
+    cordoned = false
+  }
+}`,
+	}
+}
+
+func (NodeCordon) Validate(req modules.ValidateRequest) hcl.Diagnostics {
+	return validateNodeName(req.Config, "name")
+}
+
+// setUnschedulable patches spec.unschedulable; false removes the field,
+// as kubectl uncordon leaves it.
+func setUnschedulable(ctx context.Context, cl *kube.Client, name string, on bool) error {
+	patch := `{"spec":{"unschedulable":null}}`
+	if on {
+		patch = `{"spec":{"unschedulable":true}}`
+	}
+	_, err := cl.Kube.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
+func (m NodeCordon) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
+	cfg := req.Config
+	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
+		return modules.PlanResponse{Result: unknownResult(nodeCordonResults), Diagnostics: diags}
+	}
+	name, nameOK := str(get(cfg, "name"))
+	want := get(cfg, "cordoned")
+	cl, known, diags := client(ctx, cfg)
+	if diags.HasErrors() {
+		return modules.PlanResponse{Result: unknownResult(nodeCordonResults), Diagnostics: diags}
+	}
+	if !known || !nameOK || !want.IsKnown() {
+		subject := knownAfterApply
+		if nameOK {
+			subject = "node " + name
+		}
+		return modules.PlanResponse{
+			Change: &modules.Change{Action: modules.Update, Subject: subject,
+				Fields: []modules.FieldChange{{Name: "unschedulable", Old: cty.UnknownVal(cty.Bool), New: want}}},
+			Result: result(nodeCordonResults, map[string]cty.Value{"cordoned": want}),
+		}
+	}
+	n, err := cl.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		summary := "Cannot read node " + name
+		if apierrors.IsNotFound(err) {
+			summary = "Node " + name + " does not exist"
+		}
+		return modules.PlanResponse{Result: unknownResult(nodeCordonResults), Diagnostics: apiError(cfg, "name", summary, err)}
+	}
+	res := result(nodeCordonResults, map[string]cty.Value{"cordoned": want})
+	if n.Spec.Unschedulable == want.True() {
+		return modules.PlanResponse{Result: res}
+	}
+	verb := "cordon"
+	if !want.True() {
+		verb = "uncordon"
+	}
+	return modules.PlanResponse{
+		Change: &modules.Change{Action: modules.Update, Subject: fmt.Sprintf("%s node %s", verb, name),
+			Fields: []modules.FieldChange{{Name: "unschedulable", Old: cty.BoolVal(n.Spec.Unschedulable), New: want}}},
+		Result: res,
+	}
+}
+
+func (m NodeCordon) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
+	cfg := req.Config
+	diags := m.Validate(modules.ValidateRequest{Config: cfg})
+	diags = append(diags, requireKnown(cfg, attrNames(nodeCordonAttrs)...)...)
+	if diags.HasErrors() {
+		return modules.ApplyResponse{Result: unknownResult(nodeCordonResults), Diagnostics: diags}
+	}
+	cl, _, diags := client(ctx, cfg)
+	if diags.HasErrors() {
+		return modules.ApplyResponse{Result: unknownResult(nodeCordonResults), Diagnostics: diags}
+	}
+	name, _ := str(get(cfg, "name"))
+	want := get(cfg, "cordoned").True()
+	if err := setUnschedulable(ctx, cl, name, want); err != nil {
+		return modules.ApplyResponse{Result: unknownResult(nodeCordonResults), Diagnostics: apiError(cfg, "name", "Cannot cordon node "+name, err)}
+	}
+	return modules.ApplyResponse{Result: result(nodeCordonResults, map[string]cty.Value{"cordoned": cty.BoolVal(want)})}
+}

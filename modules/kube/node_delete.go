@@ -1,0 +1,102 @@
+package kube
+
+import (
+	"context"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/wsu-project/wsu/modules"
+)
+
+// NodeDelete removes a Node object, the last step of taking a node out.
+type NodeDelete struct{}
+
+var (
+	_ modules.Module    = NodeDelete{}
+	_ modules.Validator = NodeDelete{}
+)
+
+var nodeDeleteAttrs = withConn(
+	modules.Attribute{Name: "name", Type: cty.String, Required: true, Description: "Name of the Node."},
+)
+
+var nodeDeleteResults = []modules.Attribute{
+	{Name: "existed", Type: cty.Bool, Description: "Whether the node existed before the task."},
+}
+
+func (NodeDelete) Schema() modules.Schema {
+	return modules.Schema{
+		Name:    "k8s_node_delete",
+		Summary: "Delete a Node object.",
+		Description: "Deletes the Node from the cluster; no change when it does not exist. It does not stop " +
+			"the kubelet: one still running registers the node again, so stop its services first. Drain " +
+			"the node before deleting it, or its pods are left to the garbage collector.",
+		Target:     modules.TargetController,
+		Attributes: nodeDeleteAttrs,
+		Results:    nodeDeleteResults,
+		Example: `task "forget_node" {
+  k8s_node_delete {
+    name = lower(host.facts.hostname)
+  }
+}`,
+	}
+}
+
+func (NodeDelete) Validate(req modules.ValidateRequest) hcl.Diagnostics {
+	return validateNodeName(req.Config, "name")
+}
+
+func (m NodeDelete) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
+	cfg := req.Config
+	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
+		return modules.PlanResponse{Result: unknownResult(nodeDeleteResults), Diagnostics: diags}
+	}
+	name, nameOK := str(get(cfg, "name"))
+	cl, known, diags := client(ctx, cfg)
+	if diags.HasErrors() {
+		return modules.PlanResponse{Result: unknownResult(nodeDeleteResults), Diagnostics: diags}
+	}
+	if !known || !nameOK {
+		subject := knownAfterApply
+		if nameOK {
+			subject = "node " + name
+		}
+		return modules.PlanResponse{Change: &modules.Change{Action: modules.Delete, Subject: subject}, Result: unknownResult(nodeDeleteResults)}
+	}
+	_, err := cl.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return modules.PlanResponse{Result: result(nodeDeleteResults, map[string]cty.Value{"existed": cty.False})}
+	case err != nil:
+		return modules.PlanResponse{Result: unknownResult(nodeDeleteResults), Diagnostics: apiError(cfg, "name", "Cannot read node "+name, err)}
+	}
+	return modules.PlanResponse{
+		Change: &modules.Change{Action: modules.Delete, Subject: "node " + name},
+		Result: result(nodeDeleteResults, map[string]cty.Value{"existed": cty.True}),
+	}
+}
+
+func (m NodeDelete) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
+	cfg := req.Config
+	diags := m.Validate(modules.ValidateRequest{Config: cfg})
+	diags = append(diags, requireKnown(cfg, attrNames(nodeDeleteAttrs)...)...)
+	if diags.HasErrors() {
+		return modules.ApplyResponse{Result: unknownResult(nodeDeleteResults), Diagnostics: diags}
+	}
+	cl, _, diags := client(ctx, cfg)
+	if diags.HasErrors() {
+		return modules.ApplyResponse{Result: unknownResult(nodeDeleteResults), Diagnostics: diags}
+	}
+	name, _ := str(get(cfg, "name"))
+	err := cl.Kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return modules.ApplyResponse{Result: result(nodeDeleteResults, map[string]cty.Value{"existed": cty.False})}
+	case err != nil:
+		return modules.ApplyResponse{Result: unknownResult(nodeDeleteResults), Diagnostics: apiError(cfg, "name", "Cannot delete node "+name, err)}
+	}
+	return modules.ApplyResponse{Result: result(nodeDeleteResults, map[string]cty.Value{"existed": cty.True})}
+}

@@ -1,0 +1,195 @@
+package kube
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/zclconf/go-cty/cty"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/wsu-project/wsu/modules"
+	"github.com/wsu-project/wsu/test/kubetest"
+)
+
+const rbacFile = "../../deploy/rbac/wsu-cluster-role.yaml"
+
+// loadRBAC reads the shipped ClusterRole and Roles.
+func loadRBAC(t *testing.T) (*rbacv1.ClusterRole, []*rbacv1.Role) {
+	t.Helper()
+	data, err := os.ReadFile(rbacFile)
+	require.NoError(t, err)
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var cr *rbacv1.ClusterRole
+	var roles []*rbacv1.Role
+	for {
+		var raw runtime.RawExtension
+		err := dec.Decode(&raw)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		var meta metav1.TypeMeta
+		require.NoError(t, utilyaml.Unmarshal(raw.Raw, &meta))
+		switch meta.Kind {
+		case "ClusterRole":
+			require.Nil(t, cr, "one ClusterRole")
+			cr = &rbacv1.ClusterRole{}
+			require.NoError(t, utilyaml.Unmarshal(raw.Raw, cr))
+		case "Role":
+			r := &rbacv1.Role{}
+			require.NoError(t, utilyaml.Unmarshal(raw.Raw, r))
+			roles = append(roles, r)
+		default:
+			t.Fatalf("unexpected %s in %s", meta.Kind, rbacFile)
+		}
+	}
+	require.NotNil(t, cr)
+	return cr, roles
+}
+
+// grant creates the roles and binds them to user, as the file's comment
+// tells an administrator to.
+func grant(t *testing.T, c *kubetest.Cluster, user string) {
+	t.Helper()
+	cr, roles := loadRBAC(t)
+	rbac := c.Client.RbacV1()
+	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
+	_, err := rbac.ClusterRoles().Create(ctx, cr, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = rbac.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: cr.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr.Name},
+		Subjects:   subject,
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	for _, r := range roles {
+		require.NoError(t, c.EnsureNamespace(ctx, r.Namespace))
+		_, err := rbac.Roles(r.Namespace).Create(ctx, r, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = rbac.RoleBindings(r.Namespace).Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: r.Name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: r.Name},
+			Subjects:   subject,
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+}
+
+// TestRBAC runs the modules as a user holding only the shipped roles.
+func TestRBAC(t *testing.T) {
+	c := cluster(t)
+	grant(t, c, "wsu-rbac")
+	userKC, err := c.User("wsu-rbac")
+	require.NoError(t, err)
+	as := func(t *testing.T, m modules.Module, attrs map[string]cty.Value) modules.Config {
+		attrs["kubeconfig"] = cty.StringVal(userKC)
+		return cfgFor(t, m, attrs)
+	}
+
+	const node, ns = "rbac-1", "rbac-1"
+	drainNode(t, c, node)
+	runPod(t, c, ns, "web", node, ownedBy("ReplicaSet"))
+
+	t.Run("k8s_node_wait", func(t *testing.T) {
+		converge(t, NodeWait{}, as(t, NodeWait{}, map[string]cty.Value{"name": cty.StringVal(node)}))
+	})
+	t.Run("k8s_node", func(t *testing.T) {
+		converge(t, Node{}, as(t, Node{}, map[string]cty.Value{
+			"name":   cty.StringVal(node),
+			"labels": cty.MapVal(map[string]cty.Value{"node.openshift.io/os_id": cty.StringVal("Windows")}),
+			"taints": cty.TupleVal([]cty.Value{cty.ObjectVal(map[string]cty.Value{"key": cty.StringVal("os"), "value": cty.StringVal("Windows"), "effect": cty.StringVal("NoSchedule")})}),
+		}))
+	})
+	t.Run("k8s_wait_annotation", func(t *testing.T) {
+		require.NoError(t, c.AnnotateNode(ctx, node, "k8s.ovn.org/hybrid-overlay-node-subnet", "10.132.2.0/24"))
+		converge(t, WaitAnnotation{}, as(t, WaitAnnotation{}, map[string]cty.Value{"node": cty.StringVal(node), "annotation": cty.StringVal("k8s.ovn.org/hybrid-overlay-node-subnet")}))
+	})
+	t.Run("k8s_node_cordon", func(t *testing.T) {
+		converge(t, NodeCordon{}, as(t, NodeCordon{}, map[string]cty.Value{"name": cty.StringVal(node)}))
+	})
+	t.Run("k8s_node_drain", func(t *testing.T) {
+		_, res := converge(t, NodeDrain{}, as(t, NodeDrain{}, map[string]cty.Value{"name": cty.StringVal(node), "grace_period": cty.NumberIntVal(0), "interval": cty.NumberFloatVal(0.05)}))
+		assert.Equal(t, strs("rbac-1/web"), res.GetAttr("evicted"))
+	})
+	t.Run("k8s_cluster_check", func(t *testing.T) {
+		converge(t, ClusterCheck{}, as(t, ClusterCheck{}, map[string]cty.Value{}))
+	})
+	t.Run("k8s_node_delete", func(t *testing.T) {
+		converge(t, NodeDelete{}, as(t, NodeDelete{}, map[string]cty.Value{"name": cty.StringVal(node)}))
+	})
+
+	// Every permission docs/kubernetes.md promises, including those of the
+	// Ignition, bootstrap-token and CSR modules, and a few it must not give.
+	type access struct {
+		verb, group, resource, subresource, ns, name string
+	}
+	allowed := []access{
+		{verb: "get", resource: "nodes"}, {verb: "list", resource: "nodes"}, {verb: "patch", resource: "nodes"}, {verb: "delete", resource: "nodes"},
+		{verb: "list", resource: "pods"}, {verb: "get", resource: "pods", ns: "any"},
+		{verb: "create", resource: "pods", subresource: "eviction", ns: "any"},
+		{verb: "list", group: "policy", resource: "poddisruptionbudgets", ns: "any"},
+		{verb: "get", group: "certificates.k8s.io", resource: "certificatesigningrequests"},
+		{verb: "list", group: "certificates.k8s.io", resource: "certificatesigningrequests"},
+		{verb: "watch", group: "certificates.k8s.io", resource: "certificatesigningrequests"},
+		{verb: "update", group: "certificates.k8s.io", resource: "certificatesigningrequests", subresource: "approval"},
+		{verb: "approve", group: "certificates.k8s.io", resource: "signers", name: "kubernetes.io/kube-apiserver-client-kubelet"},
+		{verb: "approve", group: "certificates.k8s.io", resource: "signers", name: "kubernetes.io/kubelet-serving"},
+		{verb: "create", resource: "secrets", ns: "kube-system"}, {verb: "get", resource: "secrets", ns: "kube-system"},
+		{verb: "list", resource: "secrets", ns: "kube-system"},
+		{verb: "get", resource: "configmaps", ns: "kube-public", name: "cluster-info"},
+		{verb: "get", resource: "secrets", ns: "openshift-machine-config-operator", name: "node-bootstrapper-token"},
+		{verb: "get", group: "machineconfiguration.openshift.io", resource: "machineconfigs"},
+		{verb: "list", group: "machineconfiguration.openshift.io", resource: "machineconfigs"},
+		{verb: "get", group: "machineconfiguration.openshift.io", resource: "controllerconfigs"},
+		{verb: "get", group: "config.openshift.io", resource: "networks"},
+		{verb: "get", group: "config.openshift.io", resource: "infrastructures"},
+		{verb: "get", group: "operator.openshift.io", resource: "networks"},
+	}
+	denied := []access{
+		{verb: "create", resource: "nodes"}, {verb: "update", resource: "nodes", subresource: "status"},
+		{verb: "delete", resource: "pods", ns: "any"}, {verb: "create", resource: "pods", ns: "any"},
+		{verb: "get", resource: "secrets", ns: "default"}, {verb: "get", resource: "secrets", ns: "openshift-machine-config-operator", name: "other"},
+		{verb: "delete", resource: "secrets", ns: "kube-system"},
+		{verb: "approve", group: "certificates.k8s.io", resource: "signers", name: "kubernetes.io/kube-apiserver-client"},
+		{verb: "update", group: "certificates.k8s.io", resource: "certificatesigningrequests", subresource: "status"},
+		{verb: "patch", group: "config.openshift.io", resource: "networks"},
+	}
+	check := func(a access) bool {
+		sar, err := c.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:   "wsu-rbac",
+				Groups: []string{"system:authenticated"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource, Namespace: a.ns, Name: a.name,
+				},
+			},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		return sar.Status.Allowed
+	}
+	for _, a := range allowed {
+		assert.True(t, check(a), "wsu may %+v", a)
+	}
+	for _, a := range denied {
+		assert.False(t, check(a), "wsu may not %+v", a)
+	}
+}
+
+// TestRBACDocumented keeps docs/kubernetes.md showing the shipped file.
+func TestRBACDocumented(t *testing.T) {
+	yaml, err := os.ReadFile(rbacFile)
+	require.NoError(t, err)
+	doc, err := os.ReadFile("../../docs/kubernetes.md")
+	require.NoError(t, err)
+	assert.True(t, strings.Contains(string(doc), string(yaml)), "docs/kubernetes.md must quote %s verbatim", rbacFile)
+}
