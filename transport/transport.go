@@ -13,6 +13,7 @@ import (
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/transport/local"
+	"github.com/wsu-project/wsu/transport/ssh"
 	"github.com/wsu-project/wsu/transport/winrm"
 )
 
@@ -27,6 +28,7 @@ type Registry struct{ dialers map[string]Dialer }
 func NewRegistry() *Registry {
 	return &Registry{dialers: map[string]Dialer{
 		"local": func(context.Context, string, map[string]inventory.Var) (host.Host, error) { return local.New(), nil },
+		"ssh":   ssh.Dial,
 		"winrm": winrm.Dial,
 	}}
 }

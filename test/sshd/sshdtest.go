@@ -1,0 +1,529 @@
+//go:build linux
+
+// Package sshdtest runs a real OpenSSH sshd (Debian's openssh-server) for
+// tests: on 127.0.0.1 and a free port, with its own config, host keys,
+// authorized_keys file and log, as the current user. It installs the package
+// when it is missing and the test runs as root.
+//
+// How it runs:
+//   - sshd is started as `/usr/sbin/sshd -D -e -f <config>` (an absolute
+//     path: sshd re-executes itself). As root it needs its privilege
+//     separation directory /run/sshd, which is created if missing.
+//   - UsePAM is off, so sshd checks passwords against /etc/shadow itself and
+//     needs no PAM stack; StrictModes is off, so the temp files it reads
+//     may live under /tmp.
+//   - Root's password is never touched. Password tests log in as a
+//     dedicated local user, "wsutest", created on first use (useradd) with a
+//     random password set by chpasswd and kept, mode 0600, in
+//     ~/.cache/wsu/sshd so later runs reuse it. Without root there is no
+//     such user and PasswordUser skips the test.
+//   - SFTP is internal-sftp (sftp-server's code inside sshd) unless
+//     Options.ExternalSFTP: the external sftp-server is started through the
+//     user's login shell, whose rc files can take seconds (every exec pays
+//     that too).
+//   - sshd logs at VERBOSE to a file; the test's cleanup stops sshd and, if
+//     the test failed, prints the log.
+package sshdtest
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// SSHD is where Debian installs the server.
+const SSHD = "/usr/sbin/sshd"
+
+// InstallCommand installs the server; InstallClientCommand the client.
+const (
+	InstallCommand       = "apt-get update && apt-get install -y --no-install-recommends openssh-server"
+	InstallClientCommand = "apt-get update && apt-get install -y --no-install-recommends openssh-client"
+)
+
+// PasswordUserName is the local user password tests log in as.
+const PasswordUserName = "wsutest"
+
+var install struct {
+	mu      sync.Mutex
+	updated bool // apt-get update ran in this process
+}
+
+// EnsureServer installs openssh-server unless sshd is there already.
+func EnsureServer(t testing.TB) {
+	t.Helper()
+	ensurePackage(t, SSHD, "openssh-server", InstallCommand)
+}
+
+// EnsureClient installs openssh-client unless ssh is on PATH, and returns
+// the path of ssh.
+func EnsureClient(t testing.TB) string {
+	t.Helper()
+	if p, err := exec.LookPath("ssh"); err == nil {
+		return p
+	}
+	ensurePackage(t, "/usr/bin/ssh", "openssh-client", InstallClientCommand)
+	return "/usr/bin/ssh"
+}
+
+func ensurePackage(t testing.TB, binary, pkg, command string) {
+	t.Helper()
+	install.mu.Lock()
+	defer install.mu.Unlock()
+	if _, err := os.Stat(binary); err == nil {
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Fatalf("%s is missing and this test is not running as root; install it with:\n  sudo sh -c '%s'", pkg, command)
+	}
+	if !install.updated {
+		if out, err := exec.Command("apt-get", "update").CombinedOutput(); err != nil {
+			t.Fatalf("apt-get update: %v\n%s", err, out)
+		}
+		install.updated = true
+	}
+	cmd := exec.Command("apt-get", "install", "-y", "--no-install-recommends", pkg)
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("apt-get install %s: %v\n%s", pkg, err, out)
+	}
+	if _, err := os.Stat(binary); err != nil {
+		t.Fatalf("%s is still missing after installing %s", binary, pkg)
+	}
+}
+
+// Server is one running sshd.
+type Server struct {
+	Host string // 127.0.0.1
+	Port int
+	// Addr is Host:Port.
+	Addr string
+	// User is the account the current process runs as, which key tests log
+	// in as.
+	User string
+	// HostKeys are the server's public host keys (ed25519 and RSA).
+	HostKeys []ssh.PublicKey
+	// AuthorizedKeys is the file sshd reads for every user.
+	AuthorizedKeys string
+	// LogFile holds sshd's VERBOSE log.
+	LogFile string
+	// Dir holds the config, keys, pid file and log.
+	Dir string
+
+	config   string
+	sftp     string
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	stopOnce sync.Once
+}
+
+// Options change how Start runs sshd.
+type Options struct {
+	// ExternalSFTP serves SFTP with the separate sftp-server program, as
+	// Windows OpenSSH does (sftp-server.exe), instead of internal-sftp.
+	// sshd starts it through the user's login shell, so each SFTP session
+	// pays the shell's start-up.
+	ExternalSFTP bool
+}
+
+// Start runs a new sshd; the test's cleanup stops it.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	return StartWith(t, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, opts Options) *Server {
+	t.Helper()
+	EnsureServer(t)
+	if os.Geteuid() == 0 {
+		// sshd refuses to start as root without its privsep directory.
+		if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+			t.Fatalf("creating /run/sshd: %v", err)
+		}
+	}
+	u, err := user.Current()
+	if err != nil {
+		t.Fatalf("current user: %v", err)
+	}
+	// Not t.TempDir, whose parent is 0700: sshd reads authorized_keys as
+	// the target user (wsutest too).
+	dir, err := os.MkdirTemp("", "sshdtest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{
+		Host:           "127.0.0.1",
+		User:           u.Username,
+		Dir:            dir,
+		AuthorizedKeys: filepath.Join(dir, "authorized_keys"),
+		LogFile:        filepath.Join(dir, "sshd.log"),
+		sftp:           "internal-sftp",
+	}
+	if opts.ExternalSFTP {
+		s.sftp = "/usr/lib/openssh/sftp-server"
+	}
+	t.Cleanup(func() {
+		s.Stop()
+		if t.Failed() {
+			t.Logf("sshd log (%s):\n%s", s.LogFile, s.Log())
+		}
+		os.RemoveAll(dir)
+	})
+	if err := os.WriteFile(s.AuthorizedKeys, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var hostKeys []string
+	for _, typ := range []string{"ed25519", "rsa"} {
+		path := filepath.Join(dir, "ssh_host_"+typ+"_key")
+		args := []string{"-q", "-t", typ, "-N", "", "-C", "sshdtest", "-f", path}
+		if typ == "rsa" {
+			args = append(args, "-b", "3072")
+		}
+		if out, err := exec.Command("ssh-keygen", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ssh-keygen: %v\n%s", err, out)
+		}
+		pub, err := readPublicKey(path + ".pub")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.HostKeys = append(s.HostKeys, pub)
+		hostKeys = append(hostKeys, path)
+	}
+
+	// A free port can be taken between probing and binding: try again.
+	for attempt := 1; ; attempt++ {
+		err := s.start(hostKeys)
+		if err == nil {
+			return s
+		}
+		if attempt == 3 || !strings.Contains(s.Log(), "Address already in use") {
+			t.Fatalf("starting sshd: %v\nlog:\n%s", err, s.Log())
+		}
+	}
+}
+
+func (s *Server) start(hostKeys []string) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	s.Port = port
+	s.Addr = net.JoinHostPort(s.Host, strconv.Itoa(port))
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, "Port %d\nListenAddress %s\n", port, s.Host)
+	for _, k := range hostKeys {
+		fmt.Fprintf(&cfg, "HostKey %s\n", k)
+	}
+	fmt.Fprintf(&cfg, `PidFile %s
+AuthorizedKeysFile %s
+PubkeyAuthentication yes
+PasswordAuthentication yes
+KbdInteractiveAuthentication no
+PermitRootLogin yes
+PermitEmptyPasswords no
+UsePAM no
+StrictModes no
+AllowTcpForwarding yes
+X11Forwarding no
+PrintMotd no
+LogLevel VERBOSE
+Subsystem sftp %s
+`, filepath.Join(s.Dir, "sshd.pid"), s.AuthorizedKeys, s.sftp)
+	s.config = filepath.Join(s.Dir, "sshd_config")
+	if err := os.WriteFile(s.config, []byte(cfg.String()), 0o644); err != nil {
+		return err
+	}
+	if out, err := exec.Command(SSHD, "-t", "-f", s.config).CombinedOutput(); err != nil {
+		return fmt.Errorf("sshd -t rejects the config: %v\n%s", err, out)
+	}
+	return s.run()
+}
+
+// run starts sshd with the written config and waits for its banner.
+func (s *Server) run() error {
+	log, err := os.OpenFile(s.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	cmd := exec.Command(SSHD, "-D", "-e", "-f", s.config)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	s.cmd = cmd
+	s.exited = make(chan struct{})
+	go func() { cmd.Wait(); close(s.exited) }()
+	return s.waitReady(10 * time.Second)
+}
+
+// Restart starts sshd again on the same port after Stop, as a host coming
+// back from a reboot.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Stop()
+	if err := s.run(); err != nil {
+		t.Fatalf("restarting sshd: %v\nlog:\n%s", err, s.Log())
+	}
+	s.stopOnce = sync.Once{}
+}
+
+// waitReady waits until sshd sends its banner.
+func (s *Server) waitReady(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		select {
+		case <-s.exited:
+			return fmt.Errorf("sshd exited: %v", s.cmd.ProcessState)
+		default:
+		}
+		c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+		if err == nil {
+			c.SetDeadline(time.Now().Add(2 * time.Second))
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			c.Close()
+			if strings.HasPrefix(line, "SSH-2.0-") {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			s.kill()
+			return fmt.Errorf("sshd did not answer on %s within %s (last error: %v)", s.Addr, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Stop ends sshd (SIGTERM, then SIGKILL after 5 s). Sessions already open
+// run in their own processes and end when their connections close.
+func (s *Server) Stop() {
+	s.stopOnce.Do(s.kill)
+}
+
+func (s *Server) kill() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(5 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.exited
+	}
+}
+
+// Log returns what sshd logged so far.
+func (s *Server) Log() string {
+	b, err := os.ReadFile(s.LogFile)
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	return string(b)
+}
+
+// Authorize lets the holder of key log in (as any user).
+func (s *Server) Authorize(t testing.TB, key ssh.PublicKey) {
+	t.Helper()
+	f, err := os.OpenFile(s.AuthorizedKeys, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(ssh.MarshalAuthorizedKey(key)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// KnownHostsLines are the server's keys as known_hosts lines.
+func (s *Server) KnownHostsLines() []string {
+	var lines []string
+	for _, k := range s.HostKeys {
+		lines = append(lines, fmt.Sprintf("[%s]:%d %s", s.Host, s.Port, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k)))))
+	}
+	return lines
+}
+
+// AppendKnownHosts adds the server's keys to a known_hosts file, creating
+// it if needed.
+func (s *Server) AppendKnownHosts(t testing.TB, path string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(strings.Join(s.KnownHostsLines(), "\n") + "\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Key is a client key pair written by ssh-keygen.
+type Key struct {
+	File   string // the private key
+	Public ssh.PublicKey
+}
+
+// KeyOptions choose what NewKey generates.
+type KeyOptions struct {
+	Type       string // "ed25519" (default), "rsa", "ecdsa"
+	Passphrase string // encrypts the private key when set
+	PEM        bool   // the legacy PEM format instead of OpenSSH's own
+}
+
+// NewKey generates a client key with ssh-keygen into dir.
+func NewKey(t testing.TB, dir string, opts KeyOptions) Key {
+	t.Helper()
+	if opts.Type == "" {
+		opts.Type = "ed25519"
+	}
+	file := filepath.Join(dir, "id_"+opts.Type+"_"+randomHex(4))
+	args := []string{"-q", "-t", opts.Type, "-N", opts.Passphrase, "-C", "sshdtest-client", "-f", file}
+	if opts.PEM {
+		args = append(args, "-m", "PEM")
+	}
+	if opts.Type == "rsa" {
+		args = append(args, "-b", "3072")
+	}
+	if out, err := exec.Command("ssh-keygen", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v\n%s", err, out)
+	}
+	pub, err := readPublicKey(file + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Key{File: file, Public: pub}
+}
+
+func readPublicKey(path string) (ssh.PublicKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	k, _, _, _, err := ssh.ParseAuthorizedKey(b)
+	return k, err
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// PasswordUser returns the local user and password that password
+// authentication accepts, creating the user on first use. It needs root;
+// otherwise the test is skipped.
+func PasswordUser(t testing.TB) (name, password string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skipf("password authentication needs the local user %q, which only root can create", PasswordUserName)
+	}
+	passwordUser.once.Do(func() { passwordUser.pw, passwordUser.err = ensurePasswordUser() })
+	if passwordUser.err != nil {
+		t.Fatalf("preparing the password user: %v", passwordUser.err)
+	}
+	return PasswordUserName, passwordUser.pw
+}
+
+var passwordUser struct {
+	once sync.Once
+	pw   string
+	err  error
+}
+
+func ensurePasswordUser() (string, error) {
+	if _, err := user.Lookup(PasswordUserName); err != nil {
+		if out, err := exec.Command("useradd", "--create-home", "--shell", "/bin/sh", PasswordUserName).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("useradd: %v: %s", err, out)
+		}
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(home, ".cache", "wsu", "sshd")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	file := filepath.Join(dir, PasswordUserName+".password")
+	pw := "wsu-" + randomHex(12)
+	// Keep the first process's password so parallel test binaries agree.
+	f, err := os.OpenFile(file, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	switch {
+	case err == nil:
+		_, err = f.WriteString(pw)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return "", err
+		}
+	case errors.Is(err, os.ErrExist):
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", err
+		}
+		pw = strings.TrimSpace(string(b))
+	default:
+		return "", err
+	}
+	// Always set it: the user may have been recreated since.
+	cmd := exec.Command("chpasswd")
+	cmd.Stdin = strings.NewReader(PasswordUserName + ":" + pw + "\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("chpasswd: %v: %s", err, out)
+	}
+	return pw, nil
+}
+
+// UserDir creates a temp directory owned by the password user (for what it
+// uploads and runs); the test's cleanup removes it.
+func UserDir(t testing.TB) string {
+	t.Helper()
+	name, _ := PasswordUser(t)
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	dir, err := os.MkdirTemp("", "sshdtest-"+name+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chown(dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}

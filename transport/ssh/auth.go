@@ -1,0 +1,136 @@
+package ssh
+
+import (
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	gossh "golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+)
+
+// credentials are the auth methods for the target and for a jump host.
+type credentials struct {
+	target []gossh.AuthMethod
+	// jump never gets the password: a bastion should not learn the
+	// target's password.
+	jump []gossh.AuthMethod
+	// what names the methods for error messages.
+	what  string
+	close func()
+}
+
+// loadCredentials prepares the configured key or password; without either
+// it uses the ssh-agent (SSH_AUTH_SOCK), then ~/.ssh's default keys.
+func loadCredentials(c Config) (*credentials, error) {
+	cr := &credentials{close: func() {}}
+	var keyAuth gossh.AuthMethod
+	if c.PrivateKeyFile != "" {
+		signer, err := loadKey(c.PrivateKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		keyAuth = gossh.PublicKeys(signer)
+		cr.target = append(cr.target, keyAuth)
+		cr.jump = append(cr.jump, keyAuth)
+		cr.what = "the private key " + c.PrivateKeyFile
+	}
+	if c.Password != "" {
+		pw := c.Password
+		cr.target = append(cr.target, gossh.Password(pw),
+			// Windows OpenSSH and PAM servers may only offer this.
+			gossh.KeyboardInteractive(func(_, _ string, questions []string, _ []bool) ([]string, error) {
+				answers := make([]string, len(questions))
+				for i := range answers {
+					answers[i] = pw
+				}
+				return answers, nil
+			}))
+		if cr.what != "" {
+			cr.what += " and "
+		}
+		cr.what += "the password"
+	}
+	if keyAuth != nil {
+		return cr, nil
+	}
+	// Without a key the agent (or the default keys) serve the jump host,
+	// and the target too when no password was given.
+	fallback, what, err := agentOrDefaultKeys(cr)
+	if err != nil && c.Password == "" {
+		return nil, err
+	}
+	cr.jump = fallback
+	if c.Password == "" {
+		if fallback == nil {
+			return nil, errors.New("no SSH credentials: set ansible_ssh_private_key_file (or private_key_file) or ansible_password, or start an ssh-agent (SSH_AUTH_SOCK)")
+		}
+		cr.target, cr.what = fallback, what
+	}
+	return cr, nil
+}
+
+func agentOrDefaultKeys(cr *credentials) ([]gossh.AuthMethod, string, error) {
+	if sock := os.Getenv("SSH_AUTH_SOCK"); sock != "" {
+		conn, err := net.Dial("unix", sock)
+		if err != nil {
+			return nil, "", fmt.Errorf("no private key file or password is set and the ssh-agent at SSH_AUTH_SOCK=%s cannot be reached: %w", sock, err)
+		}
+		ag := agent.NewClient(conn)
+		cr.close = func() { conn.Close() }
+		return []gossh.AuthMethod{gossh.PublicKeysCallback(ag.Signers)}, "the keys of the ssh-agent", nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return nil, "", nil
+	}
+	var signers []gossh.Signer
+	var files []string
+	for _, name := range []string{"id_ed25519", "id_ecdsa", "id_rsa"} {
+		file := filepath.Join(home, ".ssh", name)
+		if _, err := os.Stat(file); err != nil {
+			continue
+		}
+		if s, err := loadKey(file); err == nil {
+			signers = append(signers, s)
+			files = append(files, file)
+		}
+	}
+	if len(signers) == 0 {
+		return nil, "", nil
+	}
+	return []gossh.AuthMethod{gossh.PublicKeys(signers...)}, fmt.Sprintf("the default keys %v", files), nil
+}
+
+// loadKey reads an OpenSSH or PEM private key. An encrypted one needs its
+// passphrase in WSU_SSH_PASSPHRASE: wsu runs unattended and never prompts.
+func loadKey(file string) (gossh.Signer, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading the private key: %w", err)
+	}
+	signer, err := gossh.ParsePrivateKey(pem)
+	var missing *gossh.PassphraseMissingError
+	switch {
+	case err == nil:
+		return signer, nil
+	case errors.As(err, &missing):
+		pass, ok := os.LookupEnv(PassphraseEnv)
+		if !ok {
+			return nil, fmt.Errorf("the private key %s is encrypted: put its passphrase in the environment variable %s (wsu does not prompt for it)", file, PassphraseEnv)
+		}
+		signer, err = gossh.ParsePrivateKeyWithPassphrase(pem, []byte(pass))
+		if errors.Is(err, x509.IncorrectPasswordError) {
+			return nil, fmt.Errorf("the private key %s: the passphrase in %s is wrong", file, PassphraseEnv)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("the private key %s: %w", file, err)
+		}
+		return signer, nil
+	default:
+		return nil, fmt.Errorf("the private key %s: %w (OpenSSH and PEM private keys are supported)", file, err)
+	}
+}

@@ -1,0 +1,242 @@
+//go:build linux
+
+package ssh
+
+// Benchmarks against the REAL OpenSSH sshd. wsu's SFTP upload is compared
+// with the system client's `ssh host 'cat > file'`, both including the
+// connection set-up, into the same sshd as the same user:
+//
+//	go test -run '^$' -bench . -benchtime 3x ./transport/ssh
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wsu-project/wsu/host"
+	sshdtest "github.com/wsu-project/wsu/test/sshd"
+)
+
+const bigSize = 300 << 20
+
+var bigOnce struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// bigFile is 300 MB of pseudo-random bytes (incompressible, unlike zeros),
+// generated once per test binary.
+func bigFile(b *testing.B) string {
+	b.Helper()
+	bigOnce.once.Do(func() {
+		bigOnce.path = filepath.Join(scratch, "big.bin")
+		f, err := os.Create(bigOnce.path)
+		if err != nil {
+			bigOnce.err = err
+			return
+		}
+		defer f.Close()
+		chunk := make([]byte, 4<<20)
+		for i := 0; i < bigSize/len(chunk); i++ {
+			copy(chunk, randomBytes(len(chunk), uint64(i)))
+			if _, err := f.Write(chunk); err != nil {
+				bigOnce.err = err
+				return
+			}
+		}
+	})
+	if bigOnce.err != nil {
+		b.Fatal(bigOnce.err)
+	}
+	return bigOnce.path
+}
+
+// benchRig is a real sshd serving SFTP with the separate sftp-server, as
+// Windows OpenSSH does, and a user to upload as. As root that is the
+// password test user, whose /bin/sh starts fast: the login shell starts
+// both `cat` and sftp-server, and root's rc files may take seconds.
+type benchRig struct {
+	srv        *sshdtest.Server
+	key        sshdtest.Key
+	knownHosts string
+	user, dir  string
+}
+
+func newBenchRig(b *testing.B) *benchRig {
+	b.Helper()
+	r := &benchRig{srv: sshdtest.StartWith(b, sshdtest.Options{ExternalSFTP: true})}
+	tmp := b.TempDir()
+	r.key = sshdtest.NewKey(b, tmp, sshdtest.KeyOptions{})
+	r.srv.Authorize(b, r.key.Public)
+	r.knownHosts = filepath.Join(tmp, "known_hosts")
+	r.srv.AppendKnownHosts(b, r.knownHosts)
+	r.user, r.dir = r.srv.User, tmp
+	if os.Geteuid() == 0 {
+		r.user, _ = sshdtest.PasswordUser(b)
+		r.dir = sshdtest.UserDir(b)
+	}
+	return r
+}
+
+func (r *benchRig) config(b *testing.B) Config {
+	b.Helper()
+	cfg, err := ParseConfig("bench", vars(map[string]string{
+		"ansible_host":                 r.srv.Host,
+		"ansible_port":                 strconv.Itoa(r.srv.Port),
+		"ansible_user":                 r.user,
+		"ansible_ssh_private_key_file": r.key.File,
+		"ssh_known_hosts_file":         r.knownHosts,
+		"connect_retry_window":         "0s",
+		"wsu_remote_os":                "linux",
+		"wsu_agent_path":               filepath.Join(r.dir, "wsu"),
+		"wsu_agent_binary":             agentBinary(b),
+		"wsu_agent_args":               "--platform sim --sim-root " + filepath.Join(r.dir, "sim"),
+	}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cfg
+}
+
+// wsuUpload is wsu's upload path: connect, SFTP, temp file, rename.
+func (r *benchRig) wsuUpload(b *testing.B, cfg Config, local string) time.Duration {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	c, err := connect(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	sc, err := newSFTP(c.client)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sc.Close()
+	if err := uploadFile(sc, local, filepath.Join(r.dir, "wsu-upload.bin"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(start)
+}
+
+// catUpload is the system client: ssh host 'cat > file' < local.
+func (r *benchRig) catUpload(b *testing.B, sshBin, local string) time.Duration {
+	in, err := os.Open(local)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer in.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sshBin,
+		"-i", r.key.File, "-p", strconv.Itoa(r.srv.Port),
+		"-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
+		"-o", "UserKnownHostsFile="+r.knownHosts, "-o", "StrictHostKeyChecking=yes",
+		r.user+"@"+r.srv.Host, "cat > "+filepath.Join(r.dir, "cat-upload.bin"))
+	cmd.Stdin = in
+	start := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("ssh cat: %v\n%s", err, out)
+	}
+	return time.Since(start)
+}
+
+func mbps(n int, d time.Duration) float64 {
+	return float64(n) * bigSize / (1 << 20) / d.Seconds()
+}
+
+func BenchmarkUpload300MB(b *testing.B) {
+	r := newBenchRig(b)
+	cfg, local := r.config(b), bigFile(b)
+	b.ResetTimer()
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		total += r.wsuUpload(b, cfg, local)
+	}
+	b.ReportMetric(mbps(b.N, total), "MB/s")
+}
+
+func BenchmarkCatUpload300MB(b *testing.B) {
+	sshBin := sshdtest.EnsureClient(b)
+	r := newBenchRig(b)
+	local := bigFile(b)
+	b.ResetTimer()
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		total += r.catUpload(b, sshBin, local)
+	}
+	b.ReportMetric(mbps(b.N, total), "MB/s")
+}
+
+// BenchmarkUploadVsCat300MB alternates the two in one run (so both see the
+// same machine state) and reports the ratio of their times: wsu / cat.
+func BenchmarkUploadVsCat300MB(b *testing.B) {
+	sshBin := sshdtest.EnsureClient(b)
+	r := newBenchRig(b)
+	cfg, local := r.config(b), bigFile(b)
+	b.ResetTimer()
+	var wsu, cat time.Duration
+	for i := 0; i < b.N; i++ {
+		wsu += r.wsuUpload(b, cfg, local)
+		cat += r.catUpload(b, sshBin, local)
+	}
+	ratio := wsu.Seconds() / cat.Seconds()
+	b.ReportMetric(mbps(b.N, wsu), "wsu-MB/s")
+	b.ReportMetric(mbps(b.N, cat), "cat-MB/s")
+	b.ReportMetric(ratio, "wsu/cat")
+	b.Logf("300 MB upload: wsu %.0f MB/s, ssh cat %.0f MB/s, time ratio wsu/cat %.2f (goal <= 1.2)", mbps(b.N, wsu), mbps(b.N, cat), ratio)
+}
+
+// BenchmarkAgentRoundTripSSH is fs.stat round trips through the agent
+// over one SSH connection.
+func BenchmarkAgentRoundTripSSH(b *testing.B) {
+	r := newBenchRig(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	h, err := Connect(ctx, r.config(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close()
+	var hh host.Host = h
+	if _, err := hh.Stat(ctx, `C:\`); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		if _, err := hh.Stat(ctx, `C:\k`); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "rtt/s")
+}
+
+// BenchmarkUploadTuning measures wsu's upload with several SFTP packet
+// sizes and request concurrencies, interleaved in every iteration so that
+// load from elsewhere on the machine hits them all alike; it chose
+// sftpMaxPacket and sftpConcurrency. "32KiB/64" is pkg/sftp's default.
+func BenchmarkUploadTuning(b *testing.B) {
+	type setting struct{ packet, conc int }
+	settings := []setting{{32 << 10, 64}, {64 << 10, 8}, {255 << 10, 1}, {255 << 10, 2}, {255 << 10, 4}, {255 << 10, 8}}
+	defer func(p, c int) { sftpMaxPacket, sftpConcurrency = p, c }(sftpMaxPacket, sftpConcurrency)
+	r := newBenchRig(b)
+	cfg, local := r.config(b), bigFile(b)
+	total := make([]time.Duration, len(settings))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j, s := range settings {
+			sftpMaxPacket, sftpConcurrency = s.packet, s.conc
+			total[j] += r.wsuUpload(b, cfg, local)
+		}
+	}
+	for j, s := range settings {
+		b.ReportMetric(mbps(b.N, total[j]), strconv.Itoa(s.packet>>10)+"KiB/"+strconv.Itoa(s.conc)+"-MB/s")
+	}
+}

@@ -1,0 +1,484 @@
+package ssh
+
+import (
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/zclconf/go-cty/cty"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/version"
+)
+
+// Defaults of the connection settings.
+const (
+	DefaultPort               = 22
+	DefaultConnectTimeout     = 30 * time.Second
+	DefaultConnectRetryWindow = 5 * time.Minute
+	DefaultAuthRetryWindow    = 2 * time.Minute
+	DefaultKeepaliveInterval  = 15 * time.Second
+	DefaultKeepaliveCountMax  = 3
+	DefaultReconnectTimeout   = 5 * time.Minute
+	DefaultOpTimeout          = 30 * time.Minute
+)
+
+// PassphraseEnv holds the passphrase of an encrypted private key: wsu runs
+// unattended and never prompts.
+const PassphraseEnv = "WSU_SSH_PASSPHRASE"
+
+// WindowsAgentBinaryName is the GOOS=windows build wsu looks for beside its
+// own executable when it deploys to a Windows host.
+const WindowsAgentBinaryName = "wsu-windows-amd64.exe"
+
+// Config is everything the SSH transport needs to reach one host, read from
+// its inventory variables by ParseConfig.
+type Config struct {
+	// Name is the inventory name, used in messages.
+	Name string
+	Host string
+	Port int
+	User string
+
+	// PrivateKeyFile, Password and the ssh-agent are the credentials. The
+	// agent is used only when neither of the others is set.
+	PrivateKeyFile string
+	Password       string
+
+	// KnownHostsFile is checked (and, with TrustOnFirstUse, appended to)
+	// unless HostKey pins the key.
+	KnownHostsFile  string
+	HostKey         gossh.PublicKey
+	TrustOnFirstUse bool
+
+	// ProxyJump, when set, is the bastion the connection goes through.
+	ProxyJump *JumpHost
+
+	// ConnectTimeout bounds one attempt (TCP connect and SSH handshake).
+	ConnectTimeout time.Duration
+	// ConnectRetryWindow is how long refused or timed-out connections are
+	// retried; AuthRetryWindow (at most ConnectRetryWindow) how long
+	// authentication failures are, for hosts whose keys or users are still
+	// being provisioned.
+	ConnectRetryWindow time.Duration
+	AuthRetryWindow    time.Duration
+	// KeepaliveInterval is how often keepalive@openssh.com is sent; with
+	// no reply for KeepaliveInterval*KeepaliveCountMax the connection is
+	// closed and counts as lost. 0 disables keepalives.
+	KeepaliveInterval time.Duration
+	KeepaliveCountMax int
+	// ReconnectTimeout is how long the engine may try to reconnect after a
+	// lost connection (the engine reads it; the transport only carries it).
+	ReconnectTimeout time.Duration
+	// OpTimeout bounds one host operation beyond its own timeout argument:
+	// an operation that gets no answer by then means a stalled connection,
+	// which is dropped and reported as lost. 0 disables it.
+	OpTimeout time.Duration
+
+	// RemoteOS is "windows" or "linux".
+	RemoteOS string
+	// AgentPath is where the agent binary lives on the host; it must not
+	// contain spaces or shell characters, because the start command is
+	// written without quotes (cmd and PowerShell quote differently).
+	AgentPath string
+	// AgentArgs are extra arguments after `agent`.
+	AgentArgs []string
+	// AgentBinary is the local file uploaded as the agent.
+	AgentBinary string
+}
+
+// JumpHost is a bastion from proxy_jump ("user@host:port").
+type JumpHost struct {
+	User string
+	Host string
+	Port int
+}
+
+// Addr is host:port.
+func (j JumpHost) Addr() string { return net.JoinHostPort(j.Host, strconv.Itoa(j.Port)) }
+
+// Addr is the target's host:port.
+func (c Config) Addr() string { return net.JoinHostPort(c.Host, strconv.Itoa(c.Port)) }
+
+// Variable names, wsu's first and then Ansible's.
+var (
+	varHost            = []string{"host", "ansible_host", "ansible_ssh_host"}
+	varPort            = []string{"port", "ansible_port", "ansible_ssh_port"}
+	varUser            = []string{"user", "ansible_user", "ansible_ssh_user"}
+	varKeyFile         = []string{"private_key_file", "ansible_ssh_private_key_file", "ansible_private_key_file"}
+	varPassword        = []string{"password", "ansible_password", "ansible_ssh_pass", "ansible_ssh_password"}
+	varKnownHosts      = []string{"ssh_known_hosts_file"}
+	varHostKey         = []string{"ssh_host_key"}
+	varTOFU            = []string{"ssh_trust_on_first_use"}
+	varProxyJump       = []string{"proxy_jump"}
+	varConnectTimeout  = []string{"connect_timeout", "ansible_timeout"}
+	varRetryWindow     = []string{"connect_retry_window"}
+	varAuthRetryWindow = []string{"auth_retry_window"}
+	varKeepalive       = []string{"keepalive_interval"}
+	varKeepaliveCount  = []string{"keepalive_count_max"}
+	varReconnect       = []string{"reconnect_timeout"}
+	varOpTimeout       = []string{"op_timeout"}
+	varRemoteOS        = []string{"wsu_remote_os"}
+	varAgentPath       = []string{"wsu_agent_path"}
+	varAgentArgs       = []string{"wsu_agent_args"}
+	varAgentBinary     = []string{"wsu_agent_binary"}
+)
+
+// ParseConfig reads a host's SSH settings from its inventory variables.
+// Errors name the variable and where it was set.
+func ParseConfig(name string, vars map[string]inventory.Var) (Config, error) {
+	r := varReader{vars: vars}
+	c := Config{
+		Name:               name,
+		Host:               r.str(varHost, name),
+		Port:               r.port(varPort, DefaultPort),
+		User:               r.str(varUser, ""),
+		PrivateKeyFile:     r.path(varKeyFile, ""),
+		Password:           r.str(varPassword, ""),
+		TrustOnFirstUse:    r.bool(varTOFU, false),
+		ConnectTimeout:     r.duration(varConnectTimeout, DefaultConnectTimeout),
+		ConnectRetryWindow: r.duration(varRetryWindow, DefaultConnectRetryWindow),
+		AuthRetryWindow:    r.duration(varAuthRetryWindow, DefaultAuthRetryWindow),
+		KeepaliveInterval:  r.duration(varKeepalive, DefaultKeepaliveInterval),
+		KeepaliveCountMax:  r.int(varKeepaliveCount, DefaultKeepaliveCountMax),
+		ReconnectTimeout:   r.duration(varReconnect, DefaultReconnectTimeout),
+		OpTimeout:          r.duration(varOpTimeout, DefaultOpTimeout),
+		RemoteOS:           strings.ToLower(r.str(varRemoteOS, "windows")),
+		AgentArgs:          r.list(varAgentArgs),
+	}
+	if c.User == "" {
+		c.User = currentUser()
+	}
+	if c.ConnectTimeout <= 0 {
+		r.fail(varConnectTimeout, "must be more than 0")
+	}
+	c.AuthRetryWindow = min(c.AuthRetryWindow, c.ConnectRetryWindow)
+	if c.KeepaliveCountMax < 1 {
+		r.fail(varKeepaliveCount, "must be at least 1")
+	}
+
+	if kh := r.path(varKnownHosts, ""); kh != "" {
+		c.KnownHostsFile = kh
+	} else if home, err := os.UserHomeDir(); err == nil {
+		c.KnownHostsFile = filepath.Join(home, ".ssh", "known_hosts")
+	}
+	if s := r.str(varHostKey, ""); s != "" {
+		k, _, _, _, err := gossh.ParseAuthorizedKey([]byte(s))
+		if err != nil {
+			r.fail(varHostKey, fmt.Sprintf("is not a public key in authorized_keys format (\"ssh-ed25519 AAAA...\"): %v", err))
+		}
+		c.HostKey = k
+	}
+	if s := r.str(varProxyJump, ""); s != "" {
+		j, err := parseJump(s, c.User)
+		if err != nil {
+			r.fail(varProxyJump, err.Error())
+		}
+		c.ProxyJump = j
+	}
+
+	switch c.RemoteOS {
+	case "windows", "linux":
+	default:
+		r.fail(varRemoteOS, fmt.Sprintf("must be windows or linux, not %q", c.RemoteOS))
+	}
+	c.AgentPath = r.str(varAgentPath, defaultAgentPath(c.RemoteOS))
+	if err := validateAgentPath(c.RemoteOS, c.AgentPath); err != nil {
+		r.fail(varAgentPath, err.Error())
+	}
+	for _, a := range c.AgentArgs {
+		if !safeArg.MatchString(a) {
+			r.fail(varAgentArgs, fmt.Sprintf("argument %q has characters wsu cannot pass unquoted to both cmd and PowerShell (allowed: letters, digits and %s)", a, safeArgPunct))
+			break
+		}
+	}
+	c.AgentBinary = r.path(varAgentBinary, "")
+	if c.AgentBinary == "" && r.err == nil {
+		bin, err := defaultAgentBinary(c.RemoteOS)
+		if err != nil {
+			return Config{}, fmt.Errorf("host %s: %w", name, err)
+		}
+		c.AgentBinary = bin
+	}
+	if r.err != nil {
+		return Config{}, fmt.Errorf("host %s: %w", name, r.err)
+	}
+	return c, nil
+}
+
+// defaultAgentPath is versioned, so a new wsu never has to replace a binary
+// an older run may still be executing (Windows locks running images).
+func defaultAgentPath(remoteOS string) string {
+	if remoteOS == "windows" {
+		return `C:\k\wsu\wsu-` + version.Version + ".exe"
+	}
+	// Relative: the login user's home, for exec and SFTP alike.
+	return ".wsu/wsu-" + version.Version
+}
+
+func defaultAgentBinary(remoteOS string) (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("cannot find wsu's own executable to deploy as the agent (set wsu_agent_binary): %w", err)
+	}
+	if remoteOS != "windows" {
+		return exe, nil
+	}
+	bin := filepath.Join(filepath.Dir(exe), WindowsAgentBinaryName)
+	if _, err := os.Stat(bin); err != nil {
+		return "", fmt.Errorf("the Windows agent binary %s is missing: build it with `GOOS=windows GOARCH=amd64 go build -o %s ./cmd/wsu` or point wsu_agent_binary at it", bin, bin)
+	}
+	return bin, nil
+}
+
+const safeArgPunct = `_ . , : / \ = + - @ %`
+
+var (
+	safeArg       = regexp.MustCompile(`^[A-Za-z0-9_.,:/\\=+@%-]+$`)
+	safePathChars = regexp.MustCompile(`^[A-Za-z0-9_.:/\\+~-]+$`)
+	winAbsPath    = regexp.MustCompile(`^[A-Za-z]:\\`)
+)
+
+// validateAgentPath insists on a path the start command can use unquoted.
+func validateAgentPath(remoteOS, p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("is empty")
+	case strings.ContainsAny(p, " \t"):
+		return fmt.Errorf("%q contains a space; the agent is started without quoting (Windows OpenSSH may run cmd or PowerShell), so choose a path without spaces, e.g. C:\\k\\wsu\\wsu.exe", p)
+	case !safePathChars.MatchString(p):
+		return fmt.Errorf("%q contains characters a shell would interpret; use letters, digits and _ . : / \\ + ~ -", p)
+	case remoteOS == "windows" && !winAbsPath.MatchString(p):
+		return fmt.Errorf("%q is not an absolute Windows path such as C:\\k\\wsu\\wsu.exe", p)
+	case remoteOS == "windows" && strings.Contains(p, "/"):
+		return fmt.Errorf("%q mixes / into a Windows path; use backslashes", p)
+	}
+	return nil
+}
+
+// parseJump reads "[user@]host[:port]"; the user defaults to the target's.
+func parseJump(s, defUser string) (*JumpHost, error) {
+	j := &JumpHost{User: defUser, Port: DefaultPort}
+	if strings.Contains(s, ",") {
+		return nil, fmt.Errorf("%q: only one jump host is supported", s)
+	}
+	s = strings.TrimPrefix(s, "ssh://")
+	if i := strings.LastIndexByte(s, '@'); i >= 0 {
+		j.User, s = s[:i], s[i+1:]
+		if j.User == "" {
+			return nil, fmt.Errorf("empty user before @")
+		}
+	}
+	j.Host = s
+	if h, p, err := net.SplitHostPort(s); err == nil {
+		port, err := strconv.Atoi(p)
+		if err != nil || port < 1 || port > 65535 {
+			return nil, fmt.Errorf("%q: bad port %q", s, p)
+		}
+		j.Host, j.Port = h, port
+	} else if strings.Count(s, ":") == 1 {
+		return nil, fmt.Errorf("%q: %v", s, err)
+	}
+	j.Host = strings.Trim(j.Host, "[]")
+	if j.Host == "" {
+		return nil, fmt.Errorf("no host in %q (want user@host:port)", s)
+	}
+	return j, nil
+}
+
+func currentUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return os.Getenv("USER")
+}
+
+// varReader reads typed variables, keeping the first error with the
+// variable's name and location.
+type varReader struct {
+	vars map[string]inventory.Var
+	err  error
+}
+
+// lookup returns the first of names that is set and not null.
+func (r *varReader) lookup(names []string) (string, cty.Value, inventory.Var, bool) {
+	for _, n := range names {
+		v, ok := r.vars[n]
+		if !ok {
+			continue
+		}
+		val, _ := v.Value.Unmark()
+		if val.IsNull() {
+			continue
+		}
+		if !val.IsKnown() {
+			r.failAt(n, v, "is not known yet")
+			return "", cty.NilVal, v, false
+		}
+		return n, val, v, true
+	}
+	return "", cty.NilVal, inventory.Var{}, false
+}
+
+func (r *varReader) failAt(name string, v inventory.Var, msg string) {
+	if r.err != nil {
+		return
+	}
+	where := ""
+	if v.Range.Filename != "" {
+		where = fmt.Sprintf("%s:%d:%d: ", v.Range.Filename, v.Range.Start.Line, v.Range.Start.Column)
+	}
+	r.err = fmt.Errorf("%s%s %s", where, name, msg)
+}
+
+// fail reports a problem with the variable that supplied names (or the
+// first name when it was defaulted).
+func (r *varReader) fail(names []string, msg string) {
+	for _, n := range names {
+		if v, ok := r.vars[n]; ok {
+			r.failAt(n, v, msg)
+			return
+		}
+	}
+	r.failAt(names[0], inventory.Var{}, msg)
+}
+
+func (r *varReader) str(names []string, def string) string {
+	n, val, v, ok := r.lookup(names)
+	if !ok {
+		return def
+	}
+	switch val.Type() {
+	case cty.String:
+		return strings.TrimSpace(val.AsString())
+	case cty.Number:
+		return val.AsBigFloat().Text('f', -1)
+	case cty.Bool:
+		return strconv.FormatBool(val.True())
+	}
+	r.failAt(n, v, "must be a string")
+	return def
+}
+
+// path expands a leading ~/ as a shell would.
+func (r *varReader) path(names []string, def string) string {
+	p := r.str(names, def)
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			p = filepath.Join(home, p[1:])
+		}
+	}
+	return p
+}
+
+func (r *varReader) int(names []string, def int) int {
+	n, val, v, ok := r.lookup(names)
+	if !ok {
+		return def
+	}
+	switch val.Type() {
+	case cty.Number:
+		if i, acc := val.AsBigFloat().Int64(); acc == big.Exact {
+			return int(i)
+		}
+	case cty.String:
+		if i, err := strconv.Atoi(strings.TrimSpace(val.AsString())); err == nil {
+			return i
+		}
+	}
+	r.failAt(n, v, "must be a whole number")
+	return def
+}
+
+func (r *varReader) port(names []string, def int) int {
+	p := r.int(names, def)
+	if p < 1 || p > 65535 {
+		r.fail(names, fmt.Sprintf("%d is not a TCP port", p))
+	}
+	return p
+}
+
+func (r *varReader) bool(names []string, def bool) bool {
+	n, val, v, ok := r.lookup(names)
+	if !ok {
+		return def
+	}
+	switch val.Type() {
+	case cty.Bool:
+		return val.True()
+	case cty.String:
+		// Ansible's INI values are strings; accept its spellings.
+		switch strings.ToLower(strings.TrimSpace(val.AsString())) {
+		case "true", "yes", "on", "1":
+			return true
+		case "false", "no", "off", "0":
+			return false
+		}
+	}
+	r.failAt(n, v, "must be true or false")
+	return def
+}
+
+// duration reads "90s", "5m" or a number of seconds (Ansible's timeout).
+func (r *varReader) duration(names []string, def time.Duration) time.Duration {
+	n, val, v, ok := r.lookup(names)
+	if !ok {
+		return def
+	}
+	var d time.Duration
+	var err error
+	switch val.Type() {
+	case cty.Number:
+		f, _ := val.AsBigFloat().Float64()
+		d = time.Duration(f * float64(time.Second))
+	case cty.String:
+		s := strings.TrimSpace(val.AsString())
+		if d, err = time.ParseDuration(s); err != nil {
+			var f float64
+			if f, err = strconv.ParseFloat(s, 64); err == nil {
+				d = time.Duration(f * float64(time.Second))
+			}
+		}
+	default:
+		err = fmt.Errorf("wrong type")
+	}
+	if err != nil || d < 0 {
+		r.failAt(n, v, `must be a duration such as "30s" or "5m", or a number of seconds`)
+		return def
+	}
+	return d
+}
+
+// list reads a list of strings or one space-separated string.
+func (r *varReader) list(names []string) []string {
+	n, val, v, ok := r.lookup(names)
+	if !ok {
+		return nil
+	}
+	switch {
+	case val.Type() == cty.String:
+		return strings.Fields(val.AsString())
+	case val.Type().IsListType() || val.Type().IsTupleType() || val.Type().IsSetType():
+		var out []string
+		for it := val.ElementIterator(); it.Next(); {
+			_, e := it.Element()
+			e, _ = e.Unmark()
+			if e.IsNull() || !e.IsKnown() || e.Type() != cty.String {
+				r.failAt(n, v, "must be a list of strings")
+				return nil
+			}
+			out = append(out, e.AsString())
+		}
+		return out
+	}
+	r.failAt(n, v, "must be a list of strings or a space-separated string")
+	return nil
+}

@@ -1,0 +1,378 @@
+package ssh
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pkg/sftp"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/wsu-project/wsu/agent/client"
+)
+
+// SFTP tuning, measured against OpenSSH's sftp-server on loopback (see
+// BenchmarkUploadTuning and docs/transports.md). OpenSSH accepts writes of
+// up to 255 KiB (256 KiB messages); variables so the benchmark can vary
+// them.
+var (
+	sftpMaxPacket   = 255 << 10
+	sftpConcurrency = 2
+)
+
+// staleUploadAge is when a temp file left by a cut upload is old enough to
+// be no other run's upload in progress.
+const staleUploadAge = 15 * time.Minute
+
+// agentSession is a started agent and the SSH session it runs in.
+type agentSession struct {
+	client  *client.Client
+	sess    *gossh.Session
+	stderr  *tailBuffer
+	exited  chan struct{} // closed when the session ended
+	exitErr error
+}
+
+// close ends the agent (its stdin closes) and waits up to grace for it to
+// exit, so a Windows image is unlocked before anyone replaces it.
+func (a *agentSession) close(grace time.Duration) {
+	if a.client != nil {
+		a.client.Close()
+	}
+	select {
+	case <-a.exited:
+	case <-time.After(grace):
+	}
+	a.sess.Close()
+}
+
+// agentCommand is the start command: the path and arguments are validated
+// to need no quoting, so it reads the same to sh, cmd and PowerShell.
+func agentCommand(cfg Config) string {
+	return strings.Join(append([]string{cfg.AgentPath, "agent"}, cfg.AgentArgs...), " ")
+}
+
+// startAgent runs the agent in a new session and does the protocol
+// start-up. A failure quotes what the agent (or the shell) wrote on stderr.
+func startAgent(ctx context.Context, c *conn, cfg Config) (*agentSession, error) {
+	sess, err := c.client.NewSession()
+	if err != nil {
+		return nil, fmt.Errorf("opening an SSH session: %w", err)
+	}
+	stdin, err := sess.StdinPipe()
+	if err != nil {
+		sess.Close()
+		return nil, err
+	}
+	stdout, err := sess.StdoutPipe()
+	if err != nil {
+		sess.Close()
+		return nil, err
+	}
+	a := &agentSession{sess: sess, stderr: &tailBuffer{max: 4 << 10}, exited: make(chan struct{})}
+	sess.Stderr = a.stderr
+	cmd := agentCommand(cfg)
+	if err := sess.Start(cmd); err != nil {
+		sess.Close()
+		return nil, fmt.Errorf("starting %q: %w", cmd, err)
+	}
+	go func() { a.exitErr = sess.Wait(); close(a.exited) }()
+	// A shell profile waiting for input must not hang the run.
+	sctx, cancel := context.WithTimeoutCause(ctx, cfg.ConnectTimeout,
+		fmt.Errorf("no agent greeting within connect_timeout (%s)", cfg.ConnectTimeout))
+	cl, err := client.Dial(sctx, stdout, stdin)
+	if sctx.Err() != nil && ctx.Err() == nil {
+		err = context.Cause(sctx)
+	}
+	cancel()
+	if err != nil {
+		stdin.Close()
+		a.close(2 * time.Second)
+		msg := fmt.Sprintf("starting %q: %v", cmd, err)
+		if s := strings.TrimSpace(a.stderr.String()); s != "" {
+			msg += "; it wrote on stderr: " + s
+		}
+		select {
+		case <-a.exited:
+			if a.exitErr != nil {
+				msg += " (" + a.exitErr.Error() + ")"
+			}
+		default: // still running after the grace period
+		}
+		return nil, &startError{msg: msg, err: err}
+	}
+	a.client = cl
+	return a, nil
+}
+
+type startError struct {
+	msg string
+	err error
+}
+
+func (e *startError) Error() string { return e.msg }
+func (e *startError) Unwrap() error { return e.err }
+
+// startOrDeploy starts the agent at cfg.AgentPath, deploying it first when
+// it is missing, does not start, or is another build than cfg.AgentBinary.
+// The build is compared by the sha256 the agent reports in its hello.
+func startOrDeploy(ctx context.Context, c *conn, cfg Config) (*agentSession, error) {
+	want, err := fileSHA256(cfg.AgentBinary)
+	if err != nil {
+		return nil, fmt.Errorf("the agent binary to deploy (wsu_agent_binary): %w", err)
+	}
+	var why string
+	a, err := startAgent(ctx, c, cfg)
+	switch {
+	case err == nil && a.client.Hello().AgentSHA256 == want:
+		return a, nil
+	case err == nil:
+		why = fmt.Sprintf("it is another build (wsu %s, sha256 %s; want %s)", a.client.Hello().AgentVersion, a.client.Hello().AgentSHA256, want)
+		a.close(5 * time.Second)
+	case ctx.Err() != nil:
+		return nil, err
+	default:
+		if dead, derr := c.dead(); dead {
+			return nil, fmt.Errorf("%w (%v)", err, derr)
+		}
+		why = err.Error()
+	}
+
+	if uerr := uploadAgent(ctx, c, cfg); uerr != nil {
+		// Another run may have deployed the same build meanwhile (and on
+		// Windows be running it, so ours could not replace it).
+		if a, err := startAgent(ctx, c, cfg); err == nil {
+			if a.client.Hello().AgentSHA256 == want {
+				return a, nil
+			}
+			a.close(5 * time.Second)
+		}
+		return nil, fmt.Errorf("deploying the agent to %s (%s): %w", cfg.AgentPath, why, uerr)
+	}
+	a, err = startAgent(ctx, c, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("the agent deployed to %s does not start: %w", cfg.AgentPath, err)
+	}
+	if got := a.client.Hello().AgentSHA256; got != want {
+		a.close(5 * time.Second)
+		return nil, fmt.Errorf("the agent deployed to %s reports sha256 %s, but %s has %s: the file was changed after the upload", cfg.AgentPath, got, cfg.AgentBinary, want)
+	}
+	return a, nil
+}
+
+// newSFTP opens the SFTP subsystem tuned for bulk uploads.
+func newSFTP(c *gossh.Client) (*sftp.Client, error) {
+	sc, err := sftp.NewClient(c,
+		sftp.UseConcurrentWrites(true),
+		sftp.MaxPacketUnchecked(sftpMaxPacket),
+		sftp.MaxConcurrentRequestsPerFile(sftpConcurrency),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("starting SFTP (is the sftp subsystem enabled in sshd_config?): %w", err)
+	}
+	return sc, nil
+}
+
+// uploadAgent puts cfg.AgentBinary at cfg.AgentPath over SFTP.
+func uploadAgent(ctx context.Context, c *conn, cfg Config) error {
+	sc, err := newSFTP(c.client)
+	if err != nil {
+		return err
+	}
+	defer sc.Close()
+	// Closing the client is how a context interrupts SFTP calls.
+	stop := context.AfterFunc(ctx, func() { sc.Close() })
+	defer stop()
+	mode := fs.FileMode(0)
+	if cfg.RemoteOS != "windows" {
+		mode = 0o755
+	}
+	err = uploadFile(sc, cfg.AgentBinary, sftpPath(cfg.RemoteOS, cfg.AgentPath), mode)
+	if ctx.Err() != nil {
+		return fmt.Errorf("upload interrupted: %w", ctx.Err())
+	}
+	return err
+}
+
+// uploadFile copies local to remote (an SFTP path) through a temp file
+// beside it that is synced and renamed over remote, so remote is always
+// either the old file or the complete new one. mode 0 leaves the
+// permissions alone (Windows).
+func uploadFile(sc *sftp.Client, local, remote string, mode fs.FileMode) error {
+	src, err := os.Open(local)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dir, base := path.Split(remote)
+	dir = strings.TrimSuffix(dir, "/")
+	if dir != "" {
+		if err := sc.MkdirAll(dir); err != nil {
+			return fmt.Errorf("creating %s: %w", dir, err)
+		}
+	}
+	prefix := "." + base + ".wsu-upload-"
+	tmp := path.Join(dir, prefix+randomHex(6))
+	if dir == "" {
+		tmp = prefix + randomHex(6)
+	}
+	if err := writeRemote(sc, src, tmp, mode); err != nil {
+		sc.Remove(tmp)
+		return err
+	}
+	if err := rename(sc, tmp, remote); err != nil {
+		sc.Remove(tmp)
+		return fmt.Errorf("renaming %s over %s: %w", tmp, remote, err)
+	}
+	removeStale(sc, dir, prefix)
+	return nil
+}
+
+func writeRemote(sc *sftp.Client, src *os.File, tmp string, mode fs.FileMode) error {
+	f, err := sc.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", tmp, err)
+	}
+	if _, err := f.ReadFrom(src); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", tmp, err)
+	}
+	if _, ok := sc.HasExtension("fsync@openssh.com"); ok {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return fmt.Errorf("syncing %s: %w", tmp, err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("closing %s: %w", tmp, err)
+	}
+	if mode != 0 {
+		if err := sc.Chmod(tmp, mode); err != nil {
+			return fmt.Errorf("chmod %s: %w", tmp, err)
+		}
+	}
+	return nil
+}
+
+// rename replaces newpath atomically with posix-rename@openssh.com; plain
+// SFTP rename refuses an existing target, so without the extension the
+// target is removed first (a short window without the file).
+func rename(sc *sftp.Client, oldpath, newpath string) error {
+	if _, ok := sc.HasExtension("posix-rename@openssh.com"); ok {
+		return sc.PosixRename(oldpath, newpath)
+	}
+	if err := sc.Remove(newpath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return sc.Rename(oldpath, newpath)
+}
+
+// removeStale deletes temp files of uploads that were cut off long ago.
+func removeStale(sc *sftp.Client, dir, prefix string) {
+	if dir == "" {
+		dir = "."
+	}
+	entries, err := sc.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) && time.Since(e.ModTime()) > staleUploadAge {
+			sc.Remove(path.Join(dir, e.Name()))
+		}
+	}
+}
+
+// sftpPath turns a Windows path into the form Windows OpenSSH's SFTP
+// server expects: C:\k\wsu\x.exe is /C:/k/wsu/x.exe. Other paths are
+// used as they are.
+func sftpPath(remoteOS, p string) string {
+	if remoteOS != "windows" {
+		return p
+	}
+	p = strings.ReplaceAll(p, `\`, "/")
+	if len(p) >= 2 && p[1] == ':' {
+		p = "/" + p
+	}
+	return p
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// fileSHA256 hashes a local file, caching by path, size and mtime: a run
+// dials many hosts with the same binary.
+func fileSHA256(p string) (string, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return "", err
+	}
+	key := shaKey{p, fi.Size(), fi.ModTime()}
+	shaCache.Lock()
+	sum, ok := shaCache.m[key]
+	shaCache.Unlock()
+	if ok {
+		return sum, nil
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	sum = hex.EncodeToString(h.Sum(nil))
+	shaCache.Lock()
+	shaCache.m[key] = sum
+	shaCache.Unlock()
+	return sum, nil
+}
+
+type shaKey struct {
+	path  string
+	size  int64
+	mtime time.Time
+}
+
+var shaCache = struct {
+	sync.Mutex
+	m map[shaKey]string
+}{m: map[shaKey]string{}}
+
+// tailBuffer keeps the last max bytes written to it (a command's stderr).
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}

@@ -1,0 +1,43 @@
+// Package ssh is wsu's SSH transport: it connects to a host with
+// golang.org/x/crypto/ssh (host keys verified against known_hosts or a
+// pinned key), makes sure the right agent binary is in place (compared by
+// sha256, uploaded over SFTP when not), starts `wsu agent` and returns the
+// agent client as a host.Host. See docs/transports.md.
+package ssh
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/inventory"
+)
+
+// Dial is the transport's Dialer: it reads the host's settings from its
+// inventory variables and connects.
+func Dial(ctx context.Context, name string, vars map[string]inventory.Var) (host.Host, error) {
+	cfg, err := ParseConfig(name, vars)
+	if err != nil {
+		return nil, fmt.Errorf("ssh: %w", err)
+	}
+	h, err := Connect(ctx, cfg)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return h, nil
+}
+
+// Connect opens the SSH connection (retrying within connect_retry_window),
+// deploys the agent if needed and starts it.
+func Connect(ctx context.Context, cfg Config) (*Host, error) {
+	c, err := connect(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	a, err := startOrDeploy(ctx, c, cfg)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("ssh: host %s: %w", cfg.Name, err)
+	}
+	return &Host{cfg: cfg, conn: c, agent: a}, nil
+}
