@@ -237,20 +237,21 @@ func joinOrNone(s []string) string {
 	return strings.Join(s, ", ")
 }
 
-// describeSANs lists a request's subject alternative names for an error.
+// describeSANs lists a request's subject alternative names for an error,
+// quoted: they are the requester's text and end up in warnings.
 func describeSANs(req *x509.CertificateRequest) []string {
 	var out []string
 	for _, d := range req.DNSNames {
-		out = append(out, "DNS:"+d)
+		out = append(out, fmt.Sprintf("DNS:%q", d))
 	}
 	for _, ip := range req.IPAddresses {
 		out = append(out, "IP:"+ip.String())
 	}
 	for _, e := range req.EmailAddresses {
-		out = append(out, "email:"+e)
+		out = append(out, fmt.Sprintf("email:%q", e))
 	}
 	for _, u := range req.URIs {
-		out = append(out, "URI:"+u.String())
+		out = append(out, fmt.Sprintf("URI:%q", u.String()))
 	}
 	return out
 }

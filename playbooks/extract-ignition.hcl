@@ -102,3 +102,8 @@ output "cloud_config" {
 output "kubelet_verbosity" {
   value = var.cluster_flavour == "openshift" ? task.ignition.kubelet_verbosity : null
 }
+
+output "bootstrap_requester" {
+  description = "kubeadm: the identity the kubelet's client CSR comes from (system:bootstrap:<token-id>)."
+  value       = var.cluster_flavour == "kubeadm" ? task.bootstrap_token.requester : null
+}

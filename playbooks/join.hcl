@@ -190,6 +190,8 @@ play "certificates" {
       addresses  = [include.kubelet.node_ip]
       hostnames  = distinct([include.kubelet.node_name, lower(host.facts.hostname), lower(host.facts.fqdn)])
       timeout    = var.csr_timeout
+      # kubeadm: the client CSR comes from the bootstrap token's identity.
+      client_requesters = var.cluster_flavour == "kubeadm" ? [include.ignition.bootstrap_requester] : null
     }
   }
 }

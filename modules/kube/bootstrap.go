@@ -37,6 +37,8 @@ var bootstrapTokenResults = []modules.Attribute{
 	{Name: "requester", Type: cty.String,
 		Description: "The identity the token authenticates as, `system:bootstrap:<id>`: what `k8s_csr_approve` should accept as `client_requesters`."},
 	{Name: "expiration", Type: cty.String, Description: "When the token expires (RFC 3339)."},
+	{Name: "ca", Type: cty.String,
+		Description: "The cluster CA bundle from `kube-public/cluster-info`; with kubeadm it also verifies clients of the kubelet (`C:\\k\\kubelet-ca.crt`)."},
 	{Name: "bootstrap_kubeconfig", Type: cty.String, Sensitive: true,
 		Description: "Kubeconfig for the kubelet's `--bootstrap-kubeconfig`: the server, the CA from `kube-public/cluster-info` and the token."},
 }
@@ -115,6 +117,7 @@ func tokenResult(t *kube.BootstrapToken, server string, ca []byte) (cty.Value, e
 		"token_id":             cty.StringVal(t.ID),
 		"requester":            cty.StringVal(t.Username()),
 		"expiration":           cty.StringVal(t.Expiration.UTC().Format(time.RFC3339)),
+		"ca":                   cty.StringVal(strings.ToValidUTF8(string(ca), "\uFFFD")),
 		"bootstrap_kubeconfig": cty.StringVal(string(kc)),
 	}), nil
 }

@@ -46,9 +46,8 @@ func kubeconfigParts(t *testing.T, kc string) (server string, ca []byte, token s
 
 func TestBootstrapTokenCreateAndReuse(t *testing.T) {
 	c := csrCluster(t)
-	ctx := context.Background()
 	m := BootstrapToken{}
-	cfg := taskCfg(t, m, map[string]cty.Value{"kubeconfig": cty.StringVal(c.Kubeconfig), "ttl": cty.StringVal("2h")})
+	cfg := cfgFor(t, m, map[string]cty.Value{"kubeconfig": cty.StringVal(c.Kubeconfig), "ttl": cty.StringVal("2h")})
 
 	// Without cluster-info the plan fails before creating anything.
 	plan := m.Plan(ctx, modules.PlanRequest{Config: cfg})
@@ -76,7 +75,7 @@ func TestBootstrapTokenCreateAndReuse(t *testing.T) {
 	before := time.Now()
 	resp := m.Apply(ctx, modules.ApplyRequest{Config: cfg, Change: plan.Change})
 	require.False(t, resp.Diagnostics.HasErrors(), "%v", resp.Diagnostics)
-	mustResultType(t, m, resp.Result)
+	checkResult(t, m, resp.Result)
 	r := resp.Result.AsValueMap()
 	id := r["token_id"].AsString()
 	assert.Regexp(t, `^[a-z0-9]{6}\.[a-z0-9]{16}$`, r["token"].AsString())
@@ -101,6 +100,7 @@ func TestBootstrapTokenCreateAndReuse(t *testing.T) {
 		"auth-extra-groups": "system:bootstrappers:kubeadm:default-node-token",
 	}, data)
 
+	assert.Equal(t, string(ca), r["ca"].AsString())
 	server, gotCA, token := kubeconfigParts(t, r["bootstrap_kubeconfig"].AsString())
 	assert.Equal(t, clusterInfoServer, server)
 	assert.Equal(t, ca, gotCA)
@@ -114,7 +114,7 @@ func TestBootstrapTokenCreateAndReuse(t *testing.T) {
 	assert.Equal(t, resp.Result, again.Result)
 
 	// Another description is another purpose: a token of its own.
-	other := taskCfg(t, m, map[string]cty.Value{"kubeconfig": cty.StringVal(c.Kubeconfig), "ttl": cty.StringVal("2h"),
+	other := cfgFor(t, m, map[string]cty.Value{"kubeconfig": cty.StringVal(c.Kubeconfig), "ttl": cty.StringVal("2h"),
 		"description": cty.StringVal("wsu: lab"), "api_server": cty.StringVal("https://api-int.example.com:6443")})
 	p := m.Plan(ctx, modules.PlanRequest{Config: other})
 	require.NotNil(t, p.Change)
@@ -140,10 +140,9 @@ func TestBootstrapTokenCreateAndReuse(t *testing.T) {
 // approver accepts for the client certificate.
 func TestBootstrapTokenRequesterApprovesKubeadmJoin(t *testing.T) {
 	c := csrCluster(t)
-	ctx := context.Background()
 	publishClusterInfo(t, c, []byte("ca"))
 	tok := BootstrapToken{}
-	tcfg := taskCfg(t, tok, map[string]cty.Value{"kubeconfig": cty.StringVal(c.Kubeconfig)})
+	tcfg := cfgFor(t, tok, map[string]cty.Value{"kubeconfig": cty.StringVal(c.Kubeconfig)})
 	plan := tok.Plan(ctx, modules.PlanRequest{Config: tcfg})
 	require.NotNil(t, plan.Change)
 	tr := tok.Apply(ctx, modules.ApplyRequest{Config: tcfg, Change: plan.Change})
@@ -156,7 +155,7 @@ func TestBootstrapTokenRequesterApprovesKubeadmJoin(t *testing.T) {
 	createCSR(t, c, clientCSR("other-token", "win-5", "system:bootstrap:zzzzzz"))
 
 	m := CSRApprove{}
-	cfg := taskCfg(t, m, map[string]cty.Value{
+	cfg := cfgFor(t, m, map[string]cty.Value{
 		"kubeconfig":        cty.StringVal(c.Kubeconfig),
 		"node_name":         cty.StringVal("win-5"),
 		"serving":           cty.False,
@@ -190,7 +189,7 @@ func TestBootstrapTokenValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, diagSummaries(m.Validate(modules.ValidateRequest{Config: taskCfg(t, m, tt.attrs)})))
+			assert.Equal(t, tt.want, diagSummaries(m.Validate(modules.ValidateRequest{Config: cfgFor(t, m, tt.attrs)})))
 		})
 	}
 }

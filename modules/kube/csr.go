@@ -34,9 +34,9 @@ var csrApproveAttrs = withConn(
 	modules.Attribute{Name: "node_name", Type: cty.String, Required: true,
 		Description: "Name the node registers as (the kubelet's lower-cased host name, or `--hostname-override`)."},
 	modules.Attribute{Name: "addresses", Type: cty.List(cty.String), Default: cty.ListValEmpty(cty.String),
-		Description: "The instance's IP addresses; a serving certificate may name only these (and `hostnames`)."},
+		Description: "The instance's IP addresses; a serving certificate may name only these (and `hostnames`). Empty entries are ignored."},
 	modules.Attribute{Name: "hostnames", Type: cty.List(cty.String), Default: cty.ListValEmpty(cty.String),
-		Description: "The instance's DNS names; a serving certificate may name only these (and `addresses`)."},
+		Description: "The instance's DNS names; a serving certificate may name only these (and `addresses`). Empty entries are ignored."},
 	modules.Attribute{Name: "client", Type: cty.Bool, Default: cty.True,
 		Description: "Expect the kubelet's client CSR (`kubernetes.io/kube-apiserver-client-kubelet`). Satisfied once the Node exists."},
 	modules.Attribute{Name: "serving", Type: cty.Bool, Default: cty.True,
@@ -96,20 +96,8 @@ func (CSRApprove) Schema() modules.Schema {
 func (CSRApprove) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 	cfg := req.Config
 	diags := validateNodeName(cfg, "node_name")
-	if v := get(cfg, "addresses"); v.IsWhollyKnown() && !v.IsNull() {
-		for i, el := range v.AsValueSlice() {
-			if s, ok := str(el); !ok || strings.TrimSpace(s) == "" {
-				diags = append(diags, cfg.Error("addresses", "Invalid address", fmt.Sprintf("addresses[%d] is null or empty.", i)))
-			}
-		}
-	}
-	if v := get(cfg, "hostnames"); v.IsWhollyKnown() && !v.IsNull() {
-		for i, el := range v.AsValueSlice() {
-			if s, ok := str(el); !ok || strings.TrimSpace(s) == "" {
-				diags = append(diags, cfg.Error("hostnames", "Invalid host name", fmt.Sprintf("hostnames[%d] is null or empty.", i)))
-			}
-		}
-	}
+	// Empty entries are skipped rather than refused: a host without an FQDN
+	// fact gives "", and an empty name can never match a SAN.
 	if v := get(cfg, "client_requesters"); v.IsWhollyKnown() {
 		if !v.IsNull() {
 			for i, el := range v.AsValueSlice() {
@@ -135,7 +123,7 @@ func (CSRApprove) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 	}
 	if s.IsKnown() && !s.IsNull() && s.True() {
 		a, h := get(cfg, "addresses"), get(cfg, "hostnames")
-		if a.IsWhollyKnown() && h.IsWhollyKnown() && (a.IsNull() || a.LengthInt() == 0) && (h.IsNull() || h.LengthInt() == 0) {
+		if a.IsWhollyKnown() && h.IsWhollyKnown() && len(stringList(cfg, "addresses"))+len(stringList(cfg, "hostnames")) == 0 {
 			diags = append(diags, cfg.Error("addresses", "No addresses",
 				"serving = true needs the instance's addresses or hostnames: a serving CSR naming anything else is never approved."))
 		}
@@ -159,8 +147,8 @@ func stringList(cfg modules.Config, name string) []string {
 	}
 	var out []string
 	for _, el := range v.AsValueSlice() {
-		if s, ok := str(el); ok {
-			out = append(out, s)
+		if s, ok := str(el); ok && strings.TrimSpace(s) != "" {
+			out = append(out, strings.TrimSpace(s))
 		}
 	}
 	return out
@@ -343,7 +331,22 @@ func (m CSRApprove) Plan(ctx context.Context, req modules.PlanRequest) modules.P
 		// known yet.
 		approve = cty.UnknownVal(cty.List(cty.String))
 	}
-	return pending(approve, warnings)
+	resp := pending(approve, warnings)
+	// The engine shows plan and apply diagnostics together: apply warns
+	// only about CSRs the plan did not.
+	resp.Change.Private = map[string]string{warnedKey: strings.Join(csrNames(p.rejected), ",")}
+	return resp
+}
+
+// warnedKey lists, in Change.Private, the CSRs the plan warned about.
+const warnedKey = "warned"
+
+func csrNames(cs []kube.NodeCSR) []string {
+	names := make([]string, len(cs))
+	for i, c := range cs {
+		names[i] = c.Name
+	}
+	return names
 }
 
 func (m CSRApprove) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
@@ -404,7 +407,17 @@ func (m CSRApprove) Apply(ctx context.Context, req modules.ApplyRequest) modules
 	})
 	out := result(csrApproveResults, map[string]cty.Value{
 		"approved": namesVal(approved), "rejected": rejectedVal(rejected), "waited": waitedVal(res.waited)})
-	diags = rejectionWarnings(cfg, name, rejected)
+	var warned []string
+	if req.Change != nil && req.Change.Private[warnedKey] != "" {
+		warned = strings.Split(req.Change.Private[warnedKey], ",")
+	}
+	var unwarned []kube.NodeCSR
+	for _, r := range rejected {
+		if !slices.Contains(warned, r.Name) {
+			unwarned = append(unwarned, r)
+		}
+	}
+	diags = rejectionWarnings(cfg, name, unwarned)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		diags = append(diags, cfg.Error("node_name", "Stopped waiting for the CSRs of node "+name,

@@ -50,13 +50,13 @@ var ignitionResults = []modules.Attribute{
 	{Name: "kubelet_ca", Type: cty.String,
 		Description: "CA bundle that verifies clients of the kubelet (`C:\\k\\kubelet-ca.crt`)."},
 	{Name: "cloud_provider", Type: cty.String,
-		Description: "The kubelet's `--cloud-provider`; \"\" when unset."},
+		Description: "The kubelet's `--cloud-provider`; null when unset or empty."},
 	{Name: "cloud_config_name", Type: cty.String,
-		Description: "Base name of the kubelet's `--cloud-config` file, for `C:\\k\\<name>`; \"\" when unset."},
+		Description: "Base name of the kubelet's `--cloud-config` file, for `C:\\k\\<name>`; null when unset."},
 	{Name: "cloud_config", Type: cty.String, Sensitive: true,
-		Description: "That file's content (it may hold cloud credentials); \"\" when unset."},
+		Description: "That file's content (it may hold cloud credentials); null when unset."},
 	{Name: "kubelet_verbosity", Type: cty.String,
-		Description: "The kubelet's `--v`; \"\" when unset or not a plain number."},
+		Description: "The kubelet's `--v`; null when unset or not a plain number."},
 	{Name: "spec_version", Type: cty.String,
 		Description: "Spec version of the config read, e.g. `3.2.0`."},
 	{Name: "from", Type: cty.String,
@@ -171,16 +171,28 @@ func (Ignition) read(ctx context.Context, cfg modules.Config) (cty.Value, hcl.Di
 }
 
 func ignitionResult(ign *kube.Ignition, from string) cty.Value {
-	return result(ignitionResults, map[string]cty.Value{
+	vals := map[string]cty.Value{
 		"bootstrap_kubeconfig": cty.StringVal(validText(ign.BootstrapKubeconfig)),
 		"kubelet_ca":           cty.StringVal(validText(ign.KubeletCA)),
-		"cloud_provider":       cty.StringVal(ign.CloudProvider),
-		"cloud_config_name":    cty.StringVal(ign.CloudConfigName),
-		"cloud_config":         cty.StringVal(validText(ign.CloudConfig)),
-		"kubelet_verbosity":    cty.StringVal(ign.KubeletVerbosity),
+		"cloud_provider":       optString(ign.CloudProvider),
+		"cloud_config_name":    optString(ign.CloudConfigName),
+		"kubelet_verbosity":    optString(ign.KubeletVerbosity),
 		"spec_version":         cty.StringVal(ign.Version),
 		"from":                 cty.StringVal(from),
-	})
+	}
+	if ign.CloudConfigName != "" {
+		vals["cloud_config"] = cty.StringVal(validText(ign.CloudConfig))
+	}
+	return result(ignitionResults, vals)
+}
+
+// optString is null for "": playbooks test for an absent flag with
+// `!= null`, and an empty --cloud-provider= means none.
+func optString(s string) cty.Value {
+	if s == "" {
+		return cty.NullVal(cty.String)
+	}
+	return cty.StringVal(s)
 }
 
 // validText keeps a cty string valid UTF-8; the files read are text.

@@ -15,47 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/zclconf/go-cty/cty"
-	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/wsu-project/wsu/modules"
 )
-
-// taskCfg builds a Config as the engine does: every attribute present,
-// defaults applied, explicitly set ones with their own range.
-func taskCfg(t *testing.T, m modules.Module, attrs map[string]cty.Value) modules.Config {
-	t.Helper()
-	s := m.Schema()
-	vals := map[string]cty.Value{}
-	ranges := map[string]hcl.Range{}
-	for name := range attrs {
-		require.NotNil(t, s.Attribute(name), "unknown attribute %s", name)
-	}
-	for i, a := range s.Attributes {
-		v, set := attrs[a.Name]
-		switch {
-		case !set && a.Default != cty.NilVal:
-			v = a.Default
-		case !set:
-			v = cty.NullVal(a.Type)
-		default:
-			var err error
-			v, err = convert.Convert(v, a.Type)
-			require.NoError(t, err, "attribute %s", a.Name)
-			ranges[a.Name] = hcl.Range{Filename: "test.hcl", Start: hcl.Pos{Line: i + 2, Column: 3}, End: hcl.Pos{Line: i + 2, Column: 30}}
-		}
-		vals[a.Name] = v
-	}
-	block := hcl.Range{Filename: "test.hcl", Start: hcl.Pos{Line: 1, Column: 1}, End: hcl.Pos{Line: 30, Column: 2}}
-	return modules.Config{Value: cty.ObjectVal(vals), Block: block, Ranges: ranges}
-}
-
-// mustResultType insists on the schema's exact result type.
-func mustResultType(t *testing.T, m modules.Module, v cty.Value) {
-	t.Helper()
-	require.True(t, v != cty.NilVal, "result missing")
-	want := m.Schema().ResultType()
-	require.True(t, v.Type().Equals(want), "result type %s, want %s", v.Type().FriendlyName(), want.FriendlyName())
-}
 
 func diagSummaries(diags hcl.Diagnostics) []string {
 	var s []string
@@ -74,13 +36,17 @@ func ignFixture(t *testing.T, name string) []byte {
 
 // testMCS serves spec 2.2 to Ignition 0.x and spec 3.2 to everyone else.
 func testMCS(t *testing.T) (url, ca string, userAgents func() []string) {
-	spec2, spec3 := ignFixture(t, "spec2.2.json"), ignFixture(t, "spec3.2.json")
+	spec2, spec24, spec3 := ignFixture(t, "spec2.2.json"), ignFixture(t, "spec2.4.json"), ignFixture(t, "spec3.2.json")
 	var mu sync.Mutex
 	var uas []string
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		uas = append(uas, r.Header.Get("User-Agent"))
 		mu.Unlock()
+		if r.URL.RawQuery == "spec24" {
+			w.Write(spec24)
+			return
+		}
 		if r.URL.RawQuery == "garbage" {
 			w.Write([]byte("<html>proxy error</html>"))
 			return
@@ -115,7 +81,7 @@ func TestIgnitionFromMCSIsARead(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := taskCfg(t, m, map[string]cty.Value{
+			cfg := cfgFor(t, m, map[string]cty.Value{
 				"source": cty.StringVal("mcs"), "url": cty.StringVal(url), "ca": cty.StringVal(ca),
 				"spec_version": cty.NumberIntVal(tt.spec),
 			})
@@ -123,7 +89,7 @@ func TestIgnitionFromMCSIsARead(t *testing.T) {
 			resp := m.Plan(context.Background(), modules.PlanRequest{Config: cfg})
 			require.False(t, resp.Diagnostics.HasErrors(), "%v", resp.Diagnostics)
 			assert.Nil(t, resp.Change, "a read never plans a change")
-			mustResultType(t, m, resp.Result)
+			checkResult(t, m, resp.Result)
 			require.True(t, resp.Result.IsWhollyKnown(), "known at plan time")
 			r := resp.Result.AsValueMap()
 			assert.Equal(t, string(ignFixture(t, "want-kubeconfig")), r["bootstrap_kubeconfig"].AsString())
@@ -137,6 +103,23 @@ func TestIgnitionFromMCSIsARead(t *testing.T) {
 			assert.True(t, strings.HasPrefix(got[len(got)-1], tt.wantUA), got)
 		})
 	}
+}
+
+// Absent flags and files are null, so playbooks can test `!= null`.
+func TestIgnitionAbsentValuesAreNull(t *testing.T) {
+	url, ca, _ := testMCS(t)
+	m := Ignition{}
+	resp := m.Plan(ctx, modules.PlanRequest{Config: cfgFor(t, m, map[string]cty.Value{
+		"source": cty.StringVal("mcs"), "url": cty.StringVal(url + "?spec24"), "ca": cty.StringVal(ca)})})
+	require.False(t, resp.Diagnostics.HasErrors(), "%v", resp.Diagnostics)
+	checkResult(t, m, resp.Result)
+	r := resp.Result.AsValueMap()
+	assert.Equal(t, "2.4.0", r["spec_version"].AsString())
+	for _, name := range []string{"cloud_provider", "cloud_config_name", "cloud_config"} {
+		assert.True(t, r[name].IsNull(), "%s is null (--cloud-provider= is empty, no --cloud-config)", name)
+	}
+	assert.Equal(t, "2", r["kubelet_verbosity"].AsString())
+	assert.False(t, r["bootstrap_kubeconfig"].IsNull())
 }
 
 func TestIgnitionSensitiveResults(t *testing.T) {
@@ -164,9 +147,9 @@ func TestIgnitionPlanErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp := m.Plan(context.Background(), modules.PlanRequest{Config: taskCfg(t, m, tt.attrs)})
+			resp := m.Plan(context.Background(), modules.PlanRequest{Config: cfgFor(t, m, tt.attrs)})
 			require.True(t, resp.Diagnostics.HasErrors())
-			mustResultType(t, m, resp.Result)
+			checkResult(t, m, resp.Result)
 			assert.Equal(t, "Cannot read the worker Ignition config", resp.Diagnostics[0].Summary)
 			assert.Contains(t, resp.Diagnostics[0].Detail, tt.detail)
 		})
@@ -175,11 +158,11 @@ func TestIgnitionPlanErrors(t *testing.T) {
 
 func TestIgnitionUnknownArgumentsDeferTheRead(t *testing.T) {
 	m := Ignition{}
-	cfg := taskCfg(t, m, map[string]cty.Value{"source": cty.StringVal("mcs"), "url": cty.UnknownVal(cty.String)})
+	cfg := cfgFor(t, m, map[string]cty.Value{"source": cty.StringVal("mcs"), "url": cty.UnknownVal(cty.String)})
 	resp := m.Plan(context.Background(), modules.PlanRequest{Config: cfg})
 	assert.Empty(t, resp.Diagnostics)
 	assert.Nil(t, resp.Change)
-	mustResultType(t, m, resp.Result)
+	checkResult(t, m, resp.Result)
 	assert.False(t, resp.Result.GetAttr("kubelet_ca").IsKnown())
 }
 
@@ -207,7 +190,7 @@ func TestIgnitionValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			diags := m.Validate(modules.ValidateRequest{Config: taskCfg(t, m, tt.attrs)})
+			diags := m.Validate(modules.ValidateRequest{Config: cfgFor(t, m, tt.attrs)})
 			assert.Equal(t, tt.want, diagSummaries(diags))
 		})
 	}
