@@ -443,7 +443,7 @@ func randomHex(n int) string {
 func PasswordUser(t testing.TB) (name, password string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skipf("password authentication needs the local user %q, which only root can create", PasswordUserName)
+		t.Fatalf("password authentication needs the local user %q, which only root can create: run the tests as root (CI does), or create the user yourself: useradd -m %s", PasswordUserName, PasswordUserName)
 	}
 	passwordUser.once.Do(func() { passwordUser.pw, passwordUser.err = ensurePasswordUser() })
 	if passwordUser.err != nil {
