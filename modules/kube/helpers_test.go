@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/zclconf/go-cty/cty"
-	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/wsu-project/wsu/modules"
+	"github.com/wsu-project/wsu/modules/moduletest"
 	"github.com/wsu-project/wsu/test/kubetest"
 )
 
@@ -51,36 +51,10 @@ func cluster(t *testing.T) *kubetest.Cluster {
 	return sharedCluster
 }
 
-// blockRange is where test configs pretend their module block is.
-var blockRange = hcl.Range{Filename: "test.hcl", Start: hcl.Pos{Line: 1, Column: 1}, End: hcl.Pos{Line: 20, Column: 2}}
-
-// cfgFor builds a Config as the engine does: every schema attribute present,
-// defaults applied, explicitly set ones with their own range.
+// cfgFor builds a Config as the engine does; see moduletest.Config.
 func cfgFor(t *testing.T, m modules.Module, attrs map[string]cty.Value) modules.Config {
 	t.Helper()
-	s := m.Schema()
-	for name := range attrs {
-		require.NotNil(t, s.Attribute(name), "unknown attribute %s", name)
-	}
-	vals := map[string]cty.Value{}
-	ranges := map[string]hcl.Range{}
-	for i, a := range s.Attributes {
-		v, set := attrs[a.Name]
-		switch {
-		case !set && a.Default != cty.NilVal:
-			v = a.Default
-		case !set:
-			v = cty.NullVal(a.Type)
-		default:
-			var err error
-			v, err = convert.Convert(v, a.Type)
-			require.NoError(t, err, "attribute %s", a.Name)
-			line := i + 2
-			ranges[a.Name] = hcl.Range{Filename: "test.hcl", Start: hcl.Pos{Line: line, Column: 3}, End: hcl.Pos{Line: line, Column: 30}}
-		}
-		vals[a.Name] = v
-	}
-	return modules.Config{Value: cty.ObjectVal(vals), Block: blockRange, Ranges: ranges}
+	return moduletest.Config(t, m, attrs)
 }
 
 // kcfg is cfgFor with the cluster's admin kubeconfig, unless attrs names one.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/modules"
+	"github.com/wsu-project/wsu/modules/modutil"
 )
 
 // Modules returns every module of this package.
@@ -34,23 +35,16 @@ func Modules() []modules.Module {
 // known yet.
 const knownAfterApply = "(known after apply)"
 
-// get reads a config attribute without marks: AsString and friends panic on
-// marked values, and the engine re-marks what it shows.
-func get(cfg modules.Config, name string) cty.Value {
-	v, _ := cfg.Get(name).UnmarkDeep()
-	return v
-}
-
-// str returns a string that is known and not null; ok is false otherwise.
-func str(v cty.Value) (s string, ok bool) {
-	if !v.IsKnown() || v.IsNull() || !v.Type().Equals(cty.String) {
-		return "", false
-	}
-	return v.AsString(), true
-}
-
-// isNull is true only for a known null: an unknown value may yet be set.
-func isNull(v cty.Value) bool { return v.IsKnown() && v.IsNull() }
+// The config and result helpers are shared with the other module packages;
+// modutil says why each exists.
+var (
+	get           = modutil.Get
+	str           = modutil.Str
+	isNull        = modutil.IsNull
+	result        = modutil.Result
+	unknownResult = modutil.UnknownResult
+	requireKnown  = modutil.RequireKnown
+)
 
 // strList decodes a wholly known list of strings; null is an empty list.
 func strList(v cty.Value) ([]string, bool) {
@@ -82,48 +76,6 @@ func listVal(ss []string) cty.Value {
 		vals[i] = cty.StringVal(s)
 	}
 	return cty.ListVal(vals)
-}
-
-// result builds a result object of exactly the schema's result type. Missing
-// attributes are null; a bare cty.DynamicVal becomes unknown of the right
-// type.
-func result(attrs []modules.Attribute, vals map[string]cty.Value) cty.Value {
-	m := make(map[string]cty.Value, len(attrs))
-	for _, a := range attrs {
-		v, ok := vals[a.Name]
-		switch {
-		case !ok || v == cty.NilVal:
-			v = cty.NullVal(a.Type)
-		case !v.IsKnown() && !v.Type().Equals(a.Type):
-			v = cty.UnknownVal(a.Type)
-		case v.IsNull() && !v.Type().Equals(a.Type):
-			v = cty.NullVal(a.Type)
-		}
-		m[a.Name] = v
-	}
-	return cty.ObjectVal(m)
-}
-
-// unknownResult is a result none of whose attributes are known yet.
-func unknownResult(attrs []modules.Attribute) cty.Value {
-	vals := make(map[string]cty.Value, len(attrs))
-	for _, a := range attrs {
-		vals[a.Name] = cty.UnknownVal(a.Type)
-	}
-	return result(attrs, vals)
-}
-
-// requireKnown reports attributes still unknown at apply time, which would
-// be an engine bug; it keeps Apply from panicking on one.
-func requireKnown(cfg modules.Config, names ...string) hcl.Diagnostics {
-	var diags hcl.Diagnostics
-	for _, n := range names {
-		if !get(cfg, n).IsWhollyKnown() {
-			diags = append(diags, cfg.Error(n, "Value unknown at apply",
-				fmt.Sprintf("%s is still unknown when the task is applied.", n)))
-		}
-	}
-	return diags
 }
 
 // --- Windows paths ---
