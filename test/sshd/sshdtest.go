@@ -66,7 +66,9 @@ var install struct {
 // EnsureServer installs openssh-server unless sshd is there already.
 func EnsureServer(t testing.TB) {
 	t.Helper()
-	ensurePackage(t, SSHD, "openssh-server", InstallCommand)
+	if err := ensurePackage(SSHD, "openssh-server", InstallCommand); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // EnsureClient installs openssh-client unless ssh is on PATH, and returns
@@ -76,34 +78,37 @@ func EnsureClient(t testing.TB) string {
 	if p, err := exec.LookPath("ssh"); err == nil {
 		return p
 	}
-	ensurePackage(t, "/usr/bin/ssh", "openssh-client", InstallClientCommand)
+	if err := ensurePackage("/usr/bin/ssh", "openssh-client", InstallClientCommand); err != nil {
+		t.Fatal(err)
+	}
 	return "/usr/bin/ssh"
 }
 
-func ensurePackage(t testing.TB, binary, pkg, command string) {
-	t.Helper()
+// ensurePackage installs pkg (as root) unless binary exists.
+func ensurePackage(binary, pkg, command string) error {
 	install.mu.Lock()
 	defer install.mu.Unlock()
 	if _, err := os.Stat(binary); err == nil {
-		return
+		return nil
 	}
 	if os.Geteuid() != 0 {
-		t.Fatalf("%s is missing and this test is not running as root; install it with:\n  sudo sh -c '%s'", pkg, command)
+		return fmt.Errorf("%s is missing and this process is not running as root; install it with:\n  sudo sh -c '%s'", pkg, command)
 	}
 	if !install.updated {
 		if out, err := exec.Command("apt-get", "update").CombinedOutput(); err != nil {
-			t.Fatalf("apt-get update: %v\n%s", err, out)
+			return fmt.Errorf("apt-get update: %v\n%s", err, out)
 		}
 		install.updated = true
 	}
 	cmd := exec.Command("apt-get", "install", "-y", "--no-install-recommends", pkg)
 	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("apt-get install %s: %v\n%s", pkg, err, out)
+		return fmt.Errorf("apt-get install %s: %v\n%s", pkg, err, out)
 	}
 	if _, err := os.Stat(binary); err != nil {
-		t.Fatalf("%s is still missing after installing %s", binary, pkg)
+		return fmt.Errorf("%s is still missing after installing %s", binary, pkg)
 	}
+	return nil
 }
 
 // Server is one running sshd.
@@ -149,25 +154,46 @@ func Start(t testing.TB) *Server {
 // StartWith is Start with options.
 func StartWith(t testing.TB, opts Options) *Server {
 	t.Helper()
-	EnsureServer(t)
+	s, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.Stop()
+		if t.Failed() {
+			t.Logf("sshd log (%s):\n%s", s.LogFile, s.Log())
+		}
+		os.RemoveAll(s.Dir)
+	})
+	return s
+}
+
+// New runs a new sshd for a program that is not a test (the demo); the
+// caller ends it with Close. It installs openssh-server when missing and
+// running as root.
+func New(opts Options) (*Server, error) {
+	if err := ensurePackage(SSHD, "openssh-server", InstallCommand); err != nil {
+		return nil, err
+	}
 	if os.Geteuid() == 0 {
 		// sshd refuses to start as root without its privsep directory.
 		if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
-			t.Fatalf("creating /run/sshd: %v", err)
+			return nil, fmt.Errorf("creating /run/sshd: %v", err)
 		}
 	}
 	u, err := user.Current()
 	if err != nil {
-		t.Fatalf("current user: %v", err)
+		return nil, fmt.Errorf("current user: %v", err)
 	}
-	// Not t.TempDir, whose parent is 0700: sshd reads authorized_keys as
-	// the target user (wsutest too).
+	// Not a test's TempDir, whose parent is 0700: sshd reads
+	// authorized_keys as the target user (wsutest too).
 	dir, err := os.MkdirTemp("", "sshdtest-")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
+		os.RemoveAll(dir)
+		return nil, err
 	}
 	s := &Server{
 		Host:           "127.0.0.1",
@@ -180,29 +206,36 @@ func StartWith(t testing.TB, opts Options) *Server {
 	if opts.ExternalSFTP {
 		s.sftp = "/usr/lib/openssh/sftp-server"
 	}
-	t.Cleanup(func() {
-		s.Stop()
-		if t.Failed() {
-			t.Logf("sshd log (%s):\n%s", s.LogFile, s.Log())
-		}
-		os.RemoveAll(dir)
-	})
+	if err := s.setUp(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close stops sshd and removes its directory.
+func (s *Server) Close() {
+	s.Stop()
+	os.RemoveAll(s.Dir)
+}
+
+func (s *Server) setUp() error {
 	if err := os.WriteFile(s.AuthorizedKeys, nil, 0o644); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	var hostKeys []string
 	for _, typ := range []string{"ed25519", "rsa"} {
-		path := filepath.Join(dir, "ssh_host_"+typ+"_key")
+		path := filepath.Join(s.Dir, "ssh_host_"+typ+"_key")
 		args := []string{"-q", "-t", typ, "-N", "", "-C", "sshdtest", "-f", path}
 		if typ == "rsa" {
 			args = append(args, "-b", "3072")
 		}
 		if out, err := exec.Command("ssh-keygen", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ssh-keygen: %v\n%s", err, out)
+			return fmt.Errorf("ssh-keygen: %v\n%s", err, out)
 		}
 		pub, err := readPublicKey(path + ".pub")
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		s.HostKeys = append(s.HostKeys, pub)
 		hostKeys = append(hostKeys, path)
@@ -212,10 +245,10 @@ func StartWith(t testing.TB, opts Options) *Server {
 	for attempt := 1; ; attempt++ {
 		err := s.start(hostKeys)
 		if err == nil {
-			return s
+			return nil
 		}
 		if attempt == 3 || !strings.Contains(s.Log(), "Address already in use") {
-			t.Fatalf("starting sshd: %v\nlog:\n%s", err, s.Log())
+			return fmt.Errorf("starting sshd: %v\nlog:\n%s", err, s.Log())
 		}
 	}
 }
@@ -352,14 +385,20 @@ func (s *Server) Log() string {
 // Authorize lets the holder of key log in (as any user).
 func (s *Server) Authorize(t testing.TB, key ssh.PublicKey) {
 	t.Helper()
+	if err := s.AuthorizeKey(key); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// AuthorizeKey is Authorize for programs that are not tests.
+func (s *Server) AuthorizeKey(key ssh.PublicKey) error {
 	f, err := os.OpenFile(s.AuthorizedKeys, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer f.Close()
-	if _, err := f.Write(ssh.MarshalAuthorizedKey(key)); err != nil {
-		t.Fatal(err)
-	}
+	_, err = f.Write(ssh.MarshalAuthorizedKey(key))
+	return err
 }
 
 // KnownHostsLines are the server's keys as known_hosts lines.
@@ -375,14 +414,22 @@ func (s *Server) KnownHostsLines() []string {
 // it if needed.
 func (s *Server) AppendKnownHosts(t testing.TB, path string) {
 	t.Helper()
+	if err := s.WriteKnownHosts(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WriteKnownHosts is AppendKnownHosts for programs that are not tests.
+func (s *Server) WriteKnownHosts(path string) error {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	defer f.Close()
 	if _, err := f.WriteString(strings.Join(s.KnownHostsLines(), "\n") + "\n"); err != nil {
-		t.Fatal(err)
+		f.Close()
+		return err
 	}
+	return f.Close()
 }
 
 // Key is a client key pair written by ssh-keygen.
@@ -401,6 +448,15 @@ type KeyOptions struct {
 // NewKey generates a client key with ssh-keygen into dir.
 func NewKey(t testing.TB, dir string, opts KeyOptions) Key {
 	t.Helper()
+	k, err := GenerateKey(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// GenerateKey is NewKey for programs that are not tests.
+func GenerateKey(dir string, opts KeyOptions) (Key, error) {
 	if opts.Type == "" {
 		opts.Type = "ed25519"
 	}
@@ -413,13 +469,13 @@ func NewKey(t testing.TB, dir string, opts KeyOptions) Key {
 		args = append(args, "-b", "3072")
 	}
 	if out, err := exec.Command("ssh-keygen", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ssh-keygen: %v\n%s", err, out)
+		return Key{}, fmt.Errorf("ssh-keygen: %v\n%s", err, out)
 	}
 	pub, err := readPublicKey(file + ".pub")
 	if err != nil {
-		t.Fatal(err)
+		return Key{}, err
 	}
-	return Key{File: file, Public: pub}
+	return Key{File: file, Public: pub}, nil
 }
 
 func readPublicKey(path string) (ssh.PublicKey, error) {
@@ -507,23 +563,58 @@ func ensurePasswordUser() (string, error) {
 // uploads and runs); the test's cleanup removes it.
 func UserDir(t testing.TB) string {
 	t.Helper()
-	name, _ := PasswordUser(t)
-	u, err := user.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	dir, err := os.MkdirTemp("", "sshdtest-"+name+"-")
+	PasswordUser(t)
+	dir, err := NewUserDir()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// FastUser returns the user to log in as for speed, and a fresh directory
+// it owns, for programs that are not tests (the demo, benchmarks): as root
+// the password user, whose /bin/sh starts at once where root's rc files may
+// take seconds; otherwise the current user. The caller removes dir.
+func FastUser() (name, dir string, err error) {
+	if os.Geteuid() != 0 {
+		u, err := user.Current()
+		if err != nil {
+			return "", "", err
+		}
+		dir, err := os.MkdirTemp("", "sshdtest-"+u.Username+"-")
+		if err == nil {
+			err = os.Chmod(dir, 0o755)
+		}
+		return u.Username, dir, err
+	}
+	passwordUser.once.Do(func() { passwordUser.pw, passwordUser.err = ensurePasswordUser() })
+	if passwordUser.err != nil {
+		return "", "", fmt.Errorf("preparing the user %s: %v", PasswordUserName, passwordUser.err)
+	}
+	dir, err = NewUserDir()
+	return PasswordUserName, dir, err
+}
+
+// NewUserDir creates a temp directory owned by the password user.
+func NewUserDir() (string, error) {
+	u, err := user.Lookup(PasswordUserName)
+	if err != nil {
+		return "", err
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	dir, err := os.MkdirTemp("", "sshdtest-"+PasswordUserName+"-")
+	if err != nil {
+		return "", err
+	}
 	if err := os.Chown(dir, uid, gid); err != nil {
-		t.Fatal(err)
+		os.RemoveAll(dir)
+		return "", err
 	}
 	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
+		os.RemoveAll(dir)
+		return "", err
 	}
-	return dir
+	return dir, nil
 }
