@@ -43,10 +43,6 @@ func flagValues(args []string, names ...string) ([]string, error) {
 // configFlags name the configuration files a service cannot start without.
 var configFlags = []string{"config"}
 
-// logFileFlags name the log file: containerd's --log-file, klog's
-// -log_file (csi-proxy), and --logfile.
-var logFileFlags = []string{"log-file", "log_file", "logfile"}
-
 // serviceName is what the stand-in calls itself: the simulated service's
 // name when the simulation started it, else the executable's base name.
 func serviceName() string {

@@ -15,6 +15,10 @@ import (
 	"github.com/wsu-project/wsu/agent/platform/sim"
 )
 
+// logFileFlags name the log file: containerd's --log-file, klog's
+// -log_file (csi-proxy), and --logfile.
+var logFileFlags = []string{"log-file", "log_file", "logfile"}
+
 func main() {
 	os.Exit(run(os.Args[1:]))
 }
