@@ -37,8 +37,9 @@ tools: $(TOOLS)/staticcheck ## install the lint tools into bin/tools
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-docs: ## regenerate docs/modules.md from the module schemas
+docs: ## regenerate docs/modules.md and docs/playbooks.md from the module schemas and stock playbooks
 	$(GO) run ./cmd/wsu modules --markdown > docs/modules.md
+	$(GO) run ./cmd/wsu playbooks doc --markdown > docs/playbooks.md
 
 demo: build ## plan, apply and re-plan the demo playbook
 	./scripts/demo.sh

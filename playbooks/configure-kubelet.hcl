@@ -21,13 +21,15 @@ variable "cluster_dns" {
 }
 
 variable "cluster_domain" {
-  type    = string
-  default = "cluster.local"
+  type        = string
+  default     = "cluster.local"
+  description = "Cluster DNS domain (clusterDomain in the kubelet config)."
 }
 
 variable "max_pods" {
-  type    = number
-  default = 250
+  type        = number
+  default     = 250
+  description = "Most pods the node runs (maxPods in the kubelet config)."
 }
 
 variable "kubelet_verbosity" {
@@ -61,8 +63,9 @@ variable "node_labels" {
 }
 
 variable "service_recovery" {
-  type    = bool
-  default = true
+  type        = bool
+  default     = true
+  description = "Set the kubelet service's recovery actions (restart on failure); false leaves them as they are."
 }
 
 locals {

@@ -1,8 +1,9 @@
 # csi-proxy: lets CSI node plugins in containers manage the host's storage.
 
 variable "service_recovery" {
-  type    = bool
-  default = true
+  type        = bool
+  default     = true
+  description = "Set the csi-proxy service's recovery actions (restart on failure); false leaves them as they are."
 }
 
 play "csi-proxy" {

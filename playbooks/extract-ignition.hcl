@@ -5,13 +5,15 @@
 # kube-public/cluster-info CA.
 
 variable "cluster_flavour" {
-  type    = string
-  default = "openshift"
+  type        = string
+  default     = "openshift"
+  description = "openshift (bootstrap kubeconfig and kubelet CA from the worker ignition) or kubeadm (from a bootstrap token and kube-public/cluster-info)."
 }
 
 variable "kubeconfig" {
-  type    = string
-  default = null
+  type        = string
+  default     = null
+  description = "Kubeconfig for the cluster modules; null: KUBECONFIG or the in-cluster config."
 }
 
 variable "ignition_source" {

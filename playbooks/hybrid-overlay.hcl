@@ -3,8 +3,9 @@
 # while; the engine reconnects and carries on.
 
 variable "kubeconfig" {
-  type    = string
-  default = null
+  type        = string
+  default     = null
+  description = "Kubeconfig for the cluster modules (the OVN annotations); null: KUBECONFIG or the in-cluster config."
 }
 
 variable "node_name" {
@@ -31,8 +32,9 @@ variable "network_timeout" {
 }
 
 variable "service_recovery" {
-  type    = bool
-  default = true
+  type        = bool
+  default     = true
+  description = "Set the hybrid-overlay-node service's recovery actions (restart on failure); false leaves them as they are."
 }
 
 play "hybrid-overlay" {

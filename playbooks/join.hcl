@@ -25,84 +25,99 @@ variable "payload_dir" {
 }
 
 variable "ignition_source" {
-  type    = string
-  default = "machineconfig"
+  type        = string
+  default     = "machineconfig"
+  description = "OpenShift: where the bootstrap kubeconfig and kubelet CA come from: machineconfig (the newest rendered-worker MachineConfig, as current WMCO) or mcs (the Machine Config Server at mcs_url)."
 }
 
 variable "api_server" {
-  type    = string
-  default = null
+  type        = string
+  default     = null
+  description = "API server URL written into the bootstrap kubeconfig; null: the cluster's own, from kubeconfig."
 }
 
 variable "mcs_url" {
-  type    = string
-  default = null
+  type        = string
+  default     = null
+  description = "Machine Config Server URL, https://api-int.<cluster>:22623/config/worker (ignition_source = mcs)."
 }
 
 variable "mcs_ca" {
-  type    = string
-  default = null
+  type        = string
+  default     = null
+  description = "PEM CA the Machine Config Server's certificate must chain to (ignition_source = mcs)."
 }
 
 variable "node_name" {
-  type    = string
-  default = null
+  type        = string
+  default     = null
+  description = "Node name override (kubelet --hostname-override); null: the host name, lower-cased."
 }
 
 variable "node_ip" {
-  type    = string
-  default = null
+  type        = string
+  default     = null
+  description = "Node IP (kubelet --node-ip, and the address CSR approval accepts); null: the IPv4 of the interface holding the default route."
 }
 
 variable "service_cidr" {
-  type    = string
-  default = "172.30.0.0/16"
+  type        = string
+  default     = "172.30.0.0/16"
+  description = "Cluster service network, for the hybrid overlay's CNI config (excluded from outbound NAT, routed through the overlay). The default is OpenShift's."
 }
 
 variable "cluster_dns" {
-  type    = list(string)
-  default = ["172.30.0.10"]
+  type        = list(string)
+  default     = ["172.30.0.10"]
+  description = "Cluster DNS service addresses (clusterDNS in the kubelet config). The default is OpenShift's."
 }
 
 variable "kubelet_verbosity" {
-  type    = number
-  default = 2
+  type        = number
+  default     = 2
+  description = "kubelet --v. On OpenShift the worker ignition's --v, when it has one, wins over this value."
 }
 
 variable "extra_kubelet_args" {
-  type    = list(string)
-  default = []
+  type        = list(string)
+  default     = []
+  description = "Appended to the kubelet command line, e.g. [\"--feature-gates=X=true\"]."
 }
 
 variable "hybrid_overlay_vxlan_port" {
-  type    = number
-  default = null
+  type        = number
+  default     = null
+  description = "hybrid-overlay-node --hybrid-overlay-vxlan-port, when the cluster uses a non-default VXLAN port; null: the default port."
 }
 
 variable "manage_containerd" {
-  type    = bool
-  default = true
+  type        = bool
+  default     = true
+  description = "Install containerd from the payload and run it as service containerd (current WMCO); false: require an existing containerd service."
 }
 
 variable "service_recovery" {
-  type    = bool
-  default = true
+  type        = bool
+  default     = true
+  description = "Set the services' recovery actions (restart on failure); false leaves them as they are (Wine cannot set them, so its tests turn this off)."
 }
 
 variable "http_proxy" {
   type        = string
   default     = null
-  description = "Cluster-wide proxy for the node's services (HTTP_PROXY); null: none."
+  description = "Cluster-wide proxy for the node's services, set as the machine environment variable HTTP_PROXY; null: wsu leaves HTTP_PROXY as it is."
 }
 
 variable "https_proxy" {
-  type    = string
-  default = null
+  type        = string
+  default     = null
+  description = "Machine environment variable HTTPS_PROXY for the node's services; null: wsu leaves HTTPS_PROXY as it is."
 }
 
 variable "no_proxy" {
-  type    = string
-  default = null
+  type        = string
+  default     = null
+  description = "Machine environment variable NO_PROXY (hosts and networks reached without the proxy; include the service and cluster networks); null: wsu leaves NO_PROXY as it is."
 }
 
 variable "csr_timeout" {
@@ -112,8 +127,9 @@ variable "csr_timeout" {
 }
 
 variable "ready_timeout" {
-  type    = number
-  default = 900
+  type        = number
+  default     = 900
+  description = "Seconds to wait for the Node to become Ready after the network is configured."
 }
 
 variable "version_annotation" {

@@ -2,7 +2,8 @@
 # source VIP endpoint, configured through C:\k\kube-proxy.conf.
 
 variable "node_name" {
-  type = string
+  type        = string
+  description = "The Node's name (kube-proxy's hostnameOverride)."
 }
 
 variable "node_subnet" {
@@ -11,8 +12,9 @@ variable "node_subnet" {
 }
 
 variable "service_recovery" {
-  type    = bool
-  default = true
+  type        = bool
+  default     = true
+  description = "Set the kube-proxy service's recovery actions (restart on failure); false leaves them as they are."
 }
 
 play "kube-proxy" {

@@ -5,8 +5,9 @@
 # payload and log directories and the environment wsu set, then the Node.
 
 variable "kubeconfig" {
-  type    = string
-  default = null
+  type        = string
+  default     = null
+  description = "Kubeconfig for the cluster modules (cordon, drain, Node deletion); null: KUBECONFIG or the in-cluster config."
 }
 
 variable "node_name" {
@@ -16,13 +17,15 @@ variable "node_name" {
 }
 
 variable "drain_timeout" {
-  type    = number
-  default = 600
+  type        = number
+  default     = 600
+  description = "Seconds the drain may take (evictions honour PodDisruptionBudgets)."
 }
 
 variable "version_annotation" {
-  type    = string
-  default = "windowsmachineconfig.openshift.io/version"
+  type        = string
+  default     = "windowsmachineconfig.openshift.io/version"
+  description = "Node annotation join set with the payload version; removed before the Node is deleted."
 }
 
 variable "remove_containerd" {

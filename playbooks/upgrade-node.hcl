@@ -2,18 +2,21 @@
 # Variables (payload_dir, kubeconfig, ...) are join's: set them as for join.
 
 variable "kubeconfig" {
-  type    = string
-  default = null
+  type        = string
+  default     = null
+  description = "Kubeconfig for the cluster modules (cordon, drain, and join's); null: KUBECONFIG or the in-cluster config."
 }
 
 variable "node_name" {
-  type    = string
-  default = null
+  type        = string
+  default     = null
+  description = "Node name override used at join; default: the host name, lower-cased."
 }
 
 variable "drain_timeout" {
-  type    = number
-  default = 600
+  type        = number
+  default     = 600
+  description = "Seconds the drain may take (evictions honour PodDisruptionBudgets)."
 }
 
 locals {

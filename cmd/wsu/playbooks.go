@@ -7,10 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agext/levenshtein"
 	"github.com/spf13/cobra"
 
 	"github.com/wsu-project/wsu/engine/playbook"
+	"github.com/wsu-project/wsu/modules/all"
 	"github.com/wsu-project/wsu/playbooks"
+	"github.com/wsu-project/wsu/playbooks/doc"
 )
 
 // resolvePlaybook maps a stock playbook name ("join", "join.hcl") to its
@@ -35,11 +38,13 @@ func resolvePlaybook(arg string) string {
 func (a *app) playbooksCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "playbooks",
-		Short: "List or export the stock playbooks built into wsu",
+		Short: "List, document or export the stock playbooks built into wsu",
 		Long: `The stock playbooks (join, remove, upgrade and their steps) are built into wsu:
 'wsu apply join -i INVENTORY' runs the built-in copy, and a site playbook includes
-them with source = "wsu:join.hcl". Export them to read or adapt them.`,
+them with source = "wsu:join.hcl". Doc documents them; export them to read or
+adapt them.`,
 	}
+	cmd.AddCommand(a.playbooksDocCommand())
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",
 		Short: "List the stock playbooks",
@@ -90,4 +95,70 @@ them with source = "wsu:join.hcl". Export them to read or adapt them.`,
 		},
 	})
 	return cmd
+}
+
+func (a *app) playbooksDocCommand() *cobra.Command {
+	var markdown bool
+	cmd := &cobra.Command{
+		Use:   "doc [NAME]",
+		Short: "Document the stock playbooks: variables, includes, plays, tasks, outputs",
+		Long: `Doc documents every stock playbook, or the one named, from the embedded files
+themselves: the header comment, each variable (type, default, description), what
+it includes and with which variables, its plays and tasks in order (module, when,
+for_each, notify), handlers and outputs. --markdown prints Markdown;
+docs/playbooks.md is 'wsu playbooks doc --markdown'.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pbs, err := doc.Load(playbooks.FS, all.Registry())
+			if err != nil {
+				return err
+			}
+			if len(args) == 0 {
+				if markdown {
+					fmt.Fprint(a.stdout, doc.Markdown(pbs))
+					return nil
+				}
+				for i, p := range pbs {
+					if i > 0 {
+						fmt.Fprintln(a.stdout)
+					}
+					fmt.Fprint(a.stdout, doc.Text(p))
+				}
+				return nil
+			}
+			name := strings.TrimSuffix(strings.TrimPrefix(args[0], playbook.EmbeddedPrefix), ".hcl")
+			var names []string
+			for _, p := range pbs {
+				if p.Name != name {
+					names = append(names, p.Name)
+					continue
+				}
+				if markdown {
+					fmt.Fprint(a.stdout, doc.MarkdownPlaybook(p))
+				} else {
+					fmt.Fprint(a.stdout, doc.Text(p))
+				}
+				return nil
+			}
+			msg := fmt.Sprintf("no stock playbook named %q", args[0])
+			if s := nearest(name, names); s != "" {
+				msg += fmt.Sprintf("; did you mean %q?", s)
+			}
+			return fmt.Errorf("%s (`wsu playbooks list` lists them)", msg)
+		},
+	}
+	cmd.Flags().BoolVar(&markdown, "markdown", false, "print Markdown (without NAME: the whole reference, docs/playbooks.md)")
+	return cmd
+}
+
+// nearest is the candidate closest to name, if it is close enough to be a
+// likely typo.
+func nearest(name string, candidates []string) string {
+	best, bestDist := "", 3
+	for _, c := range candidates {
+		if d := levenshtein.Distance(name, c, nil); d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	return best
 }

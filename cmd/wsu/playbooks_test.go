@@ -46,3 +46,46 @@ func TestPlaybooksExport(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errs, "refuses to overwrite")
 }
+
+// TestPlaybookDocsCurrent fails when docs/playbooks.md no longer matches the
+// embedded playbooks.
+func TestPlaybookDocsCurrent(t *testing.T) {
+	code, out, errs := wsu(t, nil, "playbooks", "doc", "--markdown")
+	require.Equal(t, 0, code, errs)
+	want, err := os.ReadFile("../../docs/playbooks.md")
+	require.NoError(t, err)
+	assert.Equal(t, string(want), out, "docs/playbooks.md is stale: run `make docs`")
+}
+
+func TestPlaybooksDoc(t *testing.T) {
+	code, out, errs := wsu(t, nil, "playbooks", "doc", "join")
+	require.Equal(t, 0, code, errs)
+	assert.True(t, strings.HasPrefix(out, "join (source = \"wsu:join.hcl\")\n"), out)
+	assert.Contains(t, out, "  payload_dir                string, required\n")
+	assert.Contains(t, out, "include runtime\n     runs ./check-runtime.hcl\n     passes cluster_flavour = var.cluster_flavour\n")
+	assert.Contains(t, out, `task "approve csrs": k8s_csr_approve`)
+
+	// The same name forms as `wsu apply` and include sources accept.
+	for _, name := range []string{"join.hcl", "wsu:join.hcl"} {
+		code, same, _ := wsu(t, nil, "playbooks", "doc", name)
+		assert.Equal(t, 0, code)
+		assert.Equal(t, out, same, name)
+	}
+
+	code, out, _ = wsu(t, nil, "playbooks", "doc", "join", "--markdown")
+	assert.Equal(t, 0, code)
+	assert.True(t, strings.HasPrefix(out, "## join\n"), out)
+	assert.Contains(t, out, "| `payload_dir` | `string` | required |")
+
+	// Without a name: every playbook, each once.
+	code, out, _ = wsu(t, nil, "playbooks", "doc")
+	assert.Equal(t, 0, code)
+	_, list, _ := wsu(t, nil, "playbooks", "list")
+	for _, name := range strings.Fields(list) {
+		assert.Equal(t, 1, strings.Count(out, name+" (source = \"wsu:"+name+".hcl\")\n"), name)
+	}
+
+	code, _, errs = wsu(t, nil, "playbooks", "doc", "jion")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, `no stock playbook named "jion"; did you mean "join"?`)
+}
