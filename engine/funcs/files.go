@@ -31,8 +31,12 @@ func newFileSource(baseDir string, fsys fs.FS) *fileSource {
 
 // resolve turns a path given to a file function into the name to open: an OS
 // path when reading from disk, or a slash path inside fsys.
+//
+// In an embedded playbook a relative path names a file beside it (its
+// templates); an absolute or ~ path is the user's own file on disk (the
+// payload manifest given as a variable), so it is read from disk.
 func (s *fileSource) resolve(p string) (string, error) {
-	if s.fsys == nil {
+	if s.fsys == nil || onDisk(p) {
 		if p == "~" || strings.HasPrefix(p, "~/") || strings.HasPrefix(p, `~\`) {
 			home, err := os.UserHomeDir()
 			if err != nil {
@@ -69,7 +73,7 @@ func (s *fileSource) read(p string) ([]byte, string, error) {
 		return nil, "", err
 	}
 	var data []byte
-	if s.fsys == nil {
+	if s.fsys == nil || onDisk(p) {
 		data, err = os.ReadFile(name)
 	} else {
 		data, err = fs.ReadFile(s.fsys, name)
@@ -90,12 +94,18 @@ func (s *fileSource) stat(p string) (fs.FileInfo, string, error) {
 		return nil, "", err
 	}
 	var info fs.FileInfo
-	if s.fsys == nil {
+	if s.fsys == nil || onDisk(p) {
 		info, err = os.Stat(name)
 	} else {
 		info, err = fs.Stat(s.fsys, name)
 	}
 	return info, name, err
+}
+
+// onDisk reports whether p names a file on the OS filesystem even from an
+// embedded playbook: an absolute path or one under the home directory.
+func onDisk(p string) bool {
+	return filepath.IsAbs(p) || p == "~" || strings.HasPrefix(p, "~/") || strings.HasPrefix(p, `~\`)
 }
 
 func pathParam() []function.Parameter {

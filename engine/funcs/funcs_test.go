@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/base64"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -385,7 +386,6 @@ func TestEmbeddedFS(t *testing.T) {
 		{`file("files/motd.txt")`, str("welcome\n")},
 		{`file("./files/../files/motd.txt")`, str("welcome\n")},
 		{`file("../../shared/common.txt")`, str("common")},
-		{`file("/shared/common.txt")`, str("common")},
 		{`filebase64("files/bin.dat")`, str("/wA=")},
 		{`filesha256("../../shared/common.txt")`, str("92a5dc04bd6f9fb8f29f8066fed8a5c1e81bc59ad48a11283b63736867e4f2a8")},
 		{`fileexists("files/motd.txt")`, cty.True},
@@ -400,10 +400,27 @@ func TestEmbeddedFS(t *testing.T) {
 		})
 	}
 
+	// An absolute path is the user's file on disk (a payload manifest),
+	// never a name inside the embedded playbooks.
+	abs := filepath.Join(t.TempDir(), "manifest.json")
+	if err := os.WriteFile(abs, []byte(`{"version":"1"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	quoted := strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(abs)
+	for expr, want := range map[string]cty.Value{
+		`file("` + quoted + `")`:       str(`{"version":"1"}`),
+		`fileexists("` + quoted + `")`: cty.True,
+	} {
+		got, diags := eval(t, funcs, expr, nil)
+		noDiags(t, diags)
+		assertValue(t, want, got)
+	}
+
 	errTests := []struct {
 		expr string
 		want string
 	}{
+		{`file("/shared/common.txt")`, "no file exists at /shared/common.txt"},
 		{`file("files/nope.txt")`, "no file exists at playbooks/site/files/nope.txt"},
 		{`file("../../../outside.txt")`, "outside the embedded playbook filesystem"},
 		{`fileexists("files")`, "is not a regular file"},
