@@ -21,7 +21,8 @@
 // Windows build (Wine): it always tries the service dispatcher first, since
 // under Wine svc.IsWindowsService() is false even when services.exe started
 // it, and runs in the foreground when there is no service controller to
-// connect to. Either way it appends JSON lines {"event", "pid", "args"} to
+// connect to (Wine 8 takes about 10 s to report that; Windows answers at
+// once). Either way it appends JSON lines {"event", "pid", "args"} to
 // <executable>.standin.log beside itself, so tests can see that it ran and
 // with which arguments.
 package main
