@@ -12,6 +12,7 @@ import (
 	"github.com/wsu-project/wsu/engine/playbook"
 	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/modules"
+	"github.com/wsu-project/wsu/modules/all"
 )
 
 // noop is a module that does nothing, so a benchmark measures only the
@@ -79,4 +80,51 @@ func hostList(n int) string {
 		names = append(names, fmt.Sprintf("win%03d", i))
 	}
 	return strings.Join(names, ",") + ","
+}
+
+// BenchmarkRerunThroughAgent re-applies a playbook that changes nothing
+// (10 directories, 20 files) through a real agent process, the common case
+// of a fleet run. Besides time it reports the cost on the wire: rpcs/task
+// (goal: at most 1) and bytes-sent (file content per run; goal: 0).
+func BenchmarkRerunThroughAgent(b *testing.B) {
+	root := b.TempDir()
+	src := rootVar + `
+play "bench" {
+  hosts = "all"
+  task "dirs" {
+    for_each = toset([for i in range(10) : "d${i}"])
+    directory { path = "${var.root}/${each.key}" }
+  }
+  task "files" {
+    for_each = toset([for i in range(20) : "f${i}"])
+    file {
+      path    = "${var.root}/d${length(each.key) % 10}/${each.key}.conf"
+      content = "name = ${each.key}\n"
+    }
+  }
+}`
+	pb, diags := playbook.NewLoader(all.Registry(), nil).LoadSource("bench.hcl", []byte(src))
+	if diags.HasErrors() {
+		b.Fatal(diags)
+	}
+	req := engine.Request{
+		Playbook: pb, Inventory: inventory.FromList("win01,"), Mode: engine.ModeApply, Registry: all.Registry(),
+		Inputs: engine.Inputs{Vars: []string{"root=" + root}}, Connector: agentConnector(b),
+		Hooks: engine.HooksFunc(func(engine.Event) {}),
+	}
+	if res := engine.Run(context.Background(), req); res.Failed() || res.Changes == 0 {
+		b.Fatalf("first run: %v %v", res.Diagnostics, res.Recap)
+	}
+	var rpcs, sent, tasks int64
+	for b.Loop() {
+		res := engine.Run(context.Background(), req)
+		if res.Failed() || res.Changes != 0 || res.Recap[0].Traffic == nil {
+			b.Fatalf("re-run: %v %+v", res.Diagnostics, res.Recap)
+		}
+		rpcs += res.Recap[0].RPCs
+		sent += res.Recap[0].BytesSent
+		tasks += int64(res.Recap[0].OK)
+	}
+	b.ReportMetric(float64(rpcs)/float64(tasks), "rpcs/task")
+	b.ReportMetric(float64(sent)/float64(b.N), "bytes-sent/op")
 }

@@ -230,6 +230,10 @@ func (r *runner) emit(e Event) {
 	if e.scrub != nil {
 		e.applyScrub()
 	}
+	if e.traffic != nil && e.Type == EventTaskResult {
+		e.Traffic = e.traffic()
+	}
+	e.traffic = nil
 	r.req.Hooks.Event(e)
 }
 
@@ -537,6 +541,9 @@ func (r *runner) recap() []HostRecap {
 		}
 		rc := hs.recap
 		rc.Host = name
+		if c, ok := hs.counters(); ok {
+			rc.Traffic = trafficOf(c)
+		}
 		out = append(out, rc)
 	}
 	return out
@@ -544,9 +551,7 @@ func (r *runner) recap() []HostRecap {
 
 func (r *runner) closeAll() {
 	for _, hs := range r.hosts {
-		if hs.conn != nil {
-			hs.conn.Close()
-		}
+		hs.dropConn()
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/wsu-project/wsu/host"
 )
 
 // EventSchema versions the event stream (`--output json`). Add fields freely;
@@ -69,9 +71,33 @@ type Event struct {
 	// Index and Count place a task in its play for progress displays.
 	Index int `json:"index,omitempty"`
 	Count int `json:"count,omitempty"`
+	// Traffic is what a task_result's task cost on the wire; nil unless
+	// the task acted on a host through a metered transport.
+	*Traffic
 
 	// scrub removes secret text from the event's strings before emission.
 	scrub func(string) string
+	// traffic, when set, measures the task's Traffic at emission.
+	traffic func() *Traffic
+}
+
+// Traffic is what acting on a host cost, from its transport's counters
+// (host.Metered): agent round trips and file content sent. Its JSON fields
+// appear only for metered transports, so "rpcs": 0 means none were made,
+// never "not measured".
+type Traffic struct {
+	RPCs int64 `json:"rpcs"`
+	// RPCsByOp splits RPCs by agent op (fs.stat, svc.query...).
+	RPCsByOp map[string]int64 `json:"rpcs_by_op,omitempty"`
+	// BytesSent is file content sent to the host (fs.write streams and
+	// transport uploads of playbook files), not process stdin or framing.
+	BytesSent int64 `json:"bytes_sent"`
+	// AgentBytes is the agent binary uploaded when a transport deployed it.
+	AgentBytes int64 `json:"agent_bytes,omitempty"`
+}
+
+func trafficOf(c host.Counters) *Traffic {
+	return &Traffic{RPCs: c.RPCs, RPCsByOp: c.RPCsByOp, BytesSent: c.BytesSent, AgentBytes: c.AgentBytes}
 }
 
 // ChangeView is a module's Change with every value rendered for display.
@@ -116,6 +142,10 @@ type HostRecap struct {
 	Unreachable int    `json:"unreachable"`
 	Ignored     int    `json:"ignored"`
 	Deferred    int    `json:"deferred,omitempty"`
+	// Traffic is the host's total over the run, reconnects included, and
+	// connection set-up (facts, agent deployment) too; nil when its
+	// transport is not metered.
+	*Traffic
 }
 
 // Hooks receive events. Run calls Event from several goroutines at once.

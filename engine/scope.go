@@ -27,6 +27,33 @@ type hostState struct {
 	touched     bool
 	recap       HostRecap
 	scopes      map[*instance]*scope
+	// closed is the traffic of connections already closed (lost ones,
+	// before a reconnect), so totals keep growing across reconnects;
+	// metered says whether any connection counted it.
+	closed  host.Counters
+	metered bool
+}
+
+// counters is the host's traffic so far, over all its connections; ok is
+// false when none of them was metered.
+func (hs *hostState) counters() (host.Counters, bool) {
+	c, ok := hs.closed, hs.metered
+	if m, isMetered := hs.conn.(host.Metered); isMetered {
+		c, ok = c.Add(m.Counters()), true
+	}
+	return c, ok
+}
+
+// dropConn closes the host's connection, keeping what it counted.
+func (hs *hostState) dropConn() {
+	if hs.conn == nil {
+		return
+	}
+	if m, ok := hs.conn.(host.Metered); ok {
+		hs.closed, hs.metered = hs.closed.Add(m.Counters()), true
+	}
+	hs.conn.Close()
+	hs.conn = nil
 }
 
 func newHostState(inv *inventory.Inventory, name string) *hostState {

@@ -252,6 +252,14 @@ func (r *runner) runInstance1(ctx context.Context, sc *scope, playVars map[strin
 			r.unreachable(hs, ev, err)
 			return nullResult, false
 		}
+		// From here on, including reconnects, the task's traffic is the
+		// growth of the host's counters; connecting was not the task's.
+		if before, ok := hs.counters(); ok {
+			ev.traffic = func() *Traffic {
+				now, _ := hs.counters()
+				return trafficOf(now.Sub(before))
+			}
+		}
 	}
 
 	retries, delay, d := r.retryPolicy(sc, t, extra, playVars)
@@ -471,8 +479,7 @@ func lost(h host.Host) bool {
 
 // reconnect replaces a lost connection, trying until reconnect_timeout.
 func (r *runner) reconnect(ctx context.Context, hs *hostState, ev Event) (host.Host, error) {
-	hs.conn.Close()
-	hs.conn = nil
+	hs.dropConn()
 	timeout := DefaultReconnectTimeout
 	if v, ok := hs.vars["reconnect_timeout"]; ok {
 		if d, err := parseDuration(v.Value); err == nil {

@@ -264,6 +264,11 @@ func (h *Human) recap(e engine.Event) {
 		if r.Deferred > 0 {
 			line += fmt.Sprintf(" deferred=%d", r.Deferred)
 		}
+		// File content sent is what a re-run should not repeat; round
+		// trips are in the JSON events.
+		if r.Traffic != nil && r.BytesSent > 0 {
+			line += " sent=" + formatBytes(r.BytesSent)
+		}
 		code := cGreen
 		switch {
 		case r.Failed > 0 || r.Unreachable > 0:
@@ -374,6 +379,21 @@ func (h *Human) drawStatus() {
 }
 
 func quote(s string) string { return fmt.Sprintf("%q", s) }
+
+// formatBytes is n in bytes or binary units, with one decimal at most:
+// 23B, 640KiB, 1.5MiB.
+func formatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%dB", n)
+	}
+	v, i := float64(n)/unit, 0
+	for ; v >= unit && i < 3; i++ {
+		v /= unit
+	}
+	s := strings.TrimSuffix(fmt.Sprintf("%.1f", v), ".0")
+	return s + []string{"KiB", "MiB", "GiB", "TiB"}[i]
+}
 
 func plural(n int, one, many string) string {
 	if n == 1 {

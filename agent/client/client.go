@@ -44,6 +44,9 @@ type Client struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	// meter counts round trips and file content sent (host.Metered).
+	meter host.Meter
+
 	mu     sync.Mutex
 	calls  map[uint64]*call
 	nextID uint64
@@ -51,7 +54,10 @@ type Client struct {
 	dead   chan struct{} // closed when err is set
 }
 
-var _ host.Host = (*Client)(nil)
+var (
+	_ host.Host    = (*Client)(nil)
+	_ host.Metered = (*Client)(nil)
+)
 
 // call is a request waiting for its response.
 type call struct {
@@ -135,6 +141,10 @@ func (c *Client) Hello() proto.Hello { return c.hello }
 
 // Mode returns the negotiated frame mode.
 func (c *Client) Mode() proto.Mode { return c.mode }
+
+// Counters reports the requests sent and the file content streamed to the
+// agent (fs.write) on this connection (host.Metered).
+func (c *Client) Counters() host.Counters { return c.meter.Counters() }
 
 // Close closes the writer, which makes the agent finish and exit. Calls in
 // flight return ErrClosed.
@@ -287,8 +297,14 @@ func (c *Client) roundTrip(ctx context.Context, op string, args any, upload io.R
 		c.forget(id)
 		return nil, err
 	}
+	c.meter.RPC(op)
 	if upload != nil {
-		if err := c.upload(ctx, id, cl, upload); err != nil {
+		// Only file content is payload; process stdin is not.
+		var sent func(int64)
+		if op == proto.OpWrite {
+			sent = c.meter.Sent
+		}
+		if err := c.upload(ctx, id, cl, upload, sent); err != nil {
 			c.forget(id)
 			if ctx.Err() != nil {
 				go c.send(proto.Frame{Kind: proto.KindCancel, ID: id})
@@ -337,8 +353,9 @@ func (c *Client) forget(id uint64) {
 // in rotation; so r is never read after upload returns, even when it
 // returns early on cancellation, and memory stays at two chunks.
 // It returns early, with no error, if the agent already answered (it
-// failed); a read error from r aborts the stream and is returned.
-func (c *Client) upload(ctx context.Context, id uint64, cl *call, r io.Reader) error {
+// failed); a read error from r aborts the stream and is returned. sent, if
+// not nil, is told the size of each data frame written.
+func (c *Client) upload(ctx context.Context, id uint64, cl *call, r io.Reader, sent func(int64)) error {
 	free := make(chan []byte, 2)
 	free <- make([]byte, chunkSize)
 	free <- make([]byte, chunkSize)
@@ -347,8 +364,12 @@ func (c *Client) upload(ctx context.Context, id uint64, cl *call, r io.Reader) e
 	var stopped atomic.Bool // drop what is still queued
 	go func() {
 		for f := range queue {
-			if !stopped.Load() && c.send(f) != nil {
-				stopped.Store(true) // the connection failed; the caller sees c.dead
+			if !stopped.Load() {
+				if err := c.send(f); err != nil {
+					stopped.Store(true) // the connection failed; the caller sees c.dead
+				} else if f.Kind == proto.KindData && sent != nil {
+					sent(int64(len(f.Payload)))
+				}
 			}
 			if f.Kind == proto.KindData {
 				free <- f.Payload[:cap(f.Payload)]

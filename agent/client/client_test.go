@@ -440,7 +440,6 @@ var windowsCases = []struct {
 	op   string
 	call func(ctx context.Context, h host.Host) (any, error)
 }{
-	{proto.OpFacts, func(ctx context.Context, h host.Host) (any, error) { return h.Facts(ctx) }},
 	{proto.OpList, func(ctx context.Context, h host.Host) (any, error) { return h.ListProcesses(ctx) }},
 	{proto.OpKill, func(ctx context.Context, h host.Host) (any, error) { return h.Kill(ctx, 0, "kubelet.exe") }},
 	{proto.OpSvcQuery, func(ctx context.Context, h host.Host) (any, error) { return h.QueryService(ctx, "kubelet") }},
@@ -492,8 +491,8 @@ var windowsCases = []struct {
 	{proto.OpHNSDeleteNetwork, func(ctx context.Context, h host.Host) (any, error) { return nil, h.HNSDeleteNetwork(ctx, "n1") }},
 }
 
-// The agent is transparent: each Windows-side call made through it reaches
-// the backend with the same arguments and returns the same result and
+// The agent is transparent: each Windows-side call made through it (Facts,
+// served from the hello, is TestFacts') reaches the backend with the same arguments and returns the same result and
 // error as a direct call.
 func TestWindowsOpsTransparent(t *testing.T) {
 	direct, served := &fakeHost{}, &fakeHost{}
@@ -535,4 +534,109 @@ type noFacts struct{ *fakeHost }
 
 func (noFacts) Facts(context.Context) (host.Facts, error) {
 	return host.Facts{}, errors.New("no WMI today")
+}
+
+// Facts come from the hello, without a round trip, when the agent could
+// gather them; otherwise the agent is asked, and says why it cannot.
+func TestFacts(t *testing.T) {
+	t.Run("from the hello", func(t *testing.T) {
+		backend := &fakeHost{}
+		c := agenttest.Start(t, backend, agenttest.Options{}).Client
+		backend.calls = nil // the hello's
+		want, _ := (&fakeHost{}).Facts(context.Background())
+		got, err := c.Facts(testCtx(t))
+		require.NoError(t, err)
+		assert.Equal(t, want, got)
+		assert.Empty(t, backend.calls, "the backend is not asked again")
+		assert.Equal(t, int64(0), c.Counters().RPCs)
+	})
+	t.Run("asked when the hello has none", func(t *testing.T) {
+		c := agenttest.Start(t, noFacts{&fakeHost{}}, agenttest.Options{}).Client
+		_, err := c.Facts(testCtx(t))
+		assert.EqualError(t, err, "no WMI today")
+		assert.Equal(t, map[string]int64{proto.OpFacts: 1}, c.Counters().RPCsByOp)
+	})
+	t.Run("closed", func(t *testing.T) {
+		c := agenttest.Start(t, &fakeHost{}, agenttest.Options{}).Client
+		require.NoError(t, c.Close())
+		_, err := c.Facts(testCtx(t))
+		assert.ErrorIs(t, err, client.ErrClosed, "a closed connection fails like any other call")
+	})
+}
+
+// Every request sent is one RPC of its op, whatever the answer; fs.write
+// content is counted as bytes sent, process stdin is not.
+func TestCounters(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("uses the local backend with POSIX tools")
+	}
+	content := bytes.Repeat([]byte("wsu"), 200<<10) // 600 KiB: three data frames
+	tests := []struct {
+		name  string
+		calls func(ctx context.Context, c *client.Client, dir string) error
+		want  host.Counters
+	}{
+		{
+			name:  "nothing",
+			calls: func(context.Context, *client.Client, string) error { return nil },
+			want:  host.Counters{},
+		},
+		{
+			name: "one RPC per call",
+			calls: func(ctx context.Context, c *client.Client, dir string) error {
+				for _, p := range []string{"a", "b"} {
+					if _, err := c.Stat(ctx, filepath.Join(dir, p)); err != nil {
+						return err
+					}
+				}
+				return c.MkdirAll(ctx, filepath.Join(dir, "d"), 0o755)
+			},
+			want: host.Counters{RPCs: 3, RPCsByOp: map[string]int64{proto.OpStat: 2, proto.OpMkdir: 1}},
+		},
+		{
+			name: "a remote error is still a round trip",
+			calls: func(ctx context.Context, c *client.Client, dir string) error {
+				if _, err := c.SHA256(ctx, filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("want not found, got %v", err)
+				}
+				return nil
+			},
+			want: host.Counters{RPCs: 1, RPCsByOp: map[string]int64{proto.OpSHA256: 1}},
+		},
+		{
+			name: "write content is payload",
+			calls: func(ctx context.Context, c *client.Client, dir string) error {
+				if err := c.WriteFile(ctx, filepath.Join(dir, "big"), bytes.NewReader(content), 0o644); err != nil {
+					return err
+				}
+				return c.WriteFile(ctx, filepath.Join(dir, "empty"), strings.NewReader(""), 0o644)
+			},
+			want: host.Counters{RPCs: 2, RPCsByOp: map[string]int64{proto.OpWrite: 2}, BytesSent: int64(len(content))},
+		},
+		{
+			name: "stdin is not payload",
+			calls: func(ctx context.Context, c *client.Client, _ string) error {
+				_, err := c.Run(ctx, host.RunRequest{Argv: []string{"cat"}, Stdin: content})
+				return err
+			},
+			want: host.Counters{RPCs: 1, RPCsByOp: map[string]int64{proto.OpRun: 1}},
+		},
+		{
+			name: "a request refused before sending is not",
+			calls: func(ctx context.Context, c *client.Client, _ string) error {
+				if err := c.EnvSet(ctx, "BIG", strings.Repeat("x", proto.MaxPayload)); !errors.Is(err, proto.ErrInvalid) {
+					return fmt.Errorf("want invalid, got %v", err)
+				}
+				return nil
+			},
+			want: host.Counters{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := agenttest.Start(t, local.New(), agenttest.Options{}).Client
+			require.NoError(t, tt.calls(testCtx(t), c, t.TempDir()))
+			assert.Equal(t, tt.want, c.Counters())
+		})
+	}
 }

@@ -12,9 +12,22 @@ import (
 	"github.com/wsu-project/wsu/host"
 )
 
-// The host.Host methods: one request each.
+// The host.Host methods: one request each, except Facts.
 
+// Facts returns the facts the agent sent in its hello: every backend caches
+// them anyway, and asking again would cost every task that checks the host
+// a round trip. Only an agent that could not gather them then is asked.
+// A closed or lost connection is still an error, as for any other call.
 func (c *Client) Facts(ctx context.Context) (host.Facts, error) {
+	if err := ctx.Err(); err != nil {
+		return host.Facts{}, err
+	}
+	if c.hello.Facts != nil {
+		if err := c.connErr(); err != nil {
+			return host.Facts{}, err
+		}
+		return *c.hello.Facts, nil
+	}
 	var f host.Facts
 	_, err := c.roundTrip(ctx, proto.OpFacts, nil, nil, 0, &f)
 	return f, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"strings"
@@ -147,18 +148,15 @@ func (m File) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 	if target.windows && fc.mode.set && fc.state == "present" {
 		diags = append(diags, modeIgnored(cfg))
 	}
-	fi, d := statFile(ctx, req.Host, cfg, fc.path)
+	// A managed mode is only in the stat: without one, the sum alone
+	// settles an unchanged file.
+	probeSHA, probeSize := "", int64(0)
+	if fc.state == "present" && fc.contentOK && (!fc.mode.set || target.windows) {
+		probeSHA, probeSize = fc.wantSHA.AsString(), int64(len(fc.content))
+	}
+	fi, oldSHA, d := probeFile(ctx, req.Host, cfg, fc.path, probeSHA, probeSize)
 	if diags = append(diags, d...); diags.HasErrors() {
 		return modules.PlanResponse{Result: res, Diagnostics: diags}
-	}
-
-	var oldSHA string
-	if fi.Exists {
-		sum, err := req.Host.SHA256(ctx, fc.path)
-		if err != nil {
-			return modules.PlanResponse{Result: res, Diagnostics: append(diags, hostError(cfg, "Cannot read file", err)...)}
-		}
-		oldSHA = sum
 	}
 	oldFields := func() (cty.Value, cty.Value) {
 		return cty.StringVal(oldSHA), cty.NumberIntVal(fi.Size)
@@ -266,6 +264,32 @@ func (m File) Apply(ctx context.Context, req modules.ApplyRequest) modules.Apply
 		}
 	}
 	return modules.ApplyResponse{Result: res}
+}
+
+// probeFile is statFile and then SHA256 for a plan, in one round trip
+// when the file is missing or already holds wantSHA ("" when that does not
+// settle it): a sha256 answers only for a regular file, its not-found says
+// nothing is there, and the same sha256 means the same size. Otherwise the
+// file is stat'ed as well, for its size and mode, or to explain an error
+// (a directory, a bad path) exactly as statFile does.
+func probeFile(ctx context.Context, h host.Host, cfg modules.Config, path, wantSHA string, wantSize int64) (host.FileInfo, string, hcl.Diagnostics) {
+	sum, err := h.SHA256(ctx, path)
+	switch {
+	case err == nil && wantSHA != "" && sum == wantSHA:
+		return host.FileInfo{Path: path, Exists: true, Size: wantSize}, sum, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return host.FileInfo{Path: path}, "", nil
+	}
+	fi, diags := statFile(ctx, h, cfg, path)
+	switch {
+	case diags.HasErrors():
+		return fi, "", diags
+	case !fi.Exists: // removed in between
+		return fi, "", nil
+	case err != nil:
+		return fi, "", hostError(cfg, "Cannot read file", err)
+	}
+	return fi, sum, nil
 }
 
 // statFile stats path and refuses a directory: replacing one with a file, or

@@ -176,11 +176,7 @@ func (m Copy) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 	if diags := onWindows(ctx, h, cfg, "dest"); diags.HasErrors() {
 		return fail(diags)
 	}
-	fi, diags := statFile(ctx, h, cfg, "dest", dest)
-	if diags.HasErrors() {
-		return fail(diags)
-	}
-	oldSHA, diags := remoteSHA(ctx, h, cfg, "dest", dest, fi)
+	fi, oldSHA, diags := probeFile(ctx, h, cfg, "dest", dest, local.sha, local.size)
 	if diags.HasErrors() {
 		return fail(diags)
 	}

@@ -119,11 +119,11 @@ func (m File) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 	if diags := onWindows(ctx, req.Host, cfg, "path"); diags.HasErrors() {
 		return fail(diags)
 	}
-	fi, diags := statFile(ctx, req.Host, cfg, "path", path)
-	if diags.HasErrors() {
-		return fail(diags)
+	probeSHA, probeSize := "", int64(0)
+	if state == "present" && contentOK {
+		probeSHA, probeSize = wantSHA.AsString(), int64(len(content))
 	}
-	oldSHA, diags := remoteSHA(ctx, req.Host, cfg, "path", path, fi)
+	fi, oldSHA, diags := probeFile(ctx, req.Host, cfg, "path", path, probeSHA, probeSize)
 	if diags.HasErrors() {
 		return fail(diags)
 	}

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 	"unicode"
 
@@ -287,6 +288,33 @@ func remoteSHA(ctx context.Context, h host.Host, cfg modules.Config, attr, path 
 		return "", hostError(cfg, attr, "Cannot read file", err)
 	}
 	return strings.ToLower(sum), nil
+}
+
+// probeFile is statFile and remoteSHA for a plan, in one round trip when
+// the file is missing or already holds wantSHA ("" when not known): a
+// sha256 answers only for a regular file, and its not-found that nothing is
+// there, and the same sha256 means the same size. Only otherwise is the file
+// stat'ed as well: for the old size a change shows, or to explain an error
+// (a directory, a bad path) exactly as statFile does.
+func probeFile(ctx context.Context, h host.Host, cfg modules.Config, attr, path, wantSHA string, wantSize int64) (host.FileInfo, string, hcl.Diagnostics) {
+	sum, err := h.SHA256(ctx, path)
+	sum = strings.ToLower(sum)
+	switch {
+	case err == nil && wantSHA != "" && sum == wantSHA:
+		return host.FileInfo{Path: path, Exists: true, Size: wantSize}, sum, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return host.FileInfo{Path: path}, "", nil
+	}
+	fi, diags := statFile(ctx, h, cfg, attr, path)
+	switch {
+	case diags.HasErrors():
+		return fi, "", diags
+	case !fi.Exists: // removed in between
+		return fi, "", nil
+	case err != nil:
+		return fi, "", hostError(cfg, attr, "Cannot read file", err)
+	}
+	return fi, sum, nil
 }
 
 // mkParent creates the directory a file goes into.

@@ -119,7 +119,7 @@ func (r *benchRig) wsuUpload(b *testing.B, cfg Config, local string) time.Durati
 		b.Fatal(err)
 	}
 	defer sc.Close()
-	if err := uploadFile(sc, local, filepath.Join(r.dir, "wsu-upload.bin"), 0o644); err != nil {
+	if _, err := uploadFile(sc, local, filepath.Join(r.dir, "wsu-upload.bin"), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	return time.Since(start)

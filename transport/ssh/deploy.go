@@ -41,6 +41,9 @@ type agentSession struct {
 	stderr  *tailBuffer
 	exited  chan struct{} // closed when the session ended
 	exitErr error
+	// uploaded is how much of the agent binary was sent to start this
+	// agent: 0 when the one in place was current.
+	uploaded int64
 }
 
 // close ends the agent (its stdin closes) and waits up to grace for it to
@@ -148,11 +151,13 @@ func startOrDeploy(ctx context.Context, c *conn, cfg Config) (*agentSession, err
 		why = err.Error()
 	}
 
-	if uerr := uploadAgent(ctx, c, cfg); uerr != nil {
+	n, uerr := uploadAgent(ctx, c, cfg)
+	if uerr != nil {
 		// Another run may have deployed the same build meanwhile (and on
 		// Windows be running it, so ours could not replace it).
 		if a, err := startAgent(ctx, c, cfg); err == nil {
 			if a.client.Hello().AgentSHA256 == want {
+				a.uploaded = n
 				return a, nil
 			}
 			a.close(5 * time.Second)
@@ -167,6 +172,7 @@ func startOrDeploy(ctx context.Context, c *conn, cfg Config) (*agentSession, err
 		a.close(5 * time.Second)
 		return nil, fmt.Errorf("the agent deployed to %s reports sha256 %s, but %s has %s: the file was changed after the upload", cfg.AgentPath, got, cfg.AgentBinary, want)
 	}
+	a.uploaded = n
 	return a, nil
 }
 
@@ -183,11 +189,12 @@ func newSFTP(c *gossh.Client) (*sftp.Client, error) {
 	return sc, nil
 }
 
-// uploadAgent puts cfg.AgentBinary at cfg.AgentPath over SFTP.
-func uploadAgent(ctx context.Context, c *conn, cfg Config) error {
+// uploadAgent puts cfg.AgentBinary at cfg.AgentPath over SFTP. It returns
+// how many bytes of it were written, also when it fails.
+func uploadAgent(ctx context.Context, c *conn, cfg Config) (int64, error) {
 	sc, err := newSFTP(c.client)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer sc.Close()
 	// Closing the client is how a context interrupts SFTP calls.
@@ -197,28 +204,29 @@ func uploadAgent(ctx context.Context, c *conn, cfg Config) error {
 	if cfg.RemoteOS != "windows" {
 		mode = 0o755
 	}
-	err = uploadFile(sc, cfg.AgentBinary, sftpPath(cfg.RemoteOS, cfg.AgentPath), mode)
+	n, err := uploadFile(sc, cfg.AgentBinary, sftpPath(cfg.RemoteOS, cfg.AgentPath), mode)
 	if ctx.Err() != nil {
-		return fmt.Errorf("upload interrupted: %w", ctx.Err())
+		return n, fmt.Errorf("upload interrupted: %w", ctx.Err())
 	}
-	return err
+	return n, err
 }
 
 // uploadFile copies local to remote (an SFTP path) through a temp file
 // beside it that is synced and renamed over remote, so remote is always
 // either the old file or the complete new one. mode 0 leaves the
-// permissions alone (Windows).
-func uploadFile(sc *sftp.Client, local, remote string, mode fs.FileMode) error {
+// permissions alone (Windows). It returns the bytes written, also when it
+// fails, for the transport's counters.
+func uploadFile(sc *sftp.Client, local, remote string, mode fs.FileMode) (int64, error) {
 	src, err := os.Open(local)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer src.Close()
 	dir, base := path.Split(remote)
 	dir = strings.TrimSuffix(dir, "/")
 	if dir != "" {
 		if err := sc.MkdirAll(dir); err != nil {
-			return fmt.Errorf("creating %s: %w", dir, err)
+			return 0, fmt.Errorf("creating %s: %w", dir, err)
 		}
 	}
 	prefix := "." + base + ".wsu-upload-"
@@ -226,42 +234,44 @@ func uploadFile(sc *sftp.Client, local, remote string, mode fs.FileMode) error {
 	if dir == "" {
 		tmp = prefix + randomHex(6)
 	}
-	if err := writeRemote(sc, src, tmp, mode); err != nil {
+	n, err := writeRemote(sc, src, tmp, mode)
+	if err != nil {
 		sc.Remove(tmp)
-		return err
+		return n, err
 	}
 	if err := rename(sc, tmp, remote); err != nil {
 		sc.Remove(tmp)
-		return fmt.Errorf("renaming %s over %s: %w", tmp, remote, err)
+		return n, fmt.Errorf("renaming %s over %s: %w", tmp, remote, err)
 	}
 	removeStale(sc, dir, prefix)
-	return nil
+	return n, nil
 }
 
-func writeRemote(sc *sftp.Client, src *os.File, tmp string, mode fs.FileMode) error {
+func writeRemote(sc *sftp.Client, src *os.File, tmp string, mode fs.FileMode) (int64, error) {
 	f, err := sc.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
-		return fmt.Errorf("creating %s: %w", tmp, err)
+		return 0, fmt.Errorf("creating %s: %w", tmp, err)
 	}
-	if _, err := f.ReadFrom(src); err != nil {
+	n, err := f.ReadFrom(src)
+	if err != nil {
 		f.Close()
-		return fmt.Errorf("writing %s: %w", tmp, err)
+		return n, fmt.Errorf("writing %s: %w", tmp, err)
 	}
 	if _, ok := sc.HasExtension("fsync@openssh.com"); ok {
 		if err := f.Sync(); err != nil {
 			f.Close()
-			return fmt.Errorf("syncing %s: %w", tmp, err)
+			return n, fmt.Errorf("syncing %s: %w", tmp, err)
 		}
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("closing %s: %w", tmp, err)
+		return n, fmt.Errorf("closing %s: %w", tmp, err)
 	}
 	if mode != 0 {
 		if err := sc.Chmod(tmp, mode); err != nil {
-			return fmt.Errorf("chmod %s: %w", tmp, err)
+			return n, fmt.Errorf("chmod %s: %w", tmp, err)
 		}
 	}
-	return nil
+	return n, nil
 }
 
 // rename replaces newpath atomically with posix-rename@openssh.com; plain

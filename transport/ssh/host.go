@@ -24,9 +24,18 @@ type Host struct {
 }
 
 var (
-	_ host.Host  = (*Host)(nil)
-	_ host.Lossy = (*Host)(nil)
+	_ host.Host    = (*Host)(nil)
+	_ host.Lossy   = (*Host)(nil)
+	_ host.Metered = (*Host)(nil)
 )
+
+// Counters are the agent client's (round trips, fs.write content) plus the
+// agent binary this connection uploaded over SFTP, as AgentBytes.
+func (h *Host) Counters() host.Counters {
+	c := h.agent.client.Counters()
+	c.AgentBytes += h.agent.uploaded
+	return c
+}
 
 // Config returns the settings the host was dialled with (the engine reads
 // ReconnectTimeout from it).

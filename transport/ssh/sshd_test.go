@@ -333,7 +333,9 @@ func TestUploadVerifiesAndReplaces(t *testing.T) {
 		local := filepath.Join(t.TempDir(), "src")
 		data := randomBytes(size, uint64(i))
 		require.NoError(t, os.WriteFile(local, data, 0o644))
-		require.NoError(t, uploadFile(sc, local, remote, 0o755))
+		n, err := uploadFile(sc, local, remote, 0o755)
+		require.NoError(t, err)
+		assert.Equal(t, int64(size), n)
 
 		got, err := os.ReadFile(remote)
 		require.NoError(t, err)
@@ -365,6 +367,9 @@ func TestAgentSession(t *testing.T) {
 	want, _ := fileSHA256(agentBinary(t))
 	assert.Equal(t, want, h.Hello().AgentSHA256)
 	assert.Equal(t, "sim", h.Hello().Platform)
+	bin, err := os.Stat(agentBinary(t))
+	require.NoError(t, err)
+	assert.Equal(t, host.Counters{AgentBytes: bin.Size()}, h.Counters(), "the first contact deploys the agent")
 
 	f, err := h.Facts(ctx)
 	require.NoError(t, err)
@@ -406,6 +411,21 @@ func TestAgentSession(t *testing.T) {
 	// A missing file is the same error through SSH as locally.
 	_, err = h.ReadFile(ctx, `C:\k\nope`, 0)
 	assert.ErrorIs(t, err, fs.ErrNotExist)
+
+	// Facts came with the hello; stdin is not payload.
+	assert.Equal(t, host.Counters{
+		RPCs: 11,
+		RPCsByOp: map[string]int64{
+			"fs.mkdir": 1, "fs.write": 1, "fs.stat": 2, "fs.sha256": 1, "fs.read": 2,
+			"proc.run": 1, "env.set": 1, "env.get": 1, "fs.remove": 1,
+		},
+		BytesSent:  int64(len(content)),
+		AgentBytes: bin.Size(),
+	}, h.Counters())
+	again, err := Dial(ctx, "win01", r.vars(t, nil))
+	require.NoError(t, err)
+	assert.Equal(t, host.Counters{}, again.(host.Metered).Counters(), "the agent in place is current: nothing uploaded")
+	require.NoError(t, again.Close())
 
 	assert.False(t, h.Lost())
 	agentPath := h.Config().AgentPath

@@ -102,12 +102,22 @@ type Host struct {
 }
 
 var (
-	_ host.Host  = (*Host)(nil)
-	_ host.Lossy = (*Host)(nil)
+	_ host.Host    = (*Host)(nil)
+	_ host.Lossy   = (*Host)(nil)
+	_ host.Metered = (*Host)(nil)
 )
 
 // Deployment reports how the agent got in place.
 func (h *Host) Deployment() Deployment { return h.deploy }
+
+// Counters are the agent client's (round trips, fs.write content) plus the
+// agent binary this connection uploaded through the bootstrap command, as
+// AgentBytes.
+func (h *Host) Counters() host.Counters {
+	c := h.Client.Counters()
+	c.AgentBytes += h.deploy.Bytes
+	return c
+}
 
 // Lost reports whether the connection died: the WinRM exchange failed, or
 // the agent's streams broke. Calls then fail with host.ErrConnectionLost.

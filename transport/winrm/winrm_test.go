@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -189,7 +190,15 @@ func TestAgentDeployment(t *testing.T) {
 		t.Errorf("deployment = %+v: want the whole binary in several Send messages", d)
 	}
 	t.Logf("%s", d)
+	if c := h.Counters(); c.AgentBytes != d.Bytes || c.RPCs != 0 || c.BytesSent != 0 {
+		t.Errorf("counters after the deployment = %+v, want AgentBytes %d and nothing else", c, d.Bytes)
+	}
 	exercise(t, f, h)
+	// exercise's Facts came with the hello, and its one file is payload.
+	wantOps := map[string]int64{"fs.mkdir": 1, "fs.write": 1, "fs.read": 1, "fs.sha256": 1, "fs.stat": 1, "env.set": 1, "env.get": 1}
+	if c := h.Counters(); c.RPCs != 7 || !reflect.DeepEqual(c.RPCsByOp, wantOps) || c.BytesSent != 3<<20+17 || c.AgentBytes != d.Bytes {
+		t.Errorf("counters after exercise = %+v, want 7 RPCs %v, %d bytes sent", c, wantOps, 3<<20+17)
+	}
 	facts, _ := h.Facts(context.Background())
 	if facts.Hostname != "winrm-node" {
 		t.Errorf("hostname = %q: wsu_agent_args did not reach the agent", facts.Hostname)
@@ -200,6 +209,9 @@ func TestAgentDeployment(t *testing.T) {
 	h2 := f.dial(t, extra)
 	if d := h2.Deployment(); d.Uploaded {
 		t.Fatalf("re-uploaded a current agent: %+v", d)
+	}
+	if c := h2.Counters(); c.AgentBytes != 0 {
+		t.Errorf("AgentBytes = %d for a current agent, want 0", c.AgentBytes)
 	}
 	if _, err := h2.Stat(context.Background(), `C:\k\data\blob.bin`); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,191 @@
+package windows
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/wsu-project/wsu/agent/agenttest"
+	"github.com/wsu-project/wsu/agent/platform/sim"
+	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/modules"
+)
+
+// TestUnchangedPlanRPCs pins what planning a task that has nothing to do
+// costs through the agent, op by op: a re-run of a playbook is mostly such
+// tasks, and every RPC is a round trip to the node. The goal is at most
+// one; rows with more say why.
+func TestUnchangedPlanRPCs(t *testing.T) {
+	tests := []struct {
+		module modules.Module
+		name   string
+		setup  func(t *testing.T, h *sim.Host)
+		attrs  func(t *testing.T, h *sim.Host) map[string]cty.Value
+		want   map[string]int64
+	}{
+		{
+			module: Directory{}, name: "present",
+			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
+				return map[string]cty.Value{"path": cty.StringVal(`C:\k\etc`)}
+			},
+			want: map[string]int64{"fs.stat": 1},
+		},
+		{
+			module: File{}, name: "same content",
+			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
+				return map[string]cty.Value{"path": cty.StringVal(`C:\k\kubelet.conf`), "content": cty.StringVal("hello")}
+			},
+			want: map[string]int64{"fs.sha256": 1},
+		},
+		{
+			module: File{}, name: "absent",
+			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
+				return map[string]cty.Value{"path": cty.StringVal(`C:\k\old.conf`), "state": cty.StringVal("absent")}
+			},
+			want: map[string]int64{"fs.sha256": 1},
+		},
+		{
+			module: Copy{}, name: "same file",
+			attrs: func(t *testing.T, _ *sim.Host) map[string]cty.Value {
+				return map[string]cty.Value{"src": cty.StringVal(localSrc(t, "hello")), "dest": cty.StringVal(kubeProxy)}
+			},
+			want: map[string]int64{"fs.sha256": 1},
+		},
+		{
+			module: Copy{}, name: "same file of a running service",
+			setup: func(t *testing.T, h *sim.Host) { runningService(t, h, "kube-proxy", kubeProxy) },
+			attrs: func(t *testing.T, h *sim.Host) map[string]cty.Value {
+				return map[string]cty.Value{"src": cty.StringVal(localSrc(t, "MZ stand-in for kube-proxy")), "dest": cty.StringVal(kubeProxy), "service": cty.StringVal("kube-proxy")}
+			},
+			want: map[string]int64{"fs.sha256": 1},
+		},
+		{
+			module: Env{}, name: "set",
+			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
+				return map[string]cty.Value{"name": cty.StringVal("KUBECONFIG"), "value": cty.StringVal(`C:\k\config`)}
+			},
+			want: map[string]int64{"env.get": 1},
+		},
+		{
+			module: Path{}, name: "present",
+			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
+				return map[string]cty.Value{"entry": cty.StringVal(`C:\k`)}
+			},
+			want: map[string]int64{"env.get": 1},
+		},
+		{
+			module: Registry{}, name: "dword",
+			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
+				return map[string]cty.Value{"key": cty.StringVal(`HKLM\SYSTEM\CurrentControlSet\Services\hns\State`), "name": cty.StringVal("EnableCompartmentNamespace"), "type": cty.StringVal("REG_DWORD"), "value": cty.NumberIntVal(1)}
+			},
+			want: map[string]int64{"reg.get": 1},
+		},
+		{
+			module: Service{}, name: "running",
+			setup: func(t *testing.T, h *sim.Host) { writeFile(t, h, kubeletExe, "MZ kubelet") },
+			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
+				return map[string]cty.Value{"name": cty.StringVal("kubelet"), "path": cty.StringVal(kubeletExe), "args": strs("--windows-service")}
+			},
+			want: map[string]int64{"svc.query": 1},
+		},
+		{
+			// Failure actions are not in the service's configuration: two
+			// registry reads (the SCM's value, then wsu's copy, which the
+			// sim keeps; Windows has the first).
+			module: Service{}, name: "running with recovery",
+			setup: func(t *testing.T, h *sim.Host) { writeFile(t, h, kubeletExe, "MZ kubelet") },
+			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
+				return map[string]cty.Value{"name": cty.StringVal("kubelet"), "path": cty.StringVal(kubeletExe), "recovery": cty.ObjectVal(map[string]cty.Value{"restart_delays": nums(5, 10)})}
+			},
+			want: map[string]int64{"svc.query": 1, "reg.get": 2},
+		},
+		{
+			module: Service{}, name: "absent",
+			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
+				return map[string]cty.Value{"name": cty.StringVal("kubelet"), "state": cty.StringVal("absent")}
+			},
+			want: map[string]int64{"svc.query": 1},
+		},
+		{
+			module: HNSNetwork{}, name: "read",
+			setup: func(t *testing.T, h *sim.Host) {
+				require.NoError(t, h.AddHNSNetwork(host.HNSNetwork{Name: overlay, Type: "Overlay", Subnets: []string{"10.132.1.0/24"}}))
+			},
+			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
+				return map[string]cty.Value{"name": cty.StringVal(overlay)}
+			},
+			want: map[string]int64{"hns.networks": 1},
+		},
+		{
+			module: HNSEndpoint{}, name: "present",
+			setup: func(t *testing.T, h *sim.Host) {
+				require.NoError(t, h.AddHNSNetwork(host.HNSNetwork{Name: overlay, Type: "Overlay", Subnets: []string{"10.132.1.0/24"}}))
+			},
+			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
+				return map[string]cty.Value{"name": cty.StringVal("VIPEndpoint"), "network": cty.StringVal(overlay)}
+			},
+			want: map[string]int64{"hns.endpoints": 1},
+		},
+		{
+			module: Kill{}, name: "nothing runs",
+			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
+				return map[string]cty.Value{"image": cty.StringVal("containerd-shim-runhcs-v1")}
+			},
+			want: map[string]int64{"proc.list": 1},
+		},
+		{
+			module: Wait{}, name: "service already running",
+			setup: func(t *testing.T, h *sim.Host) { runningService(t, h, "kubelet", kubeletExe) },
+			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
+				return waitAttrs(map[string]cty.Value{"service": cty.StringVal("kubelet")})
+			},
+			want: map[string]int64{"svc.query": 1},
+		},
+		{
+			module: Wait{}, name: "file already there",
+			setup: func(t *testing.T, h *sim.Host) { writeFile(t, h, `C:\k\ready`, "") },
+			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
+				return waitAttrs(map[string]cty.Value{"file": cty.StringVal(`C:\k\ready`)})
+			},
+			want: map[string]int64{"fs.stat": 1},
+		},
+		{
+			module: Wait{}, name: "network already there",
+			setup: func(t *testing.T, h *sim.Host) {
+				require.NoError(t, h.AddHNSNetwork(host.HNSNetwork{Name: overlay, Type: "Overlay"}))
+			},
+			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
+				return waitAttrs(map[string]cty.Value{"hns_network": cty.StringVal(overlay)})
+			},
+			want: map[string]int64{"hns.networks": 1},
+		},
+		{
+			module: Command{}, name: "creates exists",
+			setup: func(t *testing.T, h *sim.Host) { writeFile(t, h, `C:\k\done`, "") },
+			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
+				return map[string]cty.Value{"argv": strs("true"), "creates": cty.StringVal(`C:\k\done`)}
+			},
+			want: map[string]int64{"fs.stat": 1},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.module.Schema().Name+"/"+tt.name, func(t *testing.T) {
+			h := newHost(t)
+			if tt.setup != nil {
+				tt.setup(t, h)
+			}
+			cfg := cfgFor(t, tt.module, tt.attrs(t, h))
+			converge(t, tt.module, h, cfg)
+
+			c := agenttest.Start(t, h, agenttest.Options{}).Client
+			resp := tt.module.Plan(ctx, modules.PlanRequest{Config: cfg, Host: c})
+			require.False(t, resp.Diagnostics.HasErrors(), "%v", resp.Diagnostics)
+			require.Nil(t, resp.Change, "nothing to do")
+			got := c.Counters()
+			assert.Equal(t, tt.want, got.RPCsByOp)
+			assert.Zero(t, got.BytesSent)
+		})
+	}
+}

@@ -1,0 +1,65 @@
+package view
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/wsu-project/wsu/engine"
+)
+
+// The human recap shows file content sent, and only when there was some:
+// unmetered transports and no-op re-runs read as before.
+func TestHumanRecapBytesSent(t *testing.T) {
+	tests := []struct {
+		name    string
+		traffic *engine.Traffic
+		want    string
+	}{
+		{name: "not metered", want: "  win01  ok=1   changed=0   failed=0   skipped=0   unreachable=0   ignored=0\n"},
+		{name: "nothing sent", traffic: &engine.Traffic{RPCs: 5}, want: "  win01  ok=1   changed=0   failed=0   skipped=0   unreachable=0   ignored=0\n"},
+		{name: "bytes", traffic: &engine.Traffic{RPCs: 5, BytesSent: 23}, want: "  win01  ok=1   changed=0   failed=0   skipped=0   unreachable=0   ignored=0 sent=23B\n"},
+		{name: "mebibytes", traffic: &engine.Traffic{BytesSent: 3<<20 + 512<<10}, want: "  win01  ok=1   changed=0   failed=0   skipped=0   unreachable=0   ignored=0 sent=3.5MiB\n"},
+		{name: "agent bytes are not payload", traffic: &engine.Traffic{AgentBytes: 40 << 20}, want: "  win01  ok=1   changed=0   failed=0   skipped=0   unreachable=0   ignored=0\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			h := NewHuman(&out, HumanOptions{})
+			h.Event(engine.Event{Type: engine.EventRecap, Mode: engine.ModeApply, Recap: []engine.HostRecap{{Host: "win01", OK: 1, Traffic: tt.traffic}}})
+			assert.Equal(t, "\nRECAP\n"+tt.want, out.String())
+		})
+	}
+}
+
+func TestFormatBytes(t *testing.T) {
+	for n, want := range map[int64]string{
+		0: "0B", 1023: "1023B", 1024: "1KiB", 655360 + 23: "640KiB", 1536: "1.5KiB",
+		5 << 30: "5GiB", 3 << 40: "3TiB", 2 << 50: "2048TiB",
+	} {
+		assert.Equal(t, want, formatBytes(n), "%d", n)
+	}
+}
+
+// The JSON view writes a task's traffic when the engine measured it, zeros
+// included, and leaves the fields out when it did not.
+func TestJSONTraffic(t *testing.T) {
+	tests := []struct {
+		name    string
+		traffic *engine.Traffic
+		want    string
+	}{
+		{name: "not metered", want: `"status":"ok"}`},
+		{name: "no-op", traffic: &engine.Traffic{RPCs: 1, RPCsByOp: map[string]int64{"fs.sha256": 1}}, want: `"status":"ok","rpcs":1,"rpcs_by_op":{"fs.sha256":1},"bytes_sent":0}`},
+		{name: "deployed", traffic: &engine.Traffic{RPCs: 2, BytesSent: 9, AgentBytes: 7}, want: `"status":"ok","rpcs":2,"bytes_sent":9,"agent_bytes":7}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			NewJSON(&out).Event(engine.Event{Schema: engine.EventSchema, Type: engine.EventTaskResult, Host: "win01", Status: engine.StatusOK, Traffic: tt.traffic})
+			assert.True(t, strings.HasSuffix(strings.TrimSpace(out.String()), tt.want), out.String())
+		})
+	}
+}
