@@ -690,3 +690,27 @@ play "upgrade" {
 	require.NotEmpty(t, res.Diagnostics)
 	assert.Contains(t, res.Diagnostics[len(res.Diagnostics)-1].Summary, "Maximum failure percentage exceeded")
 }
+
+// TestFactsBeforeFirstHostTask: a play whose first tasks only read the
+// facts (an assert, a local) sees them, as Ansible gathers facts first.
+func TestFactsBeforeFirstHostTask(t *testing.T) {
+	f := newFixture(t, map[string]string{"play.hcl": rootVar + `
+locals {
+  os = host.facts.os
+}
+play "p" {
+  hosts = "all"
+  task "check" {
+    assert {
+      that = [host.facts.os != ""]
+    }
+  }
+  task "show" {
+    print { msg = "os=${local.os}" }
+  }
+}`})
+	res, rec := f.run(engine.ModePlan)
+	require.False(t, res.Failed(), "%v %v", res.Diagnostics, rec.results(""))
+	assert.Equal(t, engine.StatusOK, rec.result(t, "localhost", "check").Status)
+	assert.NotContains(t, rec.result(t, "localhost", "show").Message, "os=\n")
+}

@@ -94,6 +94,12 @@ func (sc *scope) addr(t *playbook.Task) string {
 func (r *runner) runTask(ctx context.Context, sc *scope, playVars map[string]cty.Value, t *playbook.Task, hs *hostState, idx, count int) bool {
 	addr := sc.addr(t)
 	base := Event{Play: t.Play.Name, Host: hs.name, Task: t.Name, Address: addr, Module: t.Module, Handler: t.Handler, Index: idx + 1, Count: count}
+	if hs.conn == nil && needsFacts(t, sc.inst.pb) {
+		if _, err := r.connect(ctx, hs); err != nil {
+			r.unreachable(hs, base, err)
+			return false
+		}
+	}
 	if t.ForEach == nil {
 		res, changed := r.runInstance1(ctx, sc, playVars, t, hs, nil, base)
 		if !t.Handler {
@@ -546,6 +552,8 @@ func (r *runner) connect(ctx context.Context, hs *hostState) (host.Host, error) 
 		hs.facts = factsValue(f)
 		for _, sc := range hs.scopes {
 			sc.hostVal = hs.value()
+			// Locals read before the facts were known are read again.
+			clear(sc.locals)
 		}
 	}
 	return h, nil
