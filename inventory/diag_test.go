@@ -84,6 +84,41 @@ func TestDiagnostics(t *testing.T) {
 		{"yaml bad explicit int", "yaml", "all:\n  vars:\n    x: !!int abc\n", "Invalid number", "abc", "3:8"},
 		{"yaml plugin config", "yaml", "plugin: aws_ec2\n", "Inventory plugins are not supported", "static", "1:1"},
 		{"yaml invalid merge", "yaml", "all:\n  vars:\n    <<: 3\n", "Invalid merge", "mapping", "3:9"},
+
+		// HCL: HCL's own diagnostics (with its "did you mean") and the model's
+		{"hcl misspelt block", "hcl", "grop \"windows\" {}\n", "Unsupported block type", `Did you mean "group"?`, "1:1"},
+		{"hcl misspelt attribute", "hcl", "group \"g\" {\n  chidren = []\n}\n", "Unsupported argument", `Did you mean "children"?`, "2:3"},
+		{"hcl vars as block", "hcl", "group \"g\" {\n  vars {\n  }\n}\n", "Unsupported block type", "equals sign", "2:3"},
+		{"hcl top-level vars", "hcl", "vars = {}\n", "Unsupported argument", `group "all"`, "1:1"},
+		{"hcl syntax error", "hcl", "group \"g\" {\n  hosts = [\"a\"\n}\n", "Missing item separator", "comma", "3:1"},
+		{"hcl duplicate host in list", "hcl", "group \"g\" {\n  hosts = [\"a\", \"b\", \"a\"]\n}\n", "Duplicate host in group", "(line 2, column 12)", "2:22"},
+		{"hcl duplicate host through range", "hcl", "group \"g\" {\n  hosts = [\"w[1:3]\"]\n  host \"w2\" {}\n}\n", "Duplicate host in group", `"w2" is already in group "g"`, "3:8"},
+		{"hcl bad range in list", "hcl", "group \"g\" {\n  hosts = [\"win[10:01]\"]\n}\n", "Invalid host range", "counts down", "2:16"},
+		{"hcl bad range in label", "hcl", "host \"win[a:5]\" {}\n", "Invalid host range", "single letters", "1:10"},
+		{"hcl bad range escaped", "hcl", "host \"w\\u0069n[a:5]\" {}\n", "Invalid host range", "single letters", "1:6"},
+		{"hcl unterminated range", "hcl", "group \"g\" {\n  hosts = [\"w[1:3\"]\n}\n", "Unterminated host range", "closing ']'", "2:14"},
+		{"hcl port in host", "hcl", "group \"g\" {\n  hosts = [\"win01:5986\"]\n}\n", "Port in host name", "ansible_port = 5986", "2:18"},
+		{"hcl glob in host", "hcl", "host \"web*\" {}\n", "Invalid host name", "host patterns", "1:6"},
+		{"hcl empty host", "hcl", "group \"g\" {\n  hosts = [\"\"]\n}\n", "Invalid host name", "empty", "2:12"},
+		{"hcl non-string host", "hcl", "group \"g\" {\n  hosts = [1]\n}\n", "Invalid host name", "must be a string", "2:12"},
+		{"hcl hosts not a list", "hcl", "group \"g\" {\n  hosts = \"a\"\n}\n", "Invalid hosts", "list of host names", "2:11"},
+		{"hcl cycle", "hcl", "group \"a\" {\n  children = [\"b\"]\n}\ngroup \"b\" {\n  children = [\"a\"]\n}\n", "Group is its own ancestor", "a -> b -> a", "5:15"},
+		{"hcl self child", "hcl", "group \"g\" {\n  children = [\"g\"]\n}\n", "Group is its own ancestor", "g -> g", "2:15"},
+		{"hcl unknown child", "hcl", "group \"windows\" {}\ngroup \"k8s\" {\n  children = [\"windwos\"]\n}\n", "Unknown group", `Did you mean "windows"?`, "3:15"},
+		{"hcl all as child", "hcl", "group \"g\" {\n  children = [\"all\"]\n}\n", "Invalid child group", "every group", "2:15"},
+		{"hcl duplicate child", "hcl", "group \"a\" {}\ngroup \"g\" {\n  children = [\"a\", \"a\"]\n}\n", "Duplicate child group", "(line 3)", "3:20"},
+		{"hcl children not a list", "hcl", "group \"g\" {\n  children = {}\n}\n", "Invalid children", "list of group names", "2:14"},
+		{"hcl duplicate group", "hcl", "group \"g\" {}\ngroup \"g\" {}\n", "Duplicate group", "line 1", "2:7"},
+		{"hcl bad group name", "hcl", "group \"a b\" {}\n", "Invalid group name", "space", "1:7"},
+		{"hcl duplicate host block", "hcl", "host \"a\" {}\ngroup \"g\" {\n  host \"a\" {}\n}\n", "Duplicate host block", "line 1", "3:8"},
+		{"hcl vars in host block", "hcl", "host \"a\" {\n  vars = {}\n}\n", "Unexpected vars in host block", "attributes of its block", "2:3"},
+		{"hcl groups in host block", "hcl", "host \"a\" {\n  groups = [\"g\"]\n}\n", "Unexpected groups in host block", `hosts = ["a"]`, "2:3"},
+		{"hcl block in host block", "hcl", "host \"a\" {\n  vars {}\n}\n", "Unexpected \"vars\" block", "not allowed", "2:3"},
+		{"hcl duplicate host variable", "hcl", "host \"a\" {\n  x = 1\n  x = 2\n}\n", "Attribute redefined", `"x" was already set`, "3:3"},
+		{"hcl vars not an object", "hcl", "group \"g\" {\n  vars = [\"a\"]\n}\n", "Invalid vars", `group "g"`, "2:10"},
+		{"hcl duplicate group variable", "hcl", "group \"g\" {\n  vars = { a = 1, a = 2 }\n}\n", "Duplicate variable", "line 2", "2:19"},
+		{"hcl reference", "hcl", "host \"a\" {\n  x = var.y\n}\n", "Variables not allowed", "", "2:7"},
+		{"hcl function call", "hcl", "host \"a\" {\n  x = file(\"k\")\n}\n", "Function calls not allowed", "", "2:7"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,10 +136,7 @@ func TestDiagnostics(t *testing.T) {
 			if d.Subject == nil {
 				t.Fatal("no Subject")
 			}
-			wantFile := "inv.ini"
-			if tt.format == "yaml" {
-				wantFile = "inv.yml"
-			}
+			wantFile := map[string]string{"ini": "inv.ini", "yaml": "inv.yml", "hcl": "inv.hcl"}[tt.format]
 			got := fmt.Sprintf("%d:%d", d.Subject.Start.Line, d.Subject.Start.Column)
 			if d.Subject.Filename != wantFile || got != tt.at {
 				t.Errorf("at %s:%s, want %s:%s\n%s", d.Subject.Filename, got, wantFile, tt.at, diagText(diags))
@@ -127,6 +159,9 @@ func TestDiagnosticsDoNotCascade(t *testing.T) {
 		{"broken header skips its section", "ini", "[g:bogus]\nx\ny z\n[h]\nok\n", 1},
 		{"each bad line reported", "ini", "[g]\n[g:vars]\na\nb\nc=1\n", 2},
 		{"yaml shape errors keep parsing", "yaml", "all:\n  hosts: [a]\n  vars: [b]\n  children: {g: {hosts: {ok: }}}\n", 2},
+		{"hcl one report per duplicated range", "hcl", "group \"g\" {\n  hosts = [\"w[1:5]\", \"w[2:4]\"]\n}\n", 1},
+		{"hcl syntax error stops", "hcl", "group \"g\" {\n  hosts = [\n}\nbogus\n", 1},
+		{"hcl model errors keep parsing", "hcl", "group \"g\" {\n  hosts = [\"a\", \"a\"]\n  children = [\"nope\"]\n}\nhost \"b c\" {}\n", 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,33 +16,37 @@ func loadFixture(t *testing.T, name string) *Inventory {
 	return inv
 }
 
-// The INI and YAML fixtures describe the same cluster, so everything a
-// playbook can observe must agree (YAML numbers compare by their text).
+// The INI, YAML and HCL fixtures describe the same cluster, so everything a
+// playbook can observe must agree (YAML and HCL numbers compare by their
+// text).
 func TestFixturesAgree(t *testing.T) {
 	ini := loadFixture(t, "cluster.ini")
-	yml := loadFixture(t, "cluster.yml")
-
-	equal(t, "order", yml.Order, ini.Order)
 	equal(t, "order", ini.Order, []string{"cp01", "win01", "win02", "win03", "win04"})
-	equal(t, "group names", sorted(mapKeys(yml.Groups)), sorted(mapKeys(ini.Groups)))
-	for name, g := range ini.Groups {
-		y := yml.Groups[name]
-		equal(t, name+" hosts", sorted(y.Hosts), sorted(g.Hosts))
-		equal(t, name+" children", sorted(y.Children), sorted(g.Children))
-		equal(t, name+" vars", varStrings(y.Vars), varStrings(g.Vars))
-	}
-	for _, h := range ini.Order {
-		equal(t, h+" groups", yml.Hosts[h].Groups, ini.Hosts[h].Groups)
-		equal(t, h+" group names", yml.GroupNames(h), ini.GroupNames(h))
-		equal(t, h+" hostvars", varStrings(yml.HostVars(h)), varStrings(ini.HostVars(h)))
-	}
-	for _, pat := range []string{"all", "windows", "linux:&k8s_cluster", "k8s_cluster:!gpu", "win0?", "~cp"} {
-		a, errA := ini.Match(pat)
-		b, errB := yml.Match(pat)
-		if errA != nil || errB != nil {
-			t.Fatalf("%s: %v / %v", pat, errA, errB)
-		}
-		equal(t, "match "+pat, b, a)
+	for _, fixture := range []string{"cluster.yml", "cluster.hcl"} {
+		t.Run(fixture, func(t *testing.T) {
+			other := loadFixture(t, fixture)
+			equal(t, "order", other.Order, ini.Order)
+			equal(t, "group names", sorted(mapKeys(other.Groups)), sorted(mapKeys(ini.Groups)))
+			for name, g := range ini.Groups {
+				o := other.Groups[name]
+				equal(t, name+" hosts", sorted(o.Hosts), sorted(g.Hosts))
+				equal(t, name+" children", sorted(o.Children), sorted(g.Children))
+				equal(t, name+" vars", varStrings(o.Vars), varStrings(g.Vars))
+			}
+			for _, h := range ini.Order {
+				equal(t, h+" groups", other.Hosts[h].Groups, ini.Hosts[h].Groups)
+				equal(t, h+" group names", other.GroupNames(h), ini.GroupNames(h))
+				equal(t, h+" hostvars", varStrings(other.HostVars(h)), varStrings(ini.HostVars(h)))
+			}
+			for _, pat := range []string{"all", "windows", "linux:&k8s_cluster", "k8s_cluster:!gpu", "win0?", "~cp"} {
+				a, errA := ini.Match(pat)
+				b, errB := other.Match(pat)
+				if errA != nil || errB != nil {
+					t.Fatalf("%s: %v / %v", pat, errA, errB)
+				}
+				equal(t, "match "+pat, b, a)
+			}
+		})
 	}
 }
 
@@ -74,6 +78,12 @@ func TestFixtureHostVars(t *testing.T) {
 	yr := loadFixture(t, "cluster.yml").HostVars("win04")["ansible_port"].Range
 	equal(t, "yaml range", [3]int{yr.Start.Line, yr.Start.Column, yr.Start.Byte}, [3]int{30, 27, indexOf(t, "cluster.yml", "5986")})
 	equal(t, "yaml range end", yr.End.Column, 31)
+	hr := loadFixture(t, "cluster.hcl").HostVars("win04")["ansible_port"].Range
+	equal(t, "hcl range", [3]int{hr.Start.Line, hr.Start.Column, hr.Start.Byte}, [3]int{43, 44, indexOf(t, "cluster.hcl", "5986")})
+	equal(t, "hcl range end", hr.End.Column, 48)
+	// A host listed by a range points at the list element.
+	lr := loadFixture(t, "cluster.hcl").Hosts["win02"].Range
+	equal(t, "hcl host range", [2]int{lr.Start.Line, lr.Start.Column}, [2]int{31, 12})
 }
 
 func indexOf(t *testing.T, fixture, s string) int {
@@ -117,6 +127,11 @@ func TestLoad(t *testing.T) {
 		{name: "single inline host", arg: "localhost,", wantHosts: []string{"localhost"}},
 		{name: "missing file", arg: filepath.Join(dir, "nope"), wantErr: "Inventory not found"},
 		{name: "directory", arg: dir, wantErr: "Inventory is a directory"},
+		{name: "hcl by extension", arg: write("inventory.wsu.hcl", "host \"a\" {}\n"), wantHosts: []string{"a"}, wantFile: true},
+		{name: "hcl by content", arg: write("inv4", "# wsu\ngroup \"windows\" {\n  hosts = [\"w[1:2]\"]\n}\n"), wantHosts: []string{"w1", "w2"}, wantFile: true},
+		{name: "hcl comment first", arg: write("inv5", "// wsu\n/* x */\nhost \"b\" { x = 1 }\n"), wantHosts: []string{"b"}, wantFile: true},
+		{name: "ini host named group", arg: write("inv6", "group ansible_host=10.0.0.1\n"), wantHosts: []string{"group"}, wantFile: true},
+		{name: "fixture hcl", arg: "testdata/cluster.hcl", wantHosts: []string{"cp01", "win01", "win02", "win03", "win04"}, wantFile: true},
 		{name: "fixture", arg: "testdata/cluster.yml", wantHosts: []string{"cp01", "win01", "win02", "win03", "win04"}, wantFile: true},
 	}
 	for _, tt := range tests {

@@ -3,6 +3,7 @@ package inventory
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/hcl/v2"
@@ -27,6 +28,16 @@ var yamlSeeds = []string{
 	`{"all": {"hosts": {"a": null}, "children": {"g": {"hosts": {"a": {"n": 1.5}}}}}}`,
 	"all: &x\n  children:\n    g: *x\n",
 	"a: &a [*a, *a]\nall:\n  hosts:\n    - bad\n  host:\n  vars: !vault |\n    x\n",
+}
+
+var hclSeeds = []string{
+	"",
+	"host \"localhost\" { connection = \"local\" }\n",
+	"group \"windows\" {\n  vars = { connection = \"ssh\", ansible_user = \"Administrator\", port = 22, tofu = true }\n  host \"win01\" { ansible_host = \"10.0.0.11\" }\n  hosts = [\"win[02:10].example.com\", \"web[a:c]\", \"n[1:10:3]\"]\n  children = [\"byoh\"]\n}\ngroup \"byoh\" {}\n",
+	"\xEF\xBB\xBF// c\n/* c */\ngroup \"all\" {\n  vars = { l = [1, \"a\", { x = null }], h = <<-EOT\n    x\n  EOT\n  }\n}\n",
+	"group \"a\" { children = [\"b\"] }\ngroup \"b\" { children = [\"a\", \"a\", \"all\", \"c\"] }\n",
+	"grop \"x\" {}\ngroup \"g\" {\n  chidren = []\n  hosts = [\"w[10:01]\", \"w:22\", 1, \"\"]\n  vars = [1]\n}\nhost \"a\" {\n  vars = {}\n  x = var.y\n  y = f()\n}\n",
+	"host \"w\\u0069n[a:5]\" {}\nhost \"x\" {\n",
 }
 
 // addSeeds adds the inline seeds plus every file of a kind in testdata, so
@@ -111,5 +122,51 @@ func FuzzParseYAML(f *testing.F) {
 		}
 		inv, diags := ParseYAML("fuzz.yml", src)
 		checkResult(t, src, inv, diags)
+	})
+}
+
+func FuzzParseHCL(f *testing.F) {
+	addSeeds(f, hclSeeds, ".hcl")
+	f.Fuzz(func(t *testing.T, src []byte) {
+		inv, diags := ParseHCL("fuzz.hcl", src)
+		checkResult(t, src, inv, diags)
+	})
+}
+
+// FuzzParseWindowsInstances feeds two ConfigMap entries: every entry must
+// become a host or give exactly one error located in the rendered text.
+func FuzzParseWindowsInstances(f *testing.F) {
+	seeds := [][4]string{
+		{"10.0.0.11", "username=Administrator", "win02.example.com", `username=CORP\admin`},
+		{"fe80::1", "username=a", "10.0.0.256", "user=a"},
+		{"WIN01", "username=a", "win01", " username=b\n"},
+		{"", "", "a..b", "username=a,password=b"},
+		{"10.0.0.1:22", "Username = x", "-a", "username=\x00"},
+	}
+	for _, s := range seeds {
+		f.Add(s[0], s[1], s[2], s[3])
+	}
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
+		data := map[string]string{k1: v1, k2: v2}
+		inv, diags := ParseWindowsInstances("k8s://ns/windows-instances", data)
+		text := WindowsInstancesText(data)
+		checkResult(t, text, inv, diags)
+		if len(inv.Order)+len(diags) != len(data) {
+			t.Fatalf("%d entries gave %d hosts and %d diagnostics", len(data), len(inv.Order), len(diags))
+		}
+		for _, d := range diags {
+			if d.Subject.Filename != "k8s://ns/windows-instances" || !strings.HasPrefix(d.Detail, "Entry ") {
+				t.Fatalf("diagnostic not located at an entry: %#v", d)
+			}
+		}
+		for _, name := range inv.Order {
+			vars := inv.HostVars(name)
+			if str(vars["ansible_host"].Value) != name || str(vars["ansible_user"].Value) == "" || str(vars["connection"].Value) != "ssh" {
+				t.Fatalf("host %q has vars %v", name, varStrings(vars))
+			}
+			if !contains(inv.Groups["windows"].Hosts, name) {
+				t.Fatalf("host %q not in windows", name)
+			}
+		}
 	})
 }

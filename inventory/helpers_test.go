@@ -12,7 +12,7 @@ import (
 	"github.com/zclconf/go-cty/cty/convert"
 )
 
-// parse runs the parser named by format ("ini" or "yaml") and fails the test
+// parse runs the parser named by format ("ini", "yaml" or "hcl") and fails the test
 // on any diagnostic.
 func parse(t *testing.T, format, src string) *Inventory {
 	t.Helper()
@@ -24,8 +24,11 @@ func parse(t *testing.T, format, src string) *Inventory {
 }
 
 func parseAs(format, src string) (*Inventory, hcl.Diagnostics) {
-	if format == "yaml" {
+	switch format {
+	case "yaml":
 		return ParseYAML("inv.yml", []byte(src))
+	case "hcl":
+		return ParseHCL("inv.hcl", []byte(src))
 	}
 	return ParseINI("inv.ini", []byte(src))
 }

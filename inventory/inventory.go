@@ -1,4 +1,5 @@
-// Package inventory reads Ansible-style inventories (INI, YAML or an inline
+// Package inventory reads Ansible-style inventories (INI, YAML, wsu's own
+// HCL form, a BYOH windows-instances ConfigMap's data, or an inline
 // comma-separated host list), resolves host patterns and merges variables the
 // way Ansible does, so an existing Ansible inventory works unchanged.
 //
@@ -12,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -69,7 +71,7 @@ func Load(arg string) (*Inventory, hcl.Diagnostics) {
 		return nil, hcl.Diagnostics{{
 			Severity: hcl.DiagError,
 			Summary:  "Inventory is a directory",
-			Detail:   fmt.Sprintf("%q is a directory; give the path of an INI or YAML inventory file.", arg),
+			Detail:   fmt.Sprintf("%q is a directory; give the path of an INI, YAML or HCL inventory file.", arg),
 		}}
 	case err == nil:
 		src, err := os.ReadFile(arg)
@@ -80,8 +82,11 @@ func Load(arg string) (*Inventory, hcl.Diagnostics) {
 				Detail:   err.Error(),
 			}}
 		}
-		if looksLikeYAML(arg, src) {
+		switch formatOf(arg, src) {
+		case formatYAML:
 			return ParseYAML(arg, src)
+		case formatHCL:
+			return ParseHCL(arg, src)
 		}
 		return ParseINI(arg, src)
 	case strings.Contains(arg, ","):
@@ -102,31 +107,49 @@ func Load(arg string) (*Inventory, hcl.Diagnostics) {
 	}
 }
 
-// looksLikeYAML picks the parser: by extension first, then by content, since
+type format int
+
+const (
+	formatINI format = iota
+	formatYAML
+	formatHCL
+)
+
+// hclBlockRe is how an HCL inventory's first block starts.
+var hclBlockRe = regexp.MustCompile(`^(group|host)\s+"[^"]*"\s*\{`)
+
+// formatOf picks the parser: by extension first, then by content, since
 // Ansible users often name YAML inventories "hosts" or "inventory".
-func looksLikeYAML(name string, src []byte) bool {
+func formatOf(name string, src []byte) format {
 	switch strings.ToLower(filepath.Ext(name)) {
 	case ".yml", ".yaml", ".json":
-		return true
+		return formatYAML
 	case ".ini", ".cfg":
-		return false
+		return formatINI
+	case ".hcl": // also inventory.wsu.hcl
+		return formatHCL
 	}
 	for _, line := range strings.Split(strings.TrimPrefix(string(src), string(utf8BOM)), "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || line[0] == '#' || line[0] == ';' {
 			continue
 		}
+		if strings.HasPrefix(line, "//") || strings.HasPrefix(line, "/*") || hclBlockRe.MatchString(line) {
+			return formatHCL
+		}
 		if line == "---" || line[0] == '{' {
-			return true
+			return formatYAML
 		}
 		if line[0] == '[' || strings.Contains(line, "=") {
-			return false
+			return formatINI
 		}
 		// "all:" or "name: value"; an INI "host:2222" has no space after ':'.
-		i := strings.IndexByte(line, ':')
-		return i > 0 && (i == len(line)-1 || line[i+1] == ' ' || line[i+1] == '\t')
+		if i := strings.IndexByte(line, ':'); i > 0 && (i == len(line)-1 || line[i+1] == ' ' || line[i+1] == '\t') {
+			return formatYAML
+		}
+		return formatINI
 	}
-	return false
+	return formatINI
 }
 
 // FromList builds an inventory from an inline list such as "win01,win02," or

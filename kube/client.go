@@ -174,9 +174,25 @@ func WithCache(ctx context.Context, cache *Cache) context.Context {
 // one run per process, so the process is the run.
 var processCache = NewCache()
 
-// Shared returns the run's client for kubeconfig and context: the one from
-// WithCache's cache, else the process-wide one.
+type kubeconfigCtxKey struct{}
+
+// WithKubeconfig makes Shared use path whenever its caller names no
+// kubeconfig: the CLI's --kubeconfig, which thereby reaches every cluster
+// module of the run and a k8s:// inventory alike. "" changes nothing.
+func WithKubeconfig(ctx context.Context, path string) context.Context {
+	if path == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, kubeconfigCtxKey{}, path)
+}
+
+// Shared returns the run's client for kubeconfig (default: WithKubeconfig's,
+// else Load's defaults) and context: the one from WithCache's cache, else
+// the process-wide one.
 func Shared(ctx context.Context, kubeconfig, kubeContext string) (*Client, error) {
+	if kubeconfig == "" {
+		kubeconfig, _ = ctx.Value(kubeconfigCtxKey{}).(string)
+	}
 	cache, _ := ctx.Value(cacheCtxKey{}).(*Cache)
 	if cache == nil {
 		cache = processCache

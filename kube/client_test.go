@@ -163,4 +163,16 @@ func TestShared(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "https://a.example:6443", d1.Config.Host)
 	assert.Equal(t, "https://c.example:6443", d2.Config.Host)
+
+	// --kubeconfig (WithKubeconfig) beats KUBECONFIG when the caller names
+	// none, and an explicit kubeconfig still beats it.
+	flagCtx := WithKubeconfig(ctx, two)
+	e, err := Shared(flagCtx, "", "")
+	require.NoError(t, err)
+	assert.Equal(t, "https://a.example:6443", e.Config.Host)
+	assert.Equal(t, "kubeconfig "+two, e.Source)
+	f, err := Shared(flagCtx, later, "")
+	require.NoError(t, err)
+	assert.Equal(t, "https://c.example:6443", f.Config.Host)
+	assert.Same(t, ctx, WithKubeconfig(ctx, ""), "no --kubeconfig changes nothing")
 }

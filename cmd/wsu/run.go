@@ -18,6 +18,8 @@ import (
 	"github.com/wsu-project/wsu/engine/playbook"
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/inventory/kubeinv"
+	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/modules/all"
 	"github.com/wsu-project/wsu/playbooks"
 	"github.com/wsu-project/wsu/transport"
@@ -28,6 +30,7 @@ import (
 // runOptions are the flags plan and apply share.
 type runOptions struct {
 	inventory        string
+	kubeconfig       string
 	vars             []string
 	varFiles         []string
 	limit            string
@@ -46,7 +49,8 @@ type runOptions struct {
 
 func (o *runOptions) bind(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVarP(&o.inventory, "inventory", "i", "", "inventory file (INI or YAML), or a comma-separated host list like \"win01,win02,\"")
+	f.StringVarP(&o.inventory, "inventory", "i", "", "inventory file (INI, YAML or HCL), a BYOH ConfigMap k8s://NAMESPACE/NAME, or a comma-separated host list like \"win01,win02,\"")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig for -i k8s://... and the cluster modules (default: KUBECONFIG, in-cluster, ~/.kube/config)")
 	f.StringArrayVar(&o.vars, "var", nil, "set a variable: -var 'name=value' (repeatable)")
 	f.StringArrayVar(&o.varFiles, "var-file", nil, "read variable values from an HCL file (repeatable)")
 	f.StringVarP(&o.limit, "limit", "l", "", "further limit hosts to a pattern")
@@ -129,6 +133,8 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		o.tags, o.skipTags, o.local = saved.Tags, saved.SkipTags, saved.Local
 	}
 
+	// --kubeconfig reaches the k8s:// inventory and every cluster module.
+	ctx = kube.WithKubeconfig(ctx, o.kubeconfig)
 	loader := playbook.NewLoader(all.Registry(), playbooks.FS)
 	v := a.newView(o, loader.Sources())
 	defer v.Close()
@@ -139,14 +145,19 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		return exitError{1}
 	}
 	v.Diagnostics(diags) // warnings
-	inv, invSources, diags := a.loadInventory(o)
-	if diags.HasErrors() {
-		v.Diagnostics(diags)
-		return exitError{1}
-	}
 	sources := map[string][]byte{}
 	for k, s := range loader.Sources() {
 		sources[k] = s
+	}
+	inv, invSources, invText, diags := a.loadInventory(ctx, o)
+	// The view quotes source lines from the loader's map; the inventory's
+	// text joins it there (only for display: the plan's sources are above).
+	for k, s := range invText {
+		loader.Sources()[k] = s
+	}
+	v.Diagnostics(diags) // errors, or warnings such as a missing SSH key
+	if diags.HasErrors() {
+		return exitError{1}
 	}
 	for k, s := range invSources {
 		sources[k] = s
@@ -224,30 +235,66 @@ func inputFlags(flags *pflag.FlagSet) []string {
 }
 
 // loadInventory reads -i, or makes the one-host inventory --local implies.
-func (a *app) loadInventory(o *runOptions) (*inventory.Inventory, map[string][]byte, hcl.Diagnostics) {
-	sources := map[string][]byte{}
+// It returns the inventory, what a saved plan fingerprints ("inventory:"
+// keys), and the text its diagnostics point into, by file name.
+func (a *app) loadInventory(ctx context.Context, o *runOptions) (*inventory.Inventory, map[string][]byte, map[string][]byte, hcl.Diagnostics) {
+	sources, text := map[string][]byte{}, map[string][]byte{}
 	if o.inventory == "" {
 		if !o.local {
-			return nil, nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No inventory", Detail: "Give the hosts with -i INVENTORY (a file, or a list like \"win01,win02,\"), or use --local to run on this machine."}}
+			return nil, nil, nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No inventory", Detail: "Give the hosts with -i INVENTORY (a file, a ConfigMap k8s://NAMESPACE/NAME, or a list like \"win01,win02,\"), or use --local to run on this machine."}}
 		}
 		inv := inventory.FromList("localhost,")
 		inv.Hosts["localhost"].Vars["connection"] = inventory.Var{Value: cty.StringVal("local")}
-		return inv, sources, nil
+		return inv, sources, text, nil
 	}
-	inv, diags := inventory.Load(o.inventory)
+	var inv *inventory.Inventory
+	var diags hcl.Diagnostics
+	if kubeinv.IsRef(o.inventory) {
+		inv, diags = a.loadKubeInventory(ctx, o.inventory, sources, text)
+	} else {
+		inv, diags = inventory.Load(o.inventory)
+		if src, err := os.ReadFile(o.inventory); err == nil {
+			abs, _ := filepath.Abs(o.inventory)
+			sources["inventory:"+abs] = src
+			text[o.inventory] = src
+		}
+	}
 	if diags.HasErrors() {
-		return nil, nil, diags
-	}
-	if src, err := os.ReadFile(o.inventory); err == nil {
-		abs, _ := filepath.Abs(o.inventory)
-		sources["inventory:"+abs] = src
+		return nil, nil, text, diags
 	}
 	if o.local {
 		for _, name := range sortedHosts(inv) {
 			inv.Hosts[name].Vars["connection"] = inventory.Var{Value: cty.StringVal("local")}
 		}
 	}
-	return inv, sources, diags
+	return inv, sources, text, diags
+}
+
+// loadKubeInventory reads -i k8s://NAMESPACE/NAME through the run's shared
+// cluster client (--kubeconfig, else KUBECONFIG, in-cluster, ~/.kube/config).
+// The ConfigMap's rendered data is both what a saved plan fingerprints (so a
+// changed ConfigMap makes the plan stale) and what diagnostics quote; the
+// private key is in neither.
+func (a *app) loadKubeInventory(ctx context.Context, ref string, sources, text map[string][]byte) (*inventory.Inventory, hcl.Diagnostics) {
+	if _, _, diags := kubeinv.ParseRef(ref); diags.HasErrors() {
+		return nil, diags
+	}
+	cl, err := kube.Shared(ctx, "", "")
+	if err != nil {
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot connect to the cluster",
+			Detail: fmt.Sprintf("-i %s reads the cluster: %v. Give --kubeconfig FILE or set KUBECONFIG.", ref, err)}}
+	}
+	inv, src, diags := kubeinv.Load(ctx, cl.Kube, ref)
+	for _, d := range diags {
+		if d.Subject == nil && d.Severity == hcl.DiagError {
+			d.Detail += fmt.Sprintf(" Cluster: %s.", cl.Source)
+		}
+	}
+	if inv != nil { // also an empty ConfigMap: a saved plan notices entries appearing
+		sources["inventory:"+ref] = src
+		text[ref] = src
+	}
+	return inv, diags
 }
 
 func sortedHosts(inv *inventory.Inventory) []string {

@@ -50,7 +50,7 @@ const knownAfterApply = "(known after apply)"
 // cluster. They go last in a schema, after the module's own.
 var connAttributes = []modules.Attribute{
 	{Name: "kubeconfig", Type: cty.String,
-		Description: "Path of the kubeconfig file to use. Default: the `KUBECONFIG` list, else the pod's service account when wsu runs in the cluster, else `~/.kube/config`."},
+		Description: "Path of the kubeconfig file to use. Default: the command line's `--kubeconfig`, else the `KUBECONFIG` list, else the pod's service account when wsu runs in the cluster, else `~/.kube/config`."},
 	{Name: "context", Type: cty.String,
 		Description: "Kubeconfig context to use. Default: the kubeconfig's current context."},
 }

@@ -28,15 +28,25 @@ type credentials struct {
 func loadCredentials(c Config) (*credentials, error) {
 	cr := &credentials{close: func() {}}
 	var keyAuth gossh.AuthMethod
-	if c.PrivateKeyFile != "" {
+	switch {
+	case c.PrivateKeyFile != "":
 		signer, err := loadKey(c.PrivateKeyFile)
 		if err != nil {
 			return nil, err
 		}
 		keyAuth = gossh.PublicKeys(signer)
+		cr.what = "the private key " + c.PrivateKeyFile
+	case c.PrivateKey != "":
+		signer, err := keySigner([]byte(c.PrivateKey), "in ssh_private_key")
+		if err != nil {
+			return nil, err
+		}
+		keyAuth = gossh.PublicKeys(signer)
+		cr.what = "the private key in ssh_private_key"
+	}
+	if keyAuth != nil {
 		cr.target = append(cr.target, keyAuth)
 		cr.jump = append(cr.jump, keyAuth)
-		cr.what = "the private key " + c.PrivateKeyFile
 	}
 	if c.Password != "" {
 		pw := c.Password
@@ -66,7 +76,7 @@ func loadCredentials(c Config) (*credentials, error) {
 	cr.jump = fallback
 	if c.Password == "" {
 		if fallback == nil {
-			return nil, errors.New("no SSH credentials: set ansible_ssh_private_key_file (or private_key_file) or ansible_password, or start an ssh-agent (SSH_AUTH_SOCK)")
+			return nil, errors.New("no SSH credentials: set ansible_ssh_private_key_file (or private_key_file, or the key itself in ssh_private_key) or ansible_password, or start an ssh-agent (SSH_AUTH_SOCK)")
 		}
 		cr.target, cr.what = fallback, what
 	}
@@ -105,32 +115,49 @@ func agentOrDefaultKeys(cr *credentials) ([]gossh.AuthMethod, string, error) {
 	return []gossh.AuthMethod{gossh.PublicKeys(signers...)}, fmt.Sprintf("the default keys %v", files), nil
 }
 
-// loadKey reads an OpenSSH or PEM private key. An encrypted one needs its
-// passphrase in WSU_SSH_PASSPHRASE: wsu runs unattended and never prompts.
+// loadKey reads an OpenSSH or PEM private key file.
 func loadKey(file string) (gossh.Signer, error) {
 	pem, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("reading the private key: %w", err)
 	}
-	signer, err := gossh.ParsePrivateKey(pem)
-	var missing *gossh.PassphraseMissingError
+	return keySigner(pem, file)
+}
+
+// keySigner parses a private key; what names it in errors (a file, or "in
+// ssh_private_key"), which never quote the key itself. An encrypted key
+// needs its passphrase in WSU_SSH_PASSPHRASE: wsu runs unattended and never
+// prompts.
+func keySigner(pem []byte, what string) (gossh.Signer, error) {
+	pass, hasPass := os.LookupEnv(PassphraseEnv)
+	var passphrase []byte
+	if hasPass {
+		passphrase = []byte(pass)
+	}
+	signer, err := parseKey(pem, passphrase)
 	switch {
 	case err == nil:
 		return signer, nil
-	case errors.As(err, &missing):
-		pass, ok := os.LookupEnv(PassphraseEnv)
-		if !ok {
-			return nil, fmt.Errorf("the private key %s is encrypted: put its passphrase in the environment variable %s (wsu does not prompt for it)", file, PassphraseEnv)
-		}
-		signer, err = gossh.ParsePrivateKeyWithPassphrase(pem, []byte(pass))
-		if errors.Is(err, x509.IncorrectPasswordError) {
-			return nil, fmt.Errorf("the private key %s: the passphrase in %s is wrong", file, PassphraseEnv)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("the private key %s: %w", file, err)
-		}
-		return signer, nil
+	case isPassphraseMissing(err):
+		return nil, fmt.Errorf("the private key %s is encrypted: put its passphrase in the environment variable %s (wsu does not prompt for it)", what, PassphraseEnv)
+	case errors.Is(err, x509.IncorrectPasswordError):
+		return nil, fmt.Errorf("the private key %s: the passphrase in %s is wrong", what, PassphraseEnv)
 	default:
-		return nil, fmt.Errorf("the private key %s: %w (OpenSSH and PEM private keys are supported)", file, err)
+		return nil, fmt.Errorf("the private key %s: %w (OpenSSH and PEM private keys are supported)", what, err)
 	}
+}
+
+// parseKey parses an unencrypted key, or an encrypted one when passphrase
+// is not nil.
+func parseKey(pem, passphrase []byte) (gossh.Signer, error) {
+	signer, err := gossh.ParsePrivateKey(pem)
+	if isPassphraseMissing(err) && passphrase != nil {
+		return gossh.ParsePrivateKeyWithPassphrase(pem, passphrase)
+	}
+	return signer, err
+}
+
+func isPassphraseMissing(err error) bool {
+	var missing *gossh.PassphraseMissingError
+	return errors.As(err, &missing)
 }

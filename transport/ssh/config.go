@@ -48,10 +48,16 @@ type Config struct {
 	Port int
 	User string
 
-	// PrivateKeyFile, Password and the ssh-agent are the credentials. The
-	// agent is used only when neither of the others is set.
+	// PrivateKeyFile (or PrivateKey, the key itself), Password and the
+	// ssh-agent are the credentials. The agent is used only when neither a
+	// key nor a password is set.
 	PrivateKeyFile string
-	Password       string
+	// PrivateKey is an OpenSSH or PEM private key's text (ssh_private_key),
+	// for inventories that carry the key rather than a path, such as a BYOH
+	// windows-instances ConfigMap with its cloud-private-key Secret. It is a
+	// secret: never print it.
+	PrivateKey string
+	Password   string
 
 	// KnownHostsFile is checked (and, with TrustOnFirstUse, appended to)
 	// unless HostKey pins the key.
@@ -114,6 +120,7 @@ var (
 	varPort            = []string{"port", "ansible_port", "ansible_ssh_port"}
 	varUser            = []string{"user", "ansible_user", "ansible_ssh_user"}
 	varKeyFile         = []string{"private_key_file", "ansible_ssh_private_key_file", "ansible_private_key_file"}
+	varKey             = []string{"ssh_private_key"}
 	varPassword        = []string{"password", "ansible_password", "ansible_ssh_pass", "ansible_ssh_password"}
 	varKnownHosts      = []string{"ssh_known_hosts_file"}
 	varHostKey         = []string{"ssh_host_key"}
@@ -142,6 +149,7 @@ func ParseConfig(name string, vars map[string]inventory.Var) (Config, error) {
 		Port:               r.port(varPort, DefaultPort),
 		User:               r.str(varUser, ""),
 		PrivateKeyFile:     r.path(varKeyFile, ""),
+		PrivateKey:         r.str(varKey, ""),
 		Password:           r.str(varPassword, ""),
 		TrustOnFirstUse:    r.bool(varTOFU, false),
 		ConnectTimeout:     r.duration(varConnectTimeout, DefaultConnectTimeout),
@@ -169,6 +177,15 @@ func ParseConfig(name string, vars map[string]inventory.Var) (Config, error) {
 		c.KnownHostsFile = kh
 	} else if home, err := os.UserHomeDir(); err == nil {
 		c.KnownHostsFile = filepath.Join(home, ".ssh", "known_hosts")
+	}
+	if c.PrivateKey != "" {
+		if c.PrivateKeyFile != "" {
+			r.fail(varKey, "and a private key file ("+c.PrivateKeyFile+") are both set; give the key one way")
+		} else if _, err := parseKey([]byte(c.PrivateKey), nil); err != nil && !isPassphraseMissing(err) {
+			// Checked now so the inventory's mistake is named before any
+			// connection; the error never quotes the key.
+			r.fail(varKey, fmt.Sprintf("is not a private key (OpenSSH or PEM): %v", err))
+		}
 	}
 	if s := r.str(varHostKey, ""); s != "" {
 		k, _, _, _, err := gossh.ParseAuthorizedKey([]byte(s))

@@ -1,6 +1,8 @@
 package ssh
 
 import (
+	"crypto/ed25519"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +31,19 @@ func vars(kv map[string]string) map[string]inventory.Var {
 	}
 	return out
 }
+
+// testPrivateKey is an unencrypted ed25519 key made for these tests.
+var testPrivateKey = func() string {
+	_, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		panic(err)
+	}
+	block, err := gossh.MarshalPrivateKey(priv, "config test")
+	if err != nil {
+		panic(err)
+	}
+	return string(pem.EncodeToMemory(block))
+}()
 
 const testHostKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEmH4bPe6a2hT7Qyq7JDD8ph1eDvnFJjXOdTxXCiuAmQ test"
 
@@ -102,6 +117,10 @@ func TestParseConfig(t *testing.T) {
 				assert.Equal(t, []string{"--platform", "sim", "--sim-root", "/tmp/x"}, c.AgentArgs)
 				assert.Equal(t, c.AgentPath+" agent --platform sim --sim-root /tmp/x", agentCommand(c))
 			}},
+		{"inline key", with(linux, "ssh_private_key", testPrivateKey), func(t *testing.T, c Config) {
+			assert.Equal(t, strings.TrimSpace(testPrivateKey), c.PrivateKey)
+			assert.Empty(t, c.PrivateKeyFile)
+		}},
 		{"windows agent path", with(linux, "wsu_remote_os", "windows", "wsu_agent_path", `C:\k\wsu\wsu.exe`),
 			func(t *testing.T, c Config) {
 				assert.Equal(t, `C:\k\wsu\wsu.exe agent`, agentCommand(c))
@@ -126,6 +145,7 @@ func TestParseConfigTyped(t *testing.T) {
 		"wsu_remote_os":          {Value: cty.StringVal("Linux")},
 		"wsu_agent_binary":       {Value: cty.StringVal("/bin/true")},
 		"ansible_password":       {Value: cty.StringVal("secret").Mark("sensitive")},
+		"ssh_private_key":        {Value: cty.StringVal(testPrivateKey).Mark("sensitive")},
 	}
 	c, err := ParseConfig("h", v)
 	require.NoError(t, err)
@@ -135,6 +155,7 @@ func TestParseConfigTyped(t *testing.T) {
 	assert.Equal(t, []string{"--platform", "sim"}, c.AgentArgs)
 	assert.Equal(t, "linux", c.RemoteOS)
 	assert.Equal(t, "secret", c.Password)
+	assert.Equal(t, strings.TrimSpace(testPrivateKey), c.PrivateKey, "a sensitive key is read through its mark")
 }
 
 func TestParseConfigErrors(t *testing.T) {
@@ -155,6 +176,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"host key", map[string]string{"ssh_host_key": "AAAA"}, "ssh_host_key is not a public key in authorized_keys format"},
 		{"jump", map[string]string{"proxy_jump": "a@b:x"}, "proxy_jump"},
 		{"two jumps", map[string]string{"proxy_jump": "a,b"}, "only one jump host"},
+		{"inline key garbage", map[string]string{"ssh_private_key": "not-a-key-SECRETMATERIAL"}, "ssh_private_key is not a private key (OpenSSH or PEM)"},
+		{"inline key and file", map[string]string{"ssh_private_key": testPrivateKey, "private_key_file": "/k"}, "ssh_private_key and a private key file (/k) are both set"},
 		{"windows binary missing", map[string]string{"wsu_remote_os": "windows", "wsu_agent_binary": ""}, WindowsAgentBinaryName + " is missing"},
 	}
 	for _, tt := range tests {
@@ -171,6 +194,8 @@ func TestParseConfigErrors(t *testing.T) {
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
 			assert.True(t, strings.HasPrefix(err.Error(), "host win01: "), err.Error())
+			assert.NotContains(t, err.Error(), "SECRETMATERIAL", "errors never quote a key")
+			assert.NotContains(t, err.Error(), "PRIVATE KEY-----", "errors never quote a key")
 		})
 	}
 }

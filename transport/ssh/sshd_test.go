@@ -52,6 +52,7 @@ func TestKeyAuth(t *testing.T) {
 		key        sshdtest.KeyOptions
 		authorize  bool
 		passphrase *string // WSU_SSH_PASSPHRASE; nil: unset
+		inline     bool    // give the key's text in ssh_private_key instead of its file
 		wantErr    string
 	}{
 		{name: "ed25519 openssh", key: sshdtest.KeyOptions{Type: "ed25519"}, authorize: true},
@@ -64,6 +65,13 @@ func TestKeyAuth(t *testing.T) {
 		{name: "wrong passphrase", key: sshdtest.KeyOptions{Passphrase: "x"}, authorize: true, passphrase: ptr("y"),
 			wantErr: "the passphrase in WSU_SSH_PASSPHRASE is wrong"},
 		{name: "key not authorized", key: sshdtest.KeyOptions{}, authorize: false,
+			wantErr: "unable to authenticate"},
+		{name: "inline ed25519", key: sshdtest.KeyOptions{Type: "ed25519"}, authorize: true, inline: true},
+		{name: "inline rsa pem", key: sshdtest.KeyOptions{Type: "rsa", PEM: true}, authorize: true, inline: true},
+		{name: "inline encrypted", key: sshdtest.KeyOptions{Passphrase: "inline-pass"}, authorize: true, inline: true, passphrase: ptr("inline-pass")},
+		{name: "inline encrypted without passphrase", key: sshdtest.KeyOptions{Passphrase: "x"}, authorize: true, inline: true,
+			wantErr: "the private key in ssh_private_key is encrypted: put its passphrase in the environment variable WSU_SSH_PASSPHRASE"},
+		{name: "inline key not authorized", key: sshdtest.KeyOptions{}, authorize: false, inline: true,
 			wantErr: "unable to authenticate"},
 	}
 	for _, tt := range tests {
@@ -78,15 +86,24 @@ func TestKeyAuth(t *testing.T) {
 				t.Setenv(PassphraseEnv, "")
 				os.Unsetenv(PassphraseEnv)
 			}
-			err := connectOnly(t, r.config(t, map[string]string{"ansible_ssh_private_key_file": key.File}))
+			extra := map[string]string{"ansible_ssh_private_key_file": key.File}
+			offered := "the private key " + key.File
+			if tt.inline {
+				text, err := os.ReadFile(key.File)
+				require.NoError(t, err)
+				extra = map[string]string{"ansible_ssh_private_key_file": "", "ssh_private_key": string(text)}
+				offered = "the private key in ssh_private_key"
+			}
+			err := connectOnly(t, r.config(t, extra))
 			if tt.wantErr == "" {
 				require.NoError(t, err)
 				return
 			}
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.wantErr)
+			assert.NotContains(t, err.Error(), "PRIVATE KEY", "errors never quote the key")
 			if tt.wantErr == "unable to authenticate" {
-				assert.Contains(t, err.Error(), "offered the private key "+key.File)
+				assert.Contains(t, err.Error(), "offered "+offered)
 			}
 		})
 	}

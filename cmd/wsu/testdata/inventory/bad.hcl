@@ -1,0 +1,7 @@
+group "windows" {
+  hosts = ["win01", "win[01:03]"]
+}
+
+group "k8s" {
+  children = ["windwos"]
+}
