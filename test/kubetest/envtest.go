@@ -3,6 +3,17 @@
 package kubetest
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -12,8 +23,19 @@ import (
 // compile for Windows (controller-runtime v0.25), hence this seam.
 type controlPlane struct{ env *envtest.Environment }
 
-func newControlPlane(assets string) *controlPlane {
-	return &controlPlane{env: &envtest.Environment{BinaryAssetsDirectory: assets}}
+// newControlPlane configures the API server as a kubeadm cluster's is
+// where a node join depends on it: client certificates from the signer,
+// bootstrap tokens, the Node authorizer and NodeRestriction. Everything
+// else keeps envtest's defaults (RBAC, ServiceAccount admission off).
+func newControlPlane(assets string, clientCA *signer) *controlPlane {
+	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+	api := env.ControlPlane.GetAPIServer()
+	api.SecureServing.Authn = &signerAuthn{ca: clientCA}
+	api.Configure().
+		Set("enable-bootstrap-token-auth", "true").
+		Set("authorization-mode", "Node,RBAC").
+		Set("enable-admission-plugins", "NodeRestriction")
+	return &controlPlane{env: env}
 }
 
 func (p *controlPlane) start() (*rest.Config, error) { return p.env.Start() }
@@ -30,6 +52,67 @@ func (p *controlPlane) addUser(name string, groups []string) ([]byte, error) {
 		return nil, err
 	}
 	return u.KubeConfig()
+}
+
+// signerAuthn replaces envtest's certificate authenticator, whose CA is
+// private to controller-runtime: with the signer as the one client CA, the
+// users envtest provisions (the admin, User) and the certificates SignCSR
+// issues (a bootstrapped kubelet's) all authenticate, as with kubeadm's
+// single cluster CA.
+type signerAuthn struct {
+	ca     *signer
+	caFile string
+}
+
+var _ envtest.Authn = (*signerAuthn)(nil)
+
+func (a *signerAuthn) Configure(workDir string, args *envtest.Arguments) error {
+	a.caFile = filepath.Join(workDir, "client-ca.crt")
+	args.Set("client-ca-file", a.caFile)
+	return nil
+}
+
+func (a *signerAuthn) Start() error {
+	if a.caFile == "" {
+		return fmt.Errorf("kubetest: client CA started before it was configured")
+	}
+	return os.WriteFile(a.caFile, a.ca.pem, 0o640)
+}
+
+func (a *signerAuthn) AddUser(u envtest.User, base *rest.Config) (*rest.Config, error) {
+	certPEM, keyPEM, err := a.ca.clientCert(u.Name, u.Groups)
+	if err != nil {
+		return nil, fmt.Errorf("kubetest: client certificate for %s: %w", u.Name, err)
+	}
+	cfg := rest.CopyConfig(base)
+	cfg.CertData, cfg.KeyData = certPEM, keyPEM
+	return cfg, nil
+}
+
+func (a *signerAuthn) Stop() error { return nil }
+
+// clientCert issues a client certificate for a user: the API server takes
+// the common name as the user name and the organisations as its groups.
+func (s *signer) clientCert(name string, groups []string) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	certPEM, err = s.issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: name, Organization: groups},
+		NotBefore:   time.Now().Add(-time.Minute),
+		NotAfter:    time.Now().Add(caLifetime),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, &key.PublicKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
 }
 
 func installCRDs(cfg *rest.Config, crds []*apiextensionsv1.CustomResourceDefinition, paths []string) error {

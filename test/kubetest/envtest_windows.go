@@ -14,7 +14,7 @@ var errWindows = errors.New("kubetest: the Kubernetes test bed does not run on W
 
 type controlPlane struct{}
 
-func newControlPlane(string) *controlPlane                     { return &controlPlane{} }
+func newControlPlane(string, *signer) *controlPlane            { return &controlPlane{} }
 func (*controlPlane) start() (*rest.Config, error)             { return nil, errWindows }
 func (*controlPlane) stop() error                              { return nil }
 func (*controlPlane) kubeconfig() []byte                       { return nil }

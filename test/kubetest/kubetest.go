@@ -8,7 +8,15 @@
 // explicitly by the helpers here, so a test shows which part it stands in
 // for: SignCSR (the CSR signer), CreateNode, SetNodeReady, SetPodRunning
 // and FinishPodDeletion (the kubelet), UpdatePDBStatus (the disruption
-// controller), AnnotateNode (the OVN-Kubernetes master).
+// controller), AnnotateNode (the OVN-Kubernetes master). RunParts plays
+// the CSR signer and the OVN-Kubernetes master continuously, for end-to-end
+// joins with a real kubelet stand-in (test/standin/kubelet), and
+// InitKubeadm publishes what kubeadm init leaves for joining nodes.
+//
+// The API server is set up as a kubeadm cluster's is where a join depends
+// on it: the signer's CA is its client CA (so bootstrapped kubelet
+// certificates authenticate), bootstrap tokens authenticate, and the Node
+// authorizer and NodeRestriction admission confine node identities.
 package kubetest
 
 import (
@@ -48,6 +56,10 @@ type Cluster struct {
 	logf     func(string, ...any)
 	stopOnce sync.Once
 	stopErr  error
+
+	partsMu      sync.Mutex
+	partsRunning bool
+	partEvents   []PartEvent
 }
 
 // Start returns a fresh cluster, stopped when the test ends. The first use
@@ -85,7 +97,7 @@ func New(ctx context.Context, logf func(string, ...any)) (*Cluster, error) {
 		return nil, fmt.Errorf("kubetest: %w", err)
 	}
 	c := &Cluster{
-		env:    newControlPlane(assets),
+		env:    newControlPlane(assets, sig),
 		dir:    dir,
 		signer: sig,
 		logf:   logf,

@@ -2,6 +2,7 @@ package kubetest
 
 import (
 	"context"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -18,12 +19,18 @@ import (
 )
 
 // signer is the test CA that stands in for kube-controller-manager's
-// csrsigning controller.
+// csrsigning controller. Like kubeadm's cluster CA it is also the API
+// server's client CA: certificates it issues authenticate their holder,
+// which is what lets a kubelet use the client certificate it bootstrapped.
 type signer struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
 	pem  []byte
 }
+
+// caLifetime is long enough for any test or demo run; issued certificates
+// never outlive it.
+const caLifetime = 7 * 24 * time.Hour
 
 func newSigner() (*signer, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -34,7 +41,7 @@ func newSigner() (*signer, error) {
 		SerialNumber:          big.NewInt(1),
 		Subject:               pkix.Name{CommonName: "kubetest-signer"},
 		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
+		NotAfter:              time.Now().Add(caLifetime),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
@@ -50,7 +57,26 @@ func newSigner() (*signer, error) {
 	return &signer{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
 }
 
-// SignerCA is the PEM certificate of the CA SignCSR signs with.
+// issue signs tmpl for pub with a fresh serial and returns the PEM
+// certificate. Like the real signer, it never issues past the CA's expiry.
+func (s *signer) issue(tmpl *x509.Certificate, pub crypto.PublicKey) ([]byte, error) {
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return nil, err
+	}
+	tmpl.SerialNumber = serial
+	if tmpl.NotAfter.After(s.cert.NotAfter) {
+		tmpl.NotAfter = s.cert.NotAfter
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, s.cert, pub, s.key)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
+}
+
+// SignerCA is the PEM certificate of the CA SignCSR signs with. The API
+// server trusts it for client certificates.
 func (c *Cluster) SignerCA() []byte { return c.signer.pem }
 
 var keyUsages = map[certificatesv1.KeyUsage]x509.KeyUsage{
@@ -68,11 +94,18 @@ var extKeyUsages = map[certificatesv1.KeyUsage]x509.ExtKeyUsage{
 // that is not approved or is denied: a real signer never issues those, and
 // a test that needs it has a bug. It returns the certificate PEM.
 func (c *Cluster) SignCSR(ctx context.Context, name string) ([]byte, error) {
-	csrs := c.Client.CertificatesV1().CertificateSigningRequests()
-	csr, err := csrs.Get(ctx, name, metav1.GetOptions{})
+	csr, err := c.Client.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("kubetest: signing CSR %s: %w", name, err)
 	}
+	return c.sign(ctx, csr)
+}
+
+// sign issues csr's certificate and writes it with csr's resourceVersion,
+// so a CSR changed meanwhile (signed by someone else) is a conflict, not a
+// second certificate.
+func (c *Cluster) sign(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) ([]byte, error) {
+	name := csr.Name
 	approved := false
 	for _, cond := range csr.Status.Conditions {
 		switch {
@@ -100,12 +133,7 @@ func (c *Cluster) SignCSR(ctx context.Context, name string) ([]byte, error) {
 	if s := csr.Spec.ExpirationSeconds; s != nil {
 		lifetime = time.Duration(*s) * time.Second
 	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		return nil, fmt.Errorf("kubetest: %w", err)
-	}
 	tmpl := &x509.Certificate{
-		SerialNumber:   serial,
 		Subject:        req.Subject,
 		DNSNames:       req.DNSNames,
 		IPAddresses:    req.IPAddresses,
@@ -120,14 +148,15 @@ func (c *Cluster) SignCSR(ctx context.Context, name string) ([]byte, error) {
 			tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, eku)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.signer.cert, req.PublicKey, c.signer.key)
+	certPEM, err := c.signer.issue(tmpl, req.PublicKey)
 	if err != nil {
 		return nil, fmt.Errorf("kubetest: CSR %s: %w", name, err)
 	}
 	c.logf("kubetest: as the CSR signer (%s): issuing the certificate for CSR %s (%s)", csr.Spec.SignerName, name, req.Subject.CommonName)
-	csr.Status.Certificate = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	if _, err := csrs.UpdateStatus(ctx, csr, metav1.UpdateOptions{}); err != nil {
+	csr = csr.DeepCopy()
+	csr.Status.Certificate = certPEM
+	if _, err := c.Client.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, csr, metav1.UpdateOptions{}); err != nil {
 		return nil, fmt.Errorf("kubetest: writing the certificate of CSR %s: %w", name, err)
 	}
-	return csr.Status.Certificate, nil
+	return certPEM, nil
 }
