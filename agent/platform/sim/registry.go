@@ -125,6 +125,26 @@ func (t *tx) regSet(key, name string, v host.RegistryValue) error {
 	return nil
 }
 
+// regDeleteTree removes key and every key under it, as deleting a service
+// removes HKLM\SYSTEM\CurrentControlSet\Services\<name>.
+func (t *tx) regDeleteTree(key string) error {
+	_, id, err := regPath(key)
+	if err != nil {
+		return err
+	}
+	r, err := t.registry()
+	if err != nil {
+		return err
+	}
+	for k := range r.Keys {
+		if k == id || strings.HasPrefix(k, id+`\`) {
+			delete(r.Keys, k)
+			t.mark(tRegistry)
+		}
+	}
+	return nil
+}
+
 func (t *tx) regDelete(key, name string) error {
 	_, id, err := regPath(key)
 	if err != nil {
@@ -212,6 +232,8 @@ func (h *Host) seed() error {
 				return err
 			}
 		}
+		// Every Windows host has the SCM's key, with or without services.
+		r.Keys[strings.ToLower(servicesKey)] = &regKey{Path: servicesKey, Values: map[string]*regValue{}}
 		return nil
 	})
 }

@@ -378,6 +378,9 @@ func (h *Host) stop(ctx context.Context, name string, timeout time.Duration) err
 
 // DeleteService stops the service if it runs (with StopService's rules)
 // and removes it.
+// servicesKey is where the SCM keeps each service's configuration.
+const servicesKey = `HKEY_LOCAL_MACHINE\SYSTEM\CurrentControlSet\Services`
+
 func (h *Host) DeleteService(ctx context.Context, name string, timeout time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -399,7 +402,7 @@ func (h *Host) DeleteService(ctx context.Context, name string, timeout time.Dura
 			}
 			delete(s.Services, svcKey(name))
 			t.mark(tServices)
-			return nil
+			return t.regDeleteTree(servicesKey + `\` + name)
 		})
 	}
 	if err != nil {

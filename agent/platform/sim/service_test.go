@@ -227,3 +227,29 @@ func TestServiceStopEscalates(t *testing.T) {
 	assert.GreaterOrEqual(t, took, 400*time.Millisecond, "SIGTERM was ignored for the grace period")
 	assert.Less(t, took, 2*time.Second, "then killed")
 }
+
+// TestDeleteServiceRemovesItsKey: as on Windows, deleting a service removes
+// HKLM\SYSTEM\CurrentControlSet\Services\<name> with everything under it;
+// the Services key itself stays.
+func TestDeleteServiceRemovesItsKey(t *testing.T) {
+	ctx := context.Background()
+	h := newHost(t)
+	writeFile(t, h, `C:\k\kubelet.exe`, "MZ simulated")
+	require.NoError(t, h.CreateService(ctx, host.ServiceConfig{Name: "kubelet", BinaryPath: `C:\k\kubelet.exe`}))
+	key := `HKLM\SYSTEM\CurrentControlSet\Services\kubelet`
+	v := host.RegistryValue{Type: host.RegBinary, Binary: []byte{1}}
+	require.NoError(t, h.RegistrySet(ctx, key, "WsuFailureActions", v))
+	require.NoError(t, h.RegistrySet(ctx, key+`\Parameters`, "X", host.RegistryValue{Type: host.RegSZ, String: "y"}))
+	require.NoError(t, h.RegistrySet(ctx, `HKLM\SYSTEM\CurrentControlSet\Services\kubelet2`, "Keep", v))
+
+	require.NoError(t, h.DeleteService(ctx, "kubelet", time.Second))
+	got, err := h.RegistryGet(ctx, key, "WsuFailureActions")
+	require.NoError(t, err)
+	assert.False(t, got.Exists, "the service's key went with it")
+	got, err = h.RegistryGet(ctx, key+`\Parameters`, "X")
+	require.NoError(t, err)
+	assert.False(t, got.Exists, "and its subkeys")
+	got, err = h.RegistryGet(ctx, `HKLM\SYSTEM\CurrentControlSet\Services\kubelet2`, "Keep")
+	require.NoError(t, err)
+	assert.True(t, got.Exists, "a key that only shares the prefix stays")
+}
