@@ -1,0 +1,471 @@
+//go:build linux
+
+// Package harness starts everything an end-to-end join needs, on
+// 127.0.0.1 only: a real kube-apiserver and etcd with the cluster parts the
+// test bed lacks played visibly (test/kubetest), a real OpenSSH sshd
+// (test/sshd), simulated Windows hosts behind it (agent/platform/sim, each
+// with its own state directory, host name and IPv4 in 127.0.0.0/8), a
+// payload of stand-in binaries (test/payloadtest), and the inventory and
+// variable file wsu runs with. The end-to-end tests, the demo and the
+// benchmarks share it.
+package harness
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/wsu-project/wsu/agent/platform/sim"
+	"github.com/wsu-project/wsu/payload"
+	"github.com/wsu-project/wsu/test/kubetest"
+	"github.com/wsu-project/wsu/test/payloadtest"
+	sshdtest "github.com/wsu-project/wsu/test/sshd"
+)
+
+// Options choose what Start sets up.
+type Options struct {
+	// Hosts is how many simulated Windows hosts to start (default 1).
+	Hosts int
+	// Unreachable adds inventory hosts whose address refuses connections.
+	Unreachable []string
+	// FaultProxy puts a FaultProxy between wsu and sshd for every host.
+	FaultProxy bool
+	// WSU is the wsu binary to run; empty: built from this module.
+	WSU string
+	// Payload is passed to payloadtest.Build.
+	Payload payloadtest.Options
+	// Logf receives progress; nil: silent.
+	Logf func(format string, args ...any)
+}
+
+// Env is a running set-up. Close stops all of it.
+type Env struct {
+	// Dir holds everything Start wrote: payload, inventory, var file, keys.
+	Dir string
+	// UserDir is owned by the SSH user: the hosts' state and agents.
+	UserDir string
+	// WSU is the wsu binary.
+	WSU string
+	// Cluster is the control plane; Cluster.Kubeconfig the admin's.
+	Cluster *kubetest.Cluster
+	// SSHD is the OpenSSH server the hosts are reached through.
+	SSHD *sshdtest.Server
+	// Proxy is the fault proxy, when Options.FaultProxy.
+	Proxy *FaultProxy
+	// Hosts are the simulated Windows hosts, in inventory order.
+	Hosts []*Host
+	// PayloadDir holds manifest.json and the stand-in binaries.
+	PayloadDir string
+	Manifest   *payload.Manifest
+	// Inventory and VarFile are what every wsu run gets (-i, --var-file).
+	Inventory string
+	VarFile   string
+	// SSHUser is the account the hosts are logged into.
+	SSHUser string
+
+	opts      Options
+	stopParts context.CancelFunc
+	partsDone chan struct{}
+	closeOnce sync.Once
+	uid, gid  int
+}
+
+// Host is one simulated Windows host.
+type Host struct {
+	Name     string // inventory name
+	NodeName string // the Node it becomes: the host name, lower-cased
+	Hostname string // what the host reports
+	IPv4     string
+	Root     string // the sim state directory
+
+	env *Env
+}
+
+// Start sets everything up; on error what was started is stopped again.
+func Start(ctx context.Context, opts Options) (_ *Env, err error) {
+	if opts.Hosts <= 0 {
+		opts.Hosts = 1
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	// envtest logs through controller-runtime's logger; unset, it prints a
+	// warning with a stack trace.
+	ctrllog.SetLogger(logr.Discard())
+	e := &Env{opts: opts, uid: -1, gid: -1}
+	defer func() {
+		if err != nil {
+			e.Close()
+		}
+	}()
+	if e.Dir, err = os.MkdirTemp("", "wsu-e2e-"); err != nil {
+		return nil, err
+	}
+	if e.WSU = opts.WSU; e.WSU == "" {
+		e.WSU = filepath.Join(e.Dir, "bin", "wsu")
+		opts.Logf("harness: building wsu")
+		if err := BuildWSU(ctx, e.WSU); err != nil {
+			return nil, err
+		}
+	}
+	if e.WSU, err = filepath.Abs(e.WSU); err != nil {
+		return nil, err
+	}
+
+	opts.Logf("harness: building the payload (stand-in binaries)")
+	e.PayloadDir = filepath.Join(e.Dir, "payload")
+	if e.Manifest, err = payloadtest.Build(ctx, e.PayloadDir, opts.Payload); err != nil {
+		return nil, fmt.Errorf("harness: payload: %w", err)
+	}
+
+	opts.Logf("harness: starting kube-apiserver and etcd (the first run builds them: minutes)")
+	if e.Cluster, err = kubetest.New(ctx, opts.Logf); err != nil {
+		return nil, err
+	}
+	if err := e.Cluster.InitKubeadm(ctx); err != nil {
+		return nil, err
+	}
+	partsCtx, cancel := context.WithCancel(context.Background())
+	e.stopParts, e.partsDone = cancel, make(chan struct{})
+	go func() {
+		defer close(e.partsDone)
+		e.Cluster.RunParts(partsCtx, kubetest.PartsOptions{})
+	}()
+
+	opts.Logf("harness: starting sshd on 127.0.0.1")
+	if e.SSHD, err = sshdtest.New(sshdtest.Options{}); err != nil {
+		return nil, err
+	}
+	if e.SSHUser, e.UserDir, err = sshdtest.FastUser(); err != nil {
+		return nil, err
+	}
+	if u, err := user.Lookup(e.SSHUser); err == nil {
+		e.uid, _ = strconv.Atoi(u.Uid)
+		e.gid, _ = strconv.Atoi(u.Gid)
+	}
+	key, err := sshdtest.GenerateKey(e.Dir, sshdtest.KeyOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if err := e.SSHD.AuthorizeKey(key.Public); err != nil {
+		return nil, err
+	}
+	knownHosts := filepath.Join(e.Dir, "known_hosts")
+	if err := e.SSHD.WriteKnownHosts(knownHosts); err != nil {
+		return nil, err
+	}
+	addr := e.SSHD.Addr
+	if opts.FaultProxy {
+		if e.Proxy, err = NewFaultProxy(e.SSHD.Addr); err != nil {
+			return nil, err
+		}
+		addr = e.Proxy.Addr
+		// The proxy's port is another [127.0.0.1]:port to know.
+		if err := appendKnownHostsFor(knownHosts, e.SSHD, e.Proxy.Addr); err != nil {
+			return nil, err
+		}
+	}
+
+	for i := 1; i <= opts.Hosts; i++ {
+		h := &Host{
+			Name:     fmt.Sprintf("win-%02d", i),
+			Hostname: fmt.Sprintf("WIN-%02d", i),
+			IPv4:     fmt.Sprintf("127.0.%d.%d", 10+i/250, 1+i%250),
+			Root:     filepath.Join(e.UserDir, fmt.Sprintf("win-%02d", i), "sim"),
+			env:      e,
+		}
+		h.NodeName = strings.ToLower(h.Hostname)
+		if err := e.WithSim(h, func(*sim.Host) error { return nil }); err != nil {
+			return nil, err
+		}
+		e.Hosts = append(e.Hosts, h)
+	}
+	if err := e.writeInventory(addr, key.File, knownHosts); err != nil {
+		return nil, err
+	}
+	if err := e.writeVarFile(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// appendKnownHostsFor records srv's host keys under another address.
+func appendKnownHostsFor(path string, srv *sshdtest.Server, addr string) error {
+	host, port, _ := net.SplitHostPort(addr)
+	var b strings.Builder
+	for _, l := range srv.KnownHostsLines() {
+		_, rest, _ := strings.Cut(l, " ")
+		fmt.Fprintf(&b, "[%s]:%s %s\n", host, port, rest)
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(b.String()); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func (e *Env) writeInventory(addr, keyFile, knownHosts string) error {
+	host, port, _ := net.SplitHostPort(addr)
+	var b strings.Builder
+	b.WriteString("# Simulated Windows hosts behind a local OpenSSH sshd (written by test/harness).\n[windows]\n")
+	for _, h := range e.Hosts {
+		dir := filepath.Dir(h.Root)
+		fmt.Fprintf(&b, "%s ansible_host=%s ansible_port=%s wsu_agent_path=%s wsu_agent_args=\"--platform sim --sim-root %s --sim-hostname %s --sim-ipv4 %s\"\n",
+			h.Name, host, port, filepath.Join(dir, "wsu"), h.Root, h.Hostname, h.IPv4)
+	}
+	for _, name := range e.opts.Unreachable {
+		// A port nothing listens on: connections are refused at once.
+		fmt.Fprintf(&b, "%s ansible_host=127.0.0.1 ansible_port=%d wsu_agent_path=%s\n", name, closedPort(), filepath.Join(e.UserDir, name, "wsu"))
+	}
+	fmt.Fprintf(&b, `
+[windows:vars]
+connection=ssh
+ansible_user=%s
+ansible_ssh_private_key_file=%s
+ssh_known_hosts_file=%s
+wsu_remote_os=linux
+wsu_agent_binary=%s
+connect_retry_window=0s
+reconnect_timeout=60s
+`, e.SSHUser, keyFile, knownHosts, e.WSU)
+	e.Inventory = filepath.Join(e.Dir, "inventory.ini")
+	return os.WriteFile(e.Inventory, []byte(b.String()), 0o644)
+}
+
+// closedPort returns a port on 127.0.0.1 that nothing listens on.
+func closedPort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 1
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return port
+}
+
+func (e *Env) writeVarFile() error {
+	vars := fmt.Sprintf(`# Variables for the stock playbooks against the harness cluster.
+cluster_flavour = "kubeadm"
+kubeconfig      = %q
+payload_dir     = %q
+csr_timeout     = 120
+ready_timeout   = 120
+drain_timeout   = 60
+`, e.Cluster.Kubeconfig, e.PayloadDir)
+	e.VarFile = filepath.Join(e.Dir, "cluster.wsuvars")
+	return os.WriteFile(e.VarFile, []byte(vars), 0o644)
+}
+
+// WithSim opens h's simulated host from this process and calls f. The
+// state stays owned by the SSH user, whose agent and services use it.
+func (e *Env) WithSim(h *Host, f func(*sim.Host) error) error {
+	s, err := sim.New(h.Root, sim.Options{Hostname: h.Hostname, IPv4: h.IPv4})
+	if err == nil {
+		err = f(s)
+	}
+	return errors.Join(err, e.chown(filepath.Dir(h.Root)))
+}
+
+func (e *Env) chown(dir string) error {
+	if e.uid < 0 || e.uid == os.Geteuid() {
+		return nil
+	}
+	return filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return nil // vanished while walking: nothing to fix
+		}
+		return os.Lchown(p, e.uid, e.gid)
+	})
+}
+
+// Close stops the hosts' service processes, sshd, the cluster parts and
+// the control plane, and removes every file Start wrote.
+func (e *Env) Close() error {
+	var errs []error
+	e.closeOnce.Do(func() {
+		for _, h := range e.Hosts {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			errs = append(errs, e.WithSim(h, func(s *sim.Host) error { return s.Shutdown(ctx) }))
+			cancel()
+		}
+		if e.Proxy != nil {
+			e.Proxy.Close()
+		}
+		if e.SSHD != nil {
+			e.SSHD.Close()
+		}
+		if e.stopParts != nil {
+			e.stopParts()
+			<-e.partsDone
+		}
+		if e.Cluster != nil {
+			errs = append(errs, e.Cluster.Stop())
+		}
+		if e.UserDir != "" {
+			os.RemoveAll(e.UserDir)
+		}
+		if e.Dir != "" {
+			os.RemoveAll(e.Dir)
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// ModuleRoot is the directory of this Go module (where go.mod is).
+func ModuleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("not inside the wsu module (go env GOMOD is empty)")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// BuildWSU builds cmd/wsu into out.
+func BuildWSU(ctx context.Context, out string) error {
+	root, err := ModuleRoot()
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/wsu")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building wsu: %v\n%s", err, b)
+	}
+	return nil
+}
+
+// Snapshot is what a host holds that a join may change: every file and
+// directory under its drives (files by size and sha256) and the service,
+// registry (environment included) and HNS tables. Processes are left out:
+// their pids differ from run to run.
+func (e *Env) Snapshot(h *Host) (map[string]string, error) {
+	snap := map[string]string{}
+	fsRoot := filepath.Join(h.Root, "fs")
+	err := filepath.Walk(fsRoot, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(fsRoot, p)
+		switch {
+		case fi.IsDir():
+			snap["fs:"+rel] = "dir"
+		default:
+			sum, err := fileSHA256(p)
+			if err != nil {
+				return err
+			}
+			snap["fs:"+rel] = fmt.Sprintf("file %d %s", fi.Size(), sum)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, table := range []string{"services", "registry", "hns"} {
+		b, err := os.ReadFile(filepath.Join(h.Root, "state", table+".json"))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			continue
+		case err != nil:
+			return nil, err
+		}
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			return nil, fmt.Errorf("%s: %w", table, err)
+		}
+		flatten(snap, "state:"+table, v)
+	}
+	return snap, nil
+}
+
+// flatten records every leaf of v under its path, so a difference names
+// the one value that changed.
+func flatten(out map[string]string, prefix string, v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		if len(v) == 0 {
+			out[prefix] = "{}"
+		}
+		for k, x := range v {
+			flatten(out, prefix+"."+k, x)
+		}
+	case []any:
+		if len(v) == 0 {
+			out[prefix] = "[]"
+		}
+		for i, x := range v {
+			flatten(out, fmt.Sprintf("%s[%d]", prefix, i), x)
+		}
+	default:
+		b, _ := json.Marshal(v)
+		out[prefix] = string(b)
+	}
+}
+
+func fileSHA256(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// BumpPayload rebuilds the payload with one component at a new version
+// (only that file's bytes change) and the payload version bumped with it,
+// as a release that fixes one binary does.
+func (e *Env) BumpPayload(ctx context.Context, component, version string) (*payload.Manifest, error) {
+	opts := e.opts.Payload
+	bump := map[string]string{}
+	for k, v := range opts.Bump {
+		bump[k] = v
+	}
+	bump[component] = version
+	opts.Bump = bump
+	opts.Version = e.Manifest.Version + "+" + component + "-" + version
+	tmp := e.PayloadDir + ".new"
+	os.RemoveAll(tmp)
+	m, err := payloadtest.Build(ctx, tmp, opts)
+	if err != nil {
+		return nil, err
+	}
+	old := e.PayloadDir + ".old"
+	os.RemoveAll(old)
+	if err := os.Rename(e.PayloadDir, old); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, e.PayloadDir); err != nil {
+		return nil, err
+	}
+	os.RemoveAll(old)
+	e.opts.Payload, e.Manifest = opts, m
+	return m, nil
+}
