@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -171,6 +172,9 @@ func (m BootstrapToken) Plan(ctx context.Context, req modules.PlanRequest) modul
 	return modules.PlanResponse{Result: res}
 }
 
+// tokenMu makes finding or creating a token one step for the hosts of a run.
+var tokenMu sync.Mutex
+
 func (m BootstrapToken) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
 	diags := m.Validate(modules.ValidateRequest{Config: cfg})
@@ -186,8 +190,16 @@ func (m BootstrapToken) Apply(ctx context.Context, req modules.ApplyRequest) mod
 	if diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(bootstrapTokenResults), Diagnostics: diags}
 	}
-	// Plan found none to reuse; create exactly that one.
-	t, err := kube.CreateBootstrapToken(ctx, cl.Kube, tokenRequest(cfg))
+	// Plan found none to reuse. Hosts joining in parallel plan that at the
+	// same moment: the first creates the token, the others find and reuse
+	// it, so one run hands every host the same token (and a re-run, which
+	// reuses the newest, changes nothing).
+	tokenMu.Lock()
+	defer tokenMu.Unlock()
+	t, err := kube.FindReusableToken(ctx, cl.Kube, tokenRequest(cfg))
+	if err == nil && t == nil {
+		t, err = kube.CreateBootstrapToken(ctx, cl.Kube, tokenRequest(cfg))
+	}
 	if err != nil {
 		return modules.ApplyResponse{Result: unknownResult(bootstrapTokenResults), Diagnostics: apiError(cfg, "ttl", "Cannot create a bootstrap token", err)}
 	}

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,4 +193,39 @@ func TestBootstrapTokenValidate(t *testing.T) {
 			assert.Equal(t, tt.want, diagSummaries(m.Validate(modules.ValidateRequest{Config: cfgFor(t, m, tt.attrs)})))
 		})
 	}
+}
+
+// TestBootstrapTokenParallelHostsShareOne: hosts joining in parallel all
+// plan "create"; their applies still hand out one token, so a re-run finds
+// every host's bootstrap kubeconfig unchanged.
+func TestBootstrapTokenParallelHostsShareOne(t *testing.T) {
+	c := csrCluster(t)
+	publishClusterInfo(t, c, []byte("-----BEGIN CERTIFICATE-----\nY2E=\n-----END CERTIFICATE-----\n"))
+	m := BootstrapToken{}
+	cfg := cfgFor(t, m, map[string]cty.Value{"kubeconfig": cty.StringVal(c.Kubeconfig), "ttl": cty.StringVal("2h")})
+	const hosts = 5
+	plans := make([]modules.PlanResponse, hosts)
+	for i := range plans {
+		plans[i] = m.Plan(ctx, modules.PlanRequest{Config: cfg})
+		require.NotNil(t, plans[i].Change, "every host plans a create before any applies")
+	}
+	tokens := make([]string, hosts)
+	var wg sync.WaitGroup
+	for i := range hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp := m.Apply(ctx, modules.ApplyRequest{Config: cfg, Change: plans[i].Change})
+			if assert.False(t, resp.Diagnostics.HasErrors(), "%v", resp.Diagnostics) {
+				tokens[i] = resp.Result.GetAttr("token").AsString()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, tok := range tokens[1:] {
+		assert.Equal(t, tokens[0], tok)
+	}
+	list, err := c.Client.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{LabelSelector: kube.ManagedByLabel + "=wsu"})
+	require.NoError(t, err)
+	assert.Len(t, list.Items, 1, "one token created")
 }
