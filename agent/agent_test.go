@@ -136,6 +136,22 @@ func TestFileOps(t *testing.T) {
 			return nil, c.WriteFile(ctx, p("no/dir/f"), bytes.NewReader(big), 0o600)
 		}, nil, fs.ErrNotExist},
 		{"read a directory", func() (any, error) { return c.ReadFile(ctx, p("a"), 0) }, nil, fail},
+		{"list", func() (any, error) { return names(c.ReadDir(ctx, p("a"), 0)) }, []string{"b", "f"}, nil},
+		{"list describes entries", func() (any, error) {
+			ents, err := c.ReadDir(ctx, p("a"), 0)
+			if err != nil {
+				return nil, err
+			}
+			f := ents[1]
+			return []any{f.IsDir, f.Size, f.Mode, ents[0].IsDir, ents[0].Mode.Perm(), f.ModTime.IsZero()}, nil
+		}, []any{false, int64(6), fs.FileMode(0o604), true, fs.FileMode(0o750), false}, nil},
+		{"list within the limit", func() (any, error) {
+			ents, err := c.ReadDir(ctx, p("a"), 1)
+			return len(ents), err
+		}, 1, nil},
+		{"list empty", func() (any, error) { return names(c.ReadDir(ctx, p("a/b"), 1)) }, []string{}, nil},
+		{"list missing", func() (any, error) { return c.ReadDir(ctx, p("nope"), 0) }, nil, fs.ErrNotExist},
+		{"list a file", func() (any, error) { return c.ReadDir(ctx, p("a/f"), 0) }, nil, fail},
 		{"remove file", func() (any, error) { return nil, c.Remove(ctx, p("a/f"), false) }, nil, nil},
 		{"remove missing", func() (any, error) { return nil, c.Remove(ctx, p("a/f"), false) }, nil, nil},
 		{"remove non-empty dir", func() (any, error) {
@@ -170,6 +186,18 @@ func TestFileOps(t *testing.T) {
 	}
 }
 
+// names are a listing's names.
+func names(ents []host.DirEntry, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, e := range ents {
+		out = append(out, e.Name)
+	}
+	return out, nil
+}
+
 // The agent's errors read like the local host's.
 func TestErrorMessagesMatchLocal(t *testing.T) {
 	c := start(t, local.New())
@@ -181,6 +209,8 @@ func TestErrorMessagesMatchLocal(t *testing.T) {
 		"read missing": func(h host.Host) error { _, err := h.ReadFile(ctx, filepath.Join(dir, "nope"), 0); return err },
 		"read limit":   func(h host.Host) error { _, err := h.ReadFile(ctx, filepath.Join(dir, "f"), 3); return err },
 		"read dir":     func(h host.Host) error { _, err := h.ReadFile(ctx, dir, 0); return err },
+		"list missing": func(h host.Host) error { _, err := h.ReadDir(ctx, filepath.Join(dir, "nope"), 0); return err },
+		"list a file":  func(h host.Host) error { _, err := h.ReadDir(ctx, filepath.Join(dir, "f"), 0); return err },
 		"svc query":    func(h host.Host) error { _, err := h.QueryService(ctx, "kubelet"); return err },
 		"run missing": func(h host.Host) error {
 			_, err := h.Run(ctx, host.RunRequest{Argv: []string{"wsu-no-such"}})

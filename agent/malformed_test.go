@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -185,8 +186,8 @@ func TestStartupEnds(t *testing.T) {
 	}{
 		{"leaves after the greeting", "", false},
 		{"not a wsu client", "SSH-2.0-OpenSSH_9.2\r\n", true},
-		{"other protocol", "WSU-CLIENT/2 probe=ok\n", true},
-		{"cut probe", "WSU-CLIENT/1 probe=ok\n\x00\x01\x02", true},
+		{"other protocol", fmt.Sprintf("WSU-CLIENT/%d probe=ok\n", proto.Protocol+1), true},
+		{"cut probe", fmt.Sprintf("WSU-CLIENT/%d probe=ok\n\x00\x01\x02", proto.Protocol), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -59,6 +59,16 @@ var handlers = map[string]handler{
 	proto.OpRemove: with(func(r *request, a proto.RemoveArgs) (any, error) {
 		return nil, r.h.Remove(r.ctx, a.Path, a.Recursive)
 	}),
+	proto.OpReadDir: with(func(r *request, a proto.ReadDirArgs) (any, error) {
+		ents, err := r.h.ReadDir(r.ctx, a.Path, a.Limit)
+		if err != nil {
+			return nil, err
+		}
+		if ents == nil {
+			ents = []host.DirEntry{} // an empty directory is [], not null
+		}
+		return ents, nil
+	}),
 
 	proto.OpRun:  with(run),
 	proto.OpList: func(r *request) (any, error) { return r.h.ListProcesses(r.ctx) },

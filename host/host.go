@@ -61,6 +61,14 @@ type Host interface {
 	// Remove deletes path; with recursive it deletes a whole tree. A missing
 	// path is not an error.
 	Remove(ctx context.Context, path string, recursive bool) error
+	// ReadDir lists a directory's entries, sorted by name, without
+	// following links. It returns at most limit entries (limit <= 0 or above
+	// MaxDirEntries: MaxDirEntries), so a huge directory cannot flood the
+	// connection; which ones it returns then is unspecified, and a caller
+	// that must know whether it saw everything asks for one more than it
+	// needs. A missing path is an error wrapping fs.ErrNotExist (unlike
+	// Stat: there is no listing to return); a file is an error too.
+	ReadDir(ctx context.Context, path string, limit int) ([]DirEntry, error)
 
 	// Run starts argv[0] with the remaining arguments (never through a
 	// shell) and waits for it to exit or for the timeout.
@@ -97,6 +105,30 @@ type FileInfo struct {
 	Size    int64       `json:"size"`
 	Mode    fs.FileMode `json:"mode"`
 	ModTime time.Time   `json:"mod_time"`
+}
+
+// DirEntry is one entry of a directory listing, described as Stat would
+// describe it except that a link is reported, not followed.
+type DirEntry struct {
+	Name    string      `json:"name"`
+	IsDir   bool        `json:"is_dir"`
+	Size    int64       `json:"size"`
+	Mode    fs.FileMode `json:"mode"`
+	ModTime time.Time   `json:"mod_time"`
+}
+
+// MaxDirEntries bounds one ReadDir: a listing travels as one agent message
+// (at most 1 MiB), and 1000 entries fit even when every name has the 255
+// characters Windows allows (a listing that still does not fit, of names
+// full of characters JSON escapes, fails; it is never cut short).
+const MaxDirEntries = 1000
+
+// DirLimit is the number of entries a ReadDir with limit returns at most.
+func DirLimit(limit int) int {
+	if limit <= 0 || limit > MaxDirEntries {
+		return MaxDirEntries
+	}
+	return limit
 }
 
 // RunRequest starts a process.

@@ -2,7 +2,8 @@
 # pre-join state: cordon and drain, stop and delete the managed services in
 # reverse order (waiting for their processes), remove the HNS networks
 # (each removal may drop the connection: the engine reconnects), the
-# payload and log directories and the environment wsu set, then the Node.
+# payload and log directories (and the parents join created, when empty)
+# and the environment wsu set, then the Node.
 
 variable "kubeconfig" {
   type        = string
@@ -97,6 +98,17 @@ play "deconfigure" {
     win_directory {
       path  = each.key
       state = "absent"
+    }
+  }
+
+  # The parents join created: other software may keep files there, so each
+  # goes only if empty. Children first (for_each runs in key order).
+  task "parent directories" {
+    for_each = { for i, d in ["C:\\var\\log", "C:\\var\\lib", "C:\\var", "C:\\Temp"] : format("%02d-%s", i, d) => d }
+    win_directory {
+      path          = each.value
+      state         = "absent"
+      only_if_empty = true
     }
   }
 

@@ -138,6 +138,7 @@ func write(s string) func(r *bufio.Reader, w io.Writer) {
 }
 
 func TestDialErrors(t *testing.T) {
+	other := proto.Protocol + 1 // an agent newer than this client
 	tests := []struct {
 		name     string
 		script   func(r *bufio.Reader, w io.Writer)
@@ -146,15 +147,15 @@ func TestDialErrors(t *testing.T) {
 	}{
 		{
 			name:     "hello speaks another protocol",
-			script:   greet(`{"protocol":2,"agent_version":"9.9.9","agent_sha256":"cafe","future_field":[1]}`),
+			script:   greet(fmt.Sprintf(`{"protocol":%d,"agent_version":"9.9.9","agent_sha256":"cafe","future_field":[1]}`, other)),
 			mismatch: true,
-			want:     "agent protocol mismatch: the agent (wsu 9.9.9, sha256 cafe) speaks protocol 2, this wsu speaks 1; redeploy the agent",
+			want:     fmt.Sprintf("agent protocol mismatch: the agent (wsu 9.9.9, sha256 cafe) speaks protocol %d, this wsu speaks %d; redeploy the agent", other, proto.Protocol),
 		},
 		{
 			name:     "greeting speaks another protocol",
-			script:   write("WSU-AGENT/2 10.0.0 beef\nwhatever protocol 2 says next"),
+			script:   write(fmt.Sprintf("WSU-AGENT/%d 10.0.0 beef\nwhatever that protocol says next", other)),
 			mismatch: true,
-			want:     "speaks protocol 2",
+			want:     fmt.Sprintf("speaks protocol %d", other),
 		},
 		{name: "no agent", script: write("bash: wsu: command not found\n"), want: `without a greeting; it wrote: "bash: wsu: command not found\n"`},
 		{name: "silent exit", script: write(""), want: "closed the connection without a greeting"},
@@ -172,7 +173,7 @@ func TestDialErrors(t *testing.T) {
 		{
 			name: "no MODE line",
 			script: func(r *bufio.Reader, w io.Writer) {
-				io.WriteString(w, "WSU-AGENT/1 1 x\n\x00\nEND-PROBE\n")
+				fmt.Fprintf(w, "WSU-AGENT/%d 1 x\n\x00\nEND-PROBE\n", proto.Protocol)
 				r.ReadString('\n') // the client's line
 				io.WriteString(w, "MODE telepathy\n")
 			},
@@ -194,11 +195,11 @@ func TestDialErrors(t *testing.T) {
 func TestDialSkipsNoise(t *testing.T) {
 	c, err := fakeAgent(t, func(r *bufio.Reader, w io.Writer) {
 		io.WriteString(w, "Welcome to Windows Server\r\nPS C:\\> ")
-		greet(`{"protocol":1,"agent_version":"9.9.9","agent_sha256":"cafe","platform":"sim"}`)(r, w)
+		greet(fmt.Sprintf(`{"protocol":%d,"agent_version":"9.9.9","agent_sha256":"cafe","platform":"sim"}`, proto.Protocol))(r, w)
 		io.Copy(io.Discard, r)
 	})
 	require.NoError(t, err)
-	assert.Equal(t, proto.Hello{Protocol: 1, AgentVersion: "9.9.9", AgentSHA256: "cafe", Platform: "sim"}, c.Hello())
+	assert.Equal(t, proto.Hello{Protocol: proto.Protocol, AgentVersion: "9.9.9", AgentSHA256: "cafe", Platform: "sim"}, c.Hello())
 }
 
 func TestDialCancelled(t *testing.T) {
@@ -323,6 +324,20 @@ func (f *fakeHost) WriteFile(context.Context, string, io.Reader, fs.FileMode) er
 func (f *fakeHost) MkdirAll(context.Context, string, fs.FileMode) error             { return nil }
 func (f *fakeHost) Chmod(context.Context, string, fs.FileMode) error                { return nil }
 func (f *fakeHost) Remove(context.Context, string, bool) error                      { return nil }
+
+// ReadDir answers with dirEntries whatever the limit: a backend that
+// ignores it, for the client's check.
+func (f *fakeHost) ReadDir(_ context.Context, path string, limit int) ([]host.DirEntry, error) {
+	f.rec("ReadDir", path, limit)
+	return dirEntries, nil
+}
+
+var dirEntries = []host.DirEntry{
+	{Name: "kubelet.exe", Size: 1 << 27, Mode: 0o666, ModTime: time.Date(2024, 5, 1, 12, 0, 0, 123456789, time.UTC)},
+	{Name: "log dir", IsDir: true, Mode: fs.ModeDir | 0o777, ModTime: time.Date(2024, 5, 2, 0, 0, 0, 0, time.UTC)},
+	{Name: "ünïcode.txt", Mode: 0o444},
+}
+
 func (f *fakeHost) Run(context.Context, host.RunRequest) (host.RunResult, error) {
 	return host.RunResult{}, nil
 }
@@ -518,6 +533,43 @@ func TestWindowsOpsTransparent(t *testing.T) {
 	}
 }
 
+// A listing crosses the wire intact, and the client holds the agent to the
+// limit it asked for: an answer with more entries is a protocol error.
+func TestReadDirLimit(t *testing.T) {
+	tests := []struct {
+		name    string
+		limit   int
+		want    []host.DirEntry
+		wantErr error
+	}{
+		{name: "under the limit", limit: 5, want: dirEntries},
+		{name: "exactly the limit", limit: 3, want: dirEntries},
+		{name: "no limit is the maximum", limit: 0, want: dirEntries},
+		{name: "over the limit", limit: 2, wantErr: proto.ErrProtocol},
+	}
+	backend := &fakeHost{}
+	c := agenttest.Start(t, backend, agenttest.Options{}).Client
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			backend.calls = nil
+			got, err := c.ReadDir(testCtx(t), `C:\k`, tt.limit)
+			assert.Equal(t, []string{fmt.Sprintf("ReadDir[]interface {}{%q, %d}", `C:\k`, tt.limit)}, backend.calls, "arguments")
+			if tt.wantErr != nil {
+				assert.ErrorIs(t, err, tt.wantErr)
+				assert.Nil(t, got)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, len(tt.want), len(got))
+			for i := range tt.want {
+				assert.True(t, tt.want[i].ModTime.Equal(got[i].ModTime), "mod_time of %s", tt.want[i].Name)
+				got[i].ModTime = tt.want[i].ModTime // time.Time's location differs after JSON
+			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
 // The hello carries the backend's facts; a backend without facts still
 // connects.
 func TestHelloFacts(t *testing.T) {
@@ -620,6 +672,19 @@ func TestCounters(t *testing.T) {
 				return err
 			},
 			want: host.Counters{RPCs: 1, RPCsByOp: map[string]int64{proto.OpRun: 1}},
+		},
+		{
+			name: "a listing is one RPC, even of a missing directory",
+			calls: func(ctx context.Context, c *client.Client, dir string) error {
+				if _, err := c.ReadDir(ctx, dir, 10); err != nil {
+					return err
+				}
+				if _, err := c.ReadDir(ctx, filepath.Join(dir, "missing"), 1); !errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("want not found, got %v", err)
+				}
+				return nil
+			},
+			want: host.Counters{RPCs: 2, RPCsByOp: map[string]int64{proto.OpReadDir: 2}},
 		},
 		{
 			name: "a request refused before sending is not",

@@ -86,6 +86,20 @@ func (c *Client) Remove(ctx context.Context, path string, recursive bool) error 
 	return err
 }
 
+// ReadDir checks that the agent kept to the limit: it bounds what one
+// answer may hold.
+func (c *Client) ReadDir(ctx context.Context, path string, limit int) ([]host.DirEntry, error) {
+	var ents []host.DirEntry
+	_, err := c.roundTrip(ctx, proto.OpReadDir, proto.ReadDirArgs{Path: path, Limit: limit}, nil, 0, &ents)
+	if err != nil {
+		return nil, err
+	}
+	if n := host.DirLimit(limit); len(ents) > n {
+		return nil, fmt.Errorf("readdir %s: %w: got %d entries, asked for at most %d", path, proto.ErrProtocol, len(ents), n)
+	}
+	return ents, nil
+}
+
 // Run sends stdin, if any, as the request's stream and receives stdout and
 // then stderr as data frames.
 func (c *Client) Run(ctx context.Context, req host.RunRequest) (host.RunResult, error) {

@@ -14,7 +14,7 @@ import (
 
 // Protocol is the protocol version. It changes on every incompatible change;
 // the client refuses an agent speaking another one.
-const Protocol = 1
+const Protocol = 2
 
 // MaxPayload bounds a frame's payload; a longer frame is a protocol error.
 const MaxPayload = 1 << 20

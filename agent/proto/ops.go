@@ -12,13 +12,14 @@ import (
 const (
 	OpFacts = "facts"
 
-	OpStat   = "fs.stat"   // PathArgs → host.FileInfo
-	OpSHA256 = "fs.sha256" // PathArgs → SHA256Result
-	OpRead   = "fs.read"   // ReadArgs → data frames, then ReadResult
-	OpWrite  = "fs.write"  // PathModeArgs + stream → nothing
-	OpMkdir  = "fs.mkdir"  // PathModeArgs → nothing
-	OpChmod  = "fs.chmod"  // PathModeArgs → nothing
-	OpRemove = "fs.remove" // RemoveArgs → nothing
+	OpStat    = "fs.stat"   // PathArgs → host.FileInfo
+	OpSHA256  = "fs.sha256" // PathArgs → SHA256Result
+	OpRead    = "fs.read"   // ReadArgs → data frames, then ReadResult
+	OpWrite   = "fs.write"  // PathModeArgs + stream → nothing
+	OpMkdir   = "fs.mkdir"  // PathModeArgs → nothing
+	OpChmod   = "fs.chmod"  // PathModeArgs → nothing
+	OpRemove  = "fs.remove" // RemoveArgs → nothing
+	OpReadDir = "fs.list"   // ReadDirArgs → []host.DirEntry
 
 	OpRun  = "proc.run"  // RunArgs (+ stream: stdin) → data frames: stdout then stderr, then RunResult
 	OpList = "proc.list" // nothing → []host.Process
@@ -53,7 +54,7 @@ const (
 // Ops lists every op, in the order of the Host API.
 var Ops = []string{
 	OpFacts,
-	OpStat, OpSHA256, OpRead, OpWrite, OpMkdir, OpChmod, OpRemove,
+	OpStat, OpSHA256, OpRead, OpWrite, OpMkdir, OpChmod, OpRemove, OpReadDir,
 	OpRun, OpList, OpKill,
 	OpSvcQuery, OpSvcCreate, OpSvcUpdate, OpSvcRecovery, OpSvcStart, OpSvcStop, OpSvcDelete, OpSvcWait,
 	OpRegGet, OpRegSet, OpRegDelete,
@@ -88,6 +89,11 @@ type PathModeArgs struct {
 type RemoveArgs struct {
 	Path      string `json:"path"`
 	Recursive bool   `json:"recursive,omitempty"`
+}
+
+type ReadDirArgs struct {
+	Path  string `json:"path"`
+	Limit int    `json:"limit,omitempty"`
 }
 
 // RunArgs is host.RunRequest without Stdin, which is the request's stream

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"unicode/utf8"
 
 	"github.com/wsu-project/wsu/host"
@@ -28,8 +29,8 @@ const ChunkSize = 1 << 20
 // maxTempBase keeps the temp file name within NAME_MAX even for long targets.
 const maxTempBase = 64
 
-// FS implements Stat, SHA256, ReadFile, WriteFile, MkdirAll, Chmod and
-// Remove of host.Host on the paths it is given. The zero FS is POSIX; a
+// FS implements Stat, SHA256, ReadFile, WriteFile, MkdirAll, Chmod, Remove
+// and ReadDir of host.Host on the paths it is given. The zero FS is POSIX; a
 // host embeds it to serve those operations.
 type FS struct {
 	// ChmodClosed sets a written file's mode by name once the temp file is
@@ -328,4 +329,62 @@ func (f FS) Remove(ctx context.Context, path string, recursive bool) error {
 		return err
 	}
 	return nil
+}
+
+// ReadDir lists at most host.DirLimit(limit) entries of a directory, sorted
+// by name (see host.Host.ReadDir).
+func (FS) ReadDir(ctx context.Context, path string, limit int) ([]host.DirEntry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return ReadDirLimit(ctx, path, path, limit)
+}
+
+// ErrNotDir is what ReadDir wraps for a path that is not a directory.
+var ErrNotDir = errors.New("not a directory")
+
+// ReadDirLimit is ReadDir's work on the local directory dir, with errors
+// naming name (a host that translates paths names the one it was given).
+// Only the entries returned are read from the directory, so a huge one
+// costs no more than a small one.
+func ReadDirLimit(ctx context.Context, name, dir string, limit int) ([]host.DirEntry, error) {
+	fail := func(err error) ([]host.DirEntry, error) {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: err}
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return fail(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fail(err)
+	}
+	if !fi.IsDir() {
+		return fail(ErrNotDir)
+	}
+	ents, err := f.ReadDir(host.DirLimit(limit))
+	if err != nil && !errors.Is(err, io.EOF) { // EOF: an empty directory
+		return fail(err)
+	}
+	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
+	out := make([]host.DirEntry, 0, len(ents))
+	for _, e := range ents {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		info, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted since it was read: no longer an entry
+		}
+		if err != nil {
+			return fail(err)
+		}
+		out = append(out, host.DirEntry{Name: e.Name(), IsDir: info.IsDir(), Size: info.Size(), Mode: info.Mode(), ModTime: info.ModTime()})
+	}
+	return out, nil
 }

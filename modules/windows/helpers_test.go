@@ -3,6 +3,7 @@ package windows
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -265,6 +266,9 @@ type fakeHost struct {
 	onProbe     func(n int) error // called before probe n (1-based) of QueryService, Stat or HNSNetworks
 	probes      int               // probes so far
 	hnsErr      error             // HNSNetworks fails with it
+	removeErr   error             // Remove fails with it
+	afterList   func(n int)       // called after listing n (1-based) of ReadDir returns
+	lists       int               // ReadDir calls so far
 }
 
 func (f *fakeHost) record(op string) {
@@ -320,6 +324,27 @@ func (f *fakeHost) WriteFile(ctx context.Context, path string, content io.Reader
 		return f.writeErr
 	}
 	return f.Host.WriteFile(ctx, path, content, mode)
+}
+
+func (f *fakeHost) Remove(ctx context.Context, path string, recursive bool) error {
+	f.record(fmt.Sprintf("remove %s recursive=%t", path, recursive))
+	if f.removeErr != nil {
+		return f.removeErr
+	}
+	return f.Host.Remove(ctx, path, recursive)
+}
+
+func (f *fakeHost) ReadDir(ctx context.Context, path string, limit int) ([]host.DirEntry, error) {
+	f.record(fmt.Sprintf("list %s limit=%d", path, limit))
+	ents, err := f.Host.ReadDir(ctx, path, limit)
+	f.mu.Lock()
+	f.lists++
+	n, hook := f.lists, f.afterList
+	f.mu.Unlock()
+	if hook != nil {
+		hook(n)
+	}
+	return ents, err
 }
 
 func (f *fakeHost) QueryService(ctx context.Context, name string) (host.ServiceInfo, error) {

@@ -33,6 +33,23 @@ func TestUnchangedPlanRPCs(t *testing.T) {
 			want: map[string]int64{"fs.stat": 1},
 		},
 		{
+			// A listing of one entry answers missing, empty and not empty
+			// at once: no stat first.
+			module: Directory{}, name: "absent only if empty, not empty",
+			setup: func(t *testing.T, h *sim.Host) { writeFile(t, h, `C:\var\log\other.log`, "not ours") },
+			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
+				return map[string]cty.Value{"path": cty.StringVal(`C:\var`), "state": cty.StringVal("absent"), "only_if_empty": cty.True}
+			},
+			want: map[string]int64{"fs.list": 1},
+		},
+		{
+			module: Directory{}, name: "absent only if empty, missing",
+			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
+				return map[string]cty.Value{"path": cty.StringVal(`C:\Temp`), "state": cty.StringVal("absent"), "only_if_empty": cty.True}
+			},
+			want: map[string]int64{"fs.list": 1},
+		},
+		{
 			module: File{}, name: "same content",
 			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
 				return map[string]cty.Value{"path": cty.StringVal(`C:\k\kubelet.conf`), "content": cty.StringVal("hello")}
@@ -188,4 +205,23 @@ func TestUnchangedPlanRPCs(t *testing.T) {
 			assert.Zero(t, got.BytesSent)
 		})
 	}
+}
+
+// What removing an empty directory with only_if_empty costs through the
+// agent: the plan's listing, then Apply's own listing and the remove.
+func TestDirectoryOnlyIfEmptyRPCs(t *testing.T) {
+	h := newHost(t)
+	require.NoError(t, h.MkdirAll(ctx, `C:\Temp`, 0o755))
+	cfg := cfgFor(t, Directory{}, map[string]cty.Value{"path": cty.StringVal(`C:\Temp`), "state": cty.StringVal("absent"), "only_if_empty": cty.True})
+	c := agenttest.Start(t, h, agenttest.Options{}).Client
+
+	pr := Directory{}.Plan(ctx, modules.PlanRequest{Config: cfg, Host: c})
+	require.False(t, pr.Diagnostics.HasErrors(), "%v", pr.Diagnostics)
+	require.NotNil(t, pr.Change)
+	planned := c.Counters()
+	assert.Equal(t, map[string]int64{"fs.list": 1}, planned.RPCsByOp)
+
+	ar := Directory{}.Apply(ctx, modules.ApplyRequest{Config: cfg, Host: c, Change: pr.Change})
+	require.False(t, ar.Diagnostics.HasErrors(), "%v", ar.Diagnostics)
+	assert.Equal(t, map[string]int64{"fs.list": 1, "fs.remove": 1}, c.Counters().Sub(planned).RPCsByOp)
 }

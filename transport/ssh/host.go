@@ -150,6 +150,10 @@ func (h *Host) Remove(ctx context.Context, path string, recursive bool) error {
 	return h.call(ctx, "fs.remove", 0, func(ctx context.Context) error { return h.agent.client.Remove(ctx, path, recursive) })
 }
 
+func (h *Host) ReadDir(ctx context.Context, path string, limit int) ([]host.DirEntry, error) {
+	return do1(ctx, h, "fs.list", 0, func(ctx context.Context) ([]host.DirEntry, error) { return h.agent.client.ReadDir(ctx, path, limit) })
+}
+
 func (h *Host) Run(ctx context.Context, req host.RunRequest) (host.RunResult, error) {
 	return do1(ctx, h, "proc.run", req.Timeout, func(ctx context.Context) (host.RunResult, error) { return h.agent.client.Run(ctx, req) })
 }

@@ -269,3 +269,35 @@ func (h *Host) Remove(ctx context.Context, path string, recursive bool) error {
 		return nil
 	})
 }
+
+// ReadDir lists a directory as Windows would: names as they were created
+// (the path itself matches regardless of case), modes and directory sizes
+// as Windows reports them, and a path through a file is "not found".
+func (h *Host) ReadDir(ctx context.Context, path string, limit int) ([]host.DirEntry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	lp, err := h.LocalPath(path)
+	if err != nil {
+		return nil, err
+	}
+	ents, err := osfs.ReadDirLimit(ctx, path, lp, limit)
+	if err != nil {
+		if notExist(err) && !errors.Is(err, osfs.ErrNotDir) {
+			return nil, pathErr("readdir", path, fs.ErrNotExist)
+		}
+		return nil, err
+	}
+	for i := range ents {
+		e := &ents[i]
+		switch {
+		case e.IsDir:
+			e.Mode, e.Size = fs.ModeDir|0o777, 0
+		case e.Mode.Perm()&0o200 != 0:
+			e.Mode = e.Mode.Type() | 0o666 // a link stays a link
+		default:
+			e.Mode = e.Mode.Type() | 0o444
+		}
+	}
+	return ents, nil
+}

@@ -134,6 +134,60 @@ func TestStat(t *testing.T) {
 	assert.Error(t, err)
 }
 
+// ReadDir lists as Windows does: the path matches in any case, names keep
+// the case they were created with, modes and directory sizes are Windows'.
+func TestReadDir(t *testing.T) {
+	ctx := context.Background()
+	h := newHost(t)
+	writeFile(t, h, `C:\var\log\Kubelet\kubelet.log`, "12345")
+	require.NoError(t, h.WriteFile(ctx, `C:\var\log\ro.txt`, strings.NewReader("r"), 0o444))
+	require.NoError(t, h.MkdirAll(ctx, `C:\var\lib`, 0o755))
+	logDir := []host.DirEntry{
+		{Name: "Kubelet", IsDir: true, Mode: fs.ModeDir | 0o777},
+		{Name: "ro.txt", Size: 1, Mode: 0o444},
+	}
+	tests := []struct {
+		name    string
+		path    string
+		limit   int
+		want    []host.DirEntry // ModTime not compared
+		wantOf  []host.DirEntry // with a limit: the entries may be any of these
+		wantErr error           // a sentinel the error wraps
+	}{
+		{name: "entries sorted", path: `C:\var\log`, want: logDir},
+		{name: "other case and slashes", path: `c:/VAR/LOG/kubelet`, want: []host.DirEntry{{Name: "kubelet.log", Size: 5, Mode: 0o666}}},
+		{name: "limit", path: `C:\var\log`, limit: 1, wantOf: logDir},
+		{name: "empty", path: `C:\var\lib`, limit: 1, want: []host.DirEntry{}},
+		{name: "missing", path: `C:\var\missing`, wantErr: fs.ErrNotExist},
+		{name: "through a file", path: `C:\var\log\ro.txt\below`, wantErr: fs.ErrNotExist},
+		{name: "missing drive", path: `D:\x`, wantErr: fs.ErrNotExist},
+		{name: "a file", path: `C:\var\log\ro.txt`, wantErr: osfs.ErrNotDir},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := h.ReadDir(ctx, tt.path, tt.limit)
+			if tt.wantErr != nil {
+				require.ErrorIs(t, err, tt.wantErr)
+				assert.ErrorContains(t, err, tt.path, "the error names the Windows path")
+				return
+			}
+			require.NoError(t, err)
+			for i := range got {
+				assert.WithinDuration(t, time.Now(), got[i].ModTime, time.Minute)
+				got[i].ModTime = time.Time{}
+			}
+			if tt.wantOf != nil {
+				require.Len(t, got, tt.limit)
+				assert.Contains(t, tt.wantOf, got[0])
+				return
+			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
+	_, err := h.ReadDir(ctx, `var\log`, 0)
+	assert.ErrorContains(t, err, "not an absolute Windows path")
+}
+
 func TestReadFileAndSHA256(t *testing.T) {
 	ctx := context.Background()
 	h := newHost(t)

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,6 +105,13 @@ func TestWineAgent(t *testing.T) {
 	onDisk, err := os.ReadFile(pr.p.LinuxPath(path))
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(data, onDisk))
+	ents, err := h.ReadDir(ctx, `C:\K\AGENT DIR`, 0)
+	require.NoError(t, err)
+	require.Len(t, ents, 1)
+	assert.Equal(t, "payload.bin", ents[0].Name)
+	assert.EqualValues(t, len(data), ents[0].Size)
+	_, err = h.ReadDir(ctx, `C:\k\agent dir\missing`, 0)
+	assert.ErrorIs(t, err, fs.ErrNotExist, "not found survives the RPC")
 
 	// Registry, machine environment, processes.
 	require.NoError(t, h.RegistrySet(ctx, `HKLM\SOFTWARE\wsu-agent`, "q", host.RegistryValue{Type: host.RegQWORD, Integer: 42}))

@@ -73,6 +73,7 @@ type res struct {
 	Value        json.RawMessage `json:"value"`
 	Error        string          `json:"error"`
 	NotSupported bool            `json:"not_supported"`
+	NotExist     bool            `json:"not_exist"`
 }
 
 type probe struct {
@@ -193,6 +194,39 @@ func TestWineFiles(t *testing.T) {
 	for _, e := range entries {
 		assert.NotContains(t, e.Name(), ".wsu-tmp-", "temp file left behind")
 	}
+
+	// Listings: sorted, described as Stat describes, bounded by the limit;
+	// the path matches in any case.
+	rs = pr.run(
+		step{"mkdir", a{"path": dir + `\empty`}},
+		step{"readdir", a{"path": dir}},
+		step{"readdir", a{"path": `c:/WSU FILES/K`, "limit": 2}},
+		step{"readdir", a{"path": dir + `\empty`, "limit": 1}},
+		step{"readdir", a{"path": dir + `\missing`}},
+		step{"readdir", a{"path": fa}},
+	)
+	for _, i := range []int{0, 1, 2, 3} {
+		require.Empty(t, rs[i].Error, "step %d", i)
+	}
+	ents := value[[]host.DirEntry](t, rs[1])
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name)
+	}
+	assert.Equal(t, []string{"a.txt", "big.bin", "empty", "keep-ro.txt", "ro.txt"}, names)
+	if assert.Len(t, ents, 5) {
+		assert.EqualValues(t, 7, ents[0].Size)
+		assert.False(t, ents[0].IsDir)
+		assert.WithinDuration(t, time.Now(), ents[0].ModTime, 10*time.Minute)
+		assert.True(t, ents[2].IsDir)
+		assert.Equal(t, os.FileMode(0o444), ents[3].Mode.Perm())
+		assert.Equal(t, os.FileMode(0o666), ents[4].Mode.Perm())
+	}
+	assert.Len(t, value[[]host.DirEntry](t, rs[2]), 2)
+	assert.Empty(t, value[[]host.DirEntry](t, rs[3]))
+	assert.True(t, rs[4].NotExist, "a missing directory: %s", rs[4].Error)
+	assert.NotEmpty(t, rs[5].Error, "a file is not a directory")
+	assert.False(t, rs[5].NotExist)
 
 	rs = pr.ok(
 		step{"remove", a{"path": `C:\wsu files`, "recursive": true}},

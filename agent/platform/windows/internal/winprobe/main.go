@@ -5,7 +5,7 @@
 // operations on stdin, runs them in order in one process against
 // windows.New(), and prints one JSON result per operation.
 //
-//	[{"op":"svc-query","args":{"name":"x"}}, ...]  ->  [{"value":...,"error":"...","not_supported":true}, ...]
+//	[{"op":"svc-query","args":{"name":"x"}}, ...]  ->  [{"value":...,"error":"...","not_supported":true,"not_exist":true}, ...]
 //
 // `winprobe child` is a program for Run to start: it prints its arguments,
 // stdin and $PROBE_ENV as JSON, "to stderr" on stderr, $PROBE_BIG bytes of
@@ -38,6 +38,7 @@ type result struct {
 	Value        any    `json:"value,omitempty"`
 	Error        string `json:"error,omitempty"`
 	NotSupported bool   `json:"not_supported,omitempty"`
+	NotExist     bool   `json:"not_exist,omitempty"`
 }
 
 // args are the fields any operation may use.
@@ -94,6 +95,7 @@ func main() {
 		if err != nil {
 			r.Error = err.Error()
 			r.NotSupported = errors.Is(err, host.ErrNotSupported)
+			r.NotExist = errors.Is(err, fs.ErrNotExist)
 		}
 		out = append(out, r)
 	}
@@ -132,6 +134,8 @@ func do(h host.Host, name string, a args) (any, error) {
 		return nil, h.Chmod(ctx, a.Path, a.Mode)
 	case "remove":
 		return nil, h.Remove(ctx, a.Path, a.Recursive)
+	case "readdir":
+		return h.ReadDir(ctx, a.Path, int(a.Limit))
 	case "run":
 		return h.Run(ctx, host.RunRequest{Argv: a.Argv, Dir: a.Dir, Env: a.Env, Stdin: a.Stdin, Timeout: timeout, OutputLimit: a.OutLimit})
 	case "spawn":
