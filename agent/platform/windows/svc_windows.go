@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/windows"
+	"golang.org/x/sys/windows/registry"
 	"golang.org/x/sys/windows/svc/mgr"
 
 	"github.com/wsu-project/wsu/host"
@@ -460,6 +461,17 @@ func queryConfig(h windows.Handle, name string) (host.ServiceConfig, error) {
 		Args:         args,
 		Dependencies: fromMultiString(p.Dependencies),
 	}
+	if len(cfg.Dependencies) == 0 {
+		// Wine's QueryServiceConfig leaves lpDependencies empty, although its
+		// SCM keeps them (and ChangeServiceConfig changes them) where Windows
+		// does: the service's registry key. Read them there; on Windows the
+		// key and the call agree.
+		deps, err := registryDependencies(name)
+		if err != nil {
+			return host.ServiceConfig{}, fmt.Errorf("service %s: query dependencies: %w", name, err)
+		}
+		cfg.Dependencies = deps
+	}
 	switch p.StartType {
 	case windows.SERVICE_AUTO_START:
 		cfg.StartType = host.StartAutomatic
@@ -480,6 +492,36 @@ func queryConfig(h windows.Handle, name string) (host.ServiceConfig, error) {
 	}
 	cfg.Description = windows.UTF16PtrToString((*windows.SERVICE_DESCRIPTION)(unsafe.Pointer(&b[0])).Description)
 	return cfg, nil
+}
+
+// registryDependencies reads a service's dependencies from its registry
+// key, as QueryServiceConfig reports them: services, then load order groups
+// prefixed with SC_GROUP_IDENTIFIER ('+').
+func registryDependencies(name string) ([]string, error) {
+	k, err := registry.OpenKey(registry.LOCAL_MACHINE, `SYSTEM\CurrentControlSet\Services\`+name, registry.QUERY_VALUE)
+	if errors.Is(err, registry.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer k.Close()
+	var out []string
+	for _, v := range []struct{ name, prefix string }{{"DependOnService", ""}, {"DependOnGroup", "+"}} {
+		ss, _, err := k.GetStringsValue(v.name)
+		if errors.Is(err, registry.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", v.name, err)
+		}
+		for _, s := range ss {
+			if s != "" {
+				out = append(out, v.prefix+s)
+			}
+		}
+	}
+	return out, nil
 }
 
 func queryConfig2(h windows.Handle, level uint32) ([]byte, error) {
