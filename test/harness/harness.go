@@ -46,6 +46,10 @@ type Options struct {
 	Unreachable []string
 	// FaultProxy puts a FaultProxy between wsu and sshd for every host.
 	FaultProxy bool
+	// Transport is how wsu reaches the hosts: TransportSSH (default: one
+	// OpenSSH sshd) or TransportWinRM (a WS-Management test endpoint per
+	// host; see Env.WinRM).
+	Transport string
 	// WSU is the wsu binary to run; empty: built from this module.
 	WSU string
 	// Payload is passed to payloadtest.Build.
@@ -80,6 +84,7 @@ type Env struct {
 	SSHUser string
 
 	opts      Options
+	winrm     map[*Host]*WinRMHost // TransportWinRM only
 	stopParts context.CancelFunc
 	partsDone chan struct{}
 	closeOnce sync.Once
@@ -147,6 +152,18 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		defer close(e.partsDone)
 		e.Cluster.RunParts(partsCtx, kubetest.PartsOptions{})
 	}()
+
+	switch opts.Transport {
+	case "", TransportSSH:
+	case TransportWinRM:
+		opts.Logf("harness: starting a WS-Management endpoint per host on 127.0.0.1")
+		if err := e.startWinRM(ctx); err != nil {
+			return nil, err
+		}
+		return e, nil
+	default:
+		return nil, fmt.Errorf("harness: unknown Transport %q (want %q or %q)", opts.Transport, TransportSSH, TransportWinRM)
+	}
 
 	opts.Logf("harness: starting sshd on 127.0.0.1")
 	if e.SSHD, err = sshdtest.New(sshdtest.Options{}); err != nil {
@@ -311,6 +328,7 @@ func (e *Env) Close() error {
 		if e.Proxy != nil {
 			e.Proxy.Close()
 		}
+		e.closeWinRM()
 		if e.SSHD != nil {
 			e.SSHD.Close()
 		}
