@@ -292,6 +292,10 @@ func (m Wait) Apply(ctx context.Context, req modules.ApplyRequest) modules.Apply
 		switch {
 		case errors.Is(err, host.ErrNotSupported):
 			return modules.ApplyResponse{Result: unknownResult(waitResults), Diagnostics: hostError(cfg, w.kind, "Cannot check "+w.kind, err)}
+		case errors.Is(err, host.ErrConnectionLost):
+			// Waiting on a dead connection would only time out: hand the
+			// loss to the engine, which reconnects and runs the wait again.
+			return modules.ApplyResponse{Result: unknownResult(waitResults), Diagnostics: hostError(cfg, w.kind, "Connection lost while waiting for "+w.String(), err)}
 		case err != nil:
 			last = "error: " + err.Error()
 		case observed == w.want():

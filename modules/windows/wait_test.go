@@ -2,6 +2,7 @@ package windows
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/hashicorp/hcl/v2"
@@ -237,4 +238,14 @@ func TestWaitValidate(t *testing.T) {
 		{name: "zero interval", attrs: map[string]cty.Value{"service": svc, "interval": cty.NumberIntVal(0)}, wantSummary: "Invalid interval", wantAttr: "interval"},
 		{name: "negative timeout", attrs: map[string]cty.Value{"service": svc, "timeout": cty.NumberIntVal(-1)}, wantSummary: "Invalid timeout", wantAttr: "timeout"},
 	})
+}
+
+// A lost connection never comes back by itself: the wait returns at once
+// so the engine can reconnect and run it again.
+func TestWaitConnectionLost(t *testing.T) {
+	f := &fakeHost{Host: newHost(t), hnsErr: fmt.Errorf("hns.networks: %w", host.ErrConnectionLost)}
+	cfg := cfgFor(t, Wait{}, map[string]cty.Value{"hns_network": cty.StringVal(overlay), "timeout": cty.NumberIntVal(600), "interval": cty.NumberFloatVal(0.01)})
+	ar := apply(t, Wait{}, f, cfg, &modules.Change{Action: modules.Run})
+	requireDiag(t, ar.Diagnostics, cfg, hcl.DiagError, "Connection lost while waiting for HNS network "+overlay+" to exist", "hns_network")
+	assert.Equal(t, 1, f.probes, "no polling of a dead connection")
 }
