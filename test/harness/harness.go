@@ -415,28 +415,30 @@ func (e *Env) Snapshot(h *Host) (map[string]string, error) {
 		if err := json.Unmarshal(b, &v); err != nil {
 			return nil, fmt.Errorf("%s: %w", table, err)
 		}
-		flatten(snap, "state:"+table, v)
+		// An empty service or HNS table is the same host as none at all;
+		// an empty registry key is not the same as a missing one.
+		flatten(snap, "state:"+table, v, table == "registry")
 	}
 	return snap, nil
 }
 
 // flatten records every leaf of v under its path, so a difference names
 // the one value that changed.
-func flatten(out map[string]string, prefix string, v any) {
+func flatten(out map[string]string, prefix string, v any, keepEmpty bool) {
 	switch v := v.(type) {
 	case map[string]any:
-		if len(v) == 0 {
+		if len(v) == 0 && keepEmpty {
 			out[prefix] = "{}"
 		}
 		for k, x := range v {
-			flatten(out, prefix+"."+k, x)
+			flatten(out, prefix+"."+k, x, keepEmpty)
 		}
 	case []any:
-		if len(v) == 0 {
+		if len(v) == 0 && keepEmpty {
 			out[prefix] = "[]"
 		}
 		for i, x := range v {
-			flatten(out, fmt.Sprintf("%s[%d]", prefix, i), x)
+			flatten(out, fmt.Sprintf("%s[%d]", prefix, i), x, keepEmpty)
 		}
 	default:
 		b, _ := json.Marshal(v)

@@ -1,0 +1,308 @@
+//go:build linux
+
+// Package e2e runs the stock playbooks end to end: wsu (the real binary)
+// over a real OpenSSH sshd against simulated Windows hosts whose services
+// are stand-in binaries, and a real kube-apiserver with the controllers it
+// lacks played by test/kubetest. See test/harness.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/wsu-project/wsu/agent/platform/sim"
+	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/kube"
+	"github.com/wsu-project/wsu/test/harness"
+)
+
+// wsuBin is built once for every test of the package.
+var wsuBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "wsu-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	wsuBin = filepath.Join(dir, "wsu")
+	if err := harness.BuildWSU(context.Background(), wsuBin); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func start(t *testing.T, opts harness.Options) *harness.Env {
+	t.Helper()
+	opts.WSU = wsuBin
+	opts.Logf = t.Logf
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	env, err := harness.Start(ctx, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, h := range env.Hosts {
+				logs, _ := filepath.Glob(filepath.Join(h.Root, "logs", "*.log"))
+				for _, l := range logs {
+					b, _ := os.ReadFile(l)
+					t.Logf("%s %s:\n%s", h.Name, filepath.Base(l), tail(string(b), 40))
+				}
+			}
+		}
+		if err := env.Close(); err != nil {
+			t.Errorf("harness close: %v", err)
+		}
+	})
+	return env
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func run(t *testing.T, env *harness.Env, onEvent func(harness.Event), args ...string) *harness.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	r, err := env.RunJSON(ctx, onEvent, args...)
+	require.NoError(t, err)
+	return r
+}
+
+func requireSuccess(t *testing.T, r *harness.Result) {
+	t.Helper()
+	require.Equalf(t, 0, r.ExitCode, "wsu %s failed:\n%s\nstderr:\n%s\nlast events:\n%s", strings.Join(r.Args, " "), r.Failures(), r.Stderr, tail(r.Stdout, 12))
+}
+
+// wantServices are the reference's services, in the form join creates them.
+func wantServices(h *harness.Host) map[string]host.ServiceConfig {
+	return map[string]host.ServiceConfig{
+		"containerd": {BinaryPath: `C:\k\containerd\containerd.exe`,
+			Args: []string{"--config", `C:\k\containerd\containerd_conf.toml`, "--log-file", `C:\var\log\containerd\containerd.log`, "--run-service", "--log-level", "info"}},
+		"kubelet": {BinaryPath: `C:\k\kube-log-runner.exe`, Dependencies: []string{"containerd"},
+			Args: []string{`-log-file=C:\var\log\kubelet\kubelet.log`, `C:\k\kubelet.exe`, `--config=C:\k\kubelet.conf`,
+				`--bootstrap-kubeconfig=C:\k\bootstrap-kubeconfig`, `--kubeconfig=C:\k\kubeconfig`, `--cert-dir=c:\var\lib\kubelet\pki\`,
+				"--windows-service", "--node-labels=node.openshift.io/os_id=Windows", "--windows-priorityclass=ABOVE_NORMAL_PRIORITY_CLASS",
+				"--v=2", "--hostname-override=" + h.NodeName, "--node-ip=" + h.IPv4}},
+		"hybrid-overlay-node": {BinaryPath: `C:\k\hybrid-overlay-node.exe`, Dependencies: []string{"kubelet"},
+			Args: []string{"--node", h.NodeName, "--k8s-kubeconfig", `C:\k\kubeconfig`, "--windows-service", "--logfile", `C:\var\log\hybrid-overlay\hybrid-overlay.log`}},
+		"kube-proxy": {BinaryPath: `C:\k\kube-proxy.exe`, Dependencies: []string{"hybrid-overlay-node"},
+			Args: []string{"--config", `C:\k\kube-proxy.conf`, "--windows-service"}},
+		"csi-proxy": {BinaryPath: `C:\k\csi-proxy.exe`,
+			Args: []string{`-log_file=C:\var\log\csi-proxy\csi-proxy.log`, "-logtostderr=false", "-windows-service", "--v=2"}},
+	}
+}
+
+// checkJoined asserts what a join leaves on the host and in the cluster.
+func checkJoined(t *testing.T, env *harness.Env, h *harness.Host) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
+		for name, want := range wantServices(h) {
+			info, err := s.QueryService(ctx, name)
+			require.NoError(t, err)
+			require.Truef(t, info.Exists, "service %s missing", name)
+			assert.Equalf(t, host.ServiceRunning, info.State, "service %s state", name)
+			assert.Equalf(t, want.BinaryPath, info.Config.BinaryPath, "service %s binary", name)
+			assert.Equalf(t, want.Args, info.Config.Args, "service %s arguments", name)
+			assert.ElementsMatchf(t, want.Dependencies, info.Config.Dependencies, "service %s dependencies", name)
+			assert.Equalf(t, host.StartAutomatic, info.Config.StartType, "service %s start mode", name)
+		}
+		nets, err := s.HNSNetworks(ctx)
+		require.NoError(t, err)
+		var names []string
+		for _, n := range nets {
+			names = append(names, n.Name)
+		}
+		assert.ElementsMatch(t, []string{"BaseOVNKubernetesHybridOverlayNetwork", "OVNKubernetesHybridOverlayNetwork"}, names)
+		for _, p := range []string{`C:\k\kubelet.conf`, `C:\k\kube-proxy.conf`, `C:\k\cni\config\cni.conf`, `C:\k\bootstrap-kubeconfig`, `C:\k\kubeconfig`} {
+			fi, err := s.Stat(ctx, p)
+			require.NoError(t, err)
+			assert.Truef(t, fi.Exists, "%s missing", p)
+		}
+		return nil
+	}))
+
+	node, err := env.Cluster.Client.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
+	require.NoError(t, err, "the Node the kubelet stand-in registers")
+	ready := false
+	for _, c := range node.Status.Conditions {
+		ready = ready || (c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue)
+	}
+	assert.True(t, ready, "Node Ready")
+	assert.Equal(t, "Windows", node.Labels["node.openshift.io/os_id"])
+	assert.Equal(t, env.Manifest.Version, node.Annotations["windowsmachineconfig.openshift.io/version"], "version annotation")
+
+	// Both of the node's CSRs were approved, by wsu, after passing its rules.
+	csrs, err := env.Cluster.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	approved := map[string]bool{}
+	for _, c := range csrs.Items {
+		if !strings.Contains(string(c.Spec.Username), h.NodeName) && c.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName {
+			continue
+		}
+		for _, cond := range c.Status.Conditions {
+			if cond.Type == certificatesv1.CertificateApproved && cond.Status == corev1.ConditionTrue {
+				approved[c.Spec.SignerName] = true
+				assert.Equal(t, kube.ApprovalReason, cond.Reason, "approved by wsu")
+			}
+		}
+	}
+	assert.True(t, approved[certificatesv1.KubeAPIServerClientKubeletSignerName], "client CSR approved")
+	assert.True(t, approved[certificatesv1.KubeletServingSignerName], "serving CSR approved")
+}
+
+// TestJoinRerunRemove: join over OpenSSH, a re-run that changes nothing and
+// sends nothing, then remove back to the pre-join state.
+func TestJoinRerunRemove(t *testing.T) {
+	env := start(t, harness.Options{Hosts: 1})
+	h := env.Hosts[0]
+	before, err := env.Snapshot(h)
+	require.NoError(t, err)
+
+	t.Run("join", func(t *testing.T) {
+		r := run(t, env, nil, "apply", "join")
+		requireSuccess(t, r)
+		recap, ok := r.Recap(h.Name)
+		require.True(t, ok)
+		assert.Zero(t, recap.Failed+recap.Unreachable)
+		assert.NotZero(t, recap.Changed)
+		checkJoined(t, env, h)
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("rerun", func(t *testing.T) {
+		r := run(t, env, nil, "apply", "join")
+		requireSuccess(t, r)
+		assert.Empty(t, r.Changed(h.Name), "a re-run changes nothing")
+		recap, _ := r.Recap(h.Name)
+		assert.Zero(t, recap.Changed)
+		assert.Zero(t, recap.BytesSent, "a re-run sends no payload bytes")
+		plan := run(t, env, nil, "plan", "join", "--detailed-exitcode")
+		assert.Equal(t, 0, plan.ExitCode, "plan after join: no changes\n%s", plan.Failures())
+	})
+
+	t.Run("remove", func(t *testing.T) {
+		r := run(t, env, nil, "apply", "remove")
+		requireSuccess(t, r)
+		_, err := env.Cluster.Client.CoreV1().Nodes().Get(context.Background(), h.NodeName, metav1.GetOptions{})
+		assert.Truef(t, apierrors.IsNotFound(err), "Node still there after remove: %v", err)
+		after, err := env.Snapshot(h)
+		require.NoError(t, err)
+		assert.Equal(t, before, after, "remove returns the host to its pre-join state")
+		require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
+			procs, err := s.ListProcesses(context.Background())
+			for _, p := range procs {
+				t.Errorf("process left running after remove: %+v", p)
+			}
+			return err
+		}))
+	})
+}
+
+// TestUpgradeOneHostAtATime: three joined hosts (and one that cannot be
+// reached, which fails alone); one payload component changes; the plan
+// shows exactly that file and the restart it causes; upgrade goes one host
+// at a time.
+func TestUpgradeOneHostAtATime(t *testing.T) {
+	env := start(t, harness.Options{Hosts: 3, Unreachable: []string{"win-gone"}})
+
+	r := run(t, env, nil, "apply", "join")
+	assert.NotEqual(t, 0, r.ExitCode, "a host failed: the exit code says so")
+	gone, ok := r.Recap("win-gone")
+	require.True(t, ok, "the unreachable host is in the recap")
+	assert.Equal(t, 1, gone.Unreachable)
+	for _, h := range env.Hosts {
+		recap, ok := r.Recap(h.Name)
+		require.True(t, ok)
+		require.Zerof(t, recap.Failed+recap.Unreachable, "%s:\n%s", h.Name, r.Failures())
+		checkJoined(t, env, h)
+	}
+	if t.Failed() {
+		return
+	}
+
+	// A new kube-proxy build.
+	m, err := env.BumpPayload(context.Background(), "kube-proxy", "v1.37.2-standin")
+	require.NoError(t, err)
+	limit := []string{"--limit", "windows:!win-gone"}
+
+	plan := run(t, env, nil, append([]string{"plan", "join"}, limit...)...)
+	for _, h := range env.Hosts {
+		changed := plan.Changed(h.Name)
+		assert.Lenf(t, changed, 2, "%s: the new file and the annotation: %v", h.Name, changed)
+		var subjects []string
+		for _, ev := range plan.Tasks(h.Name) {
+			if ev.Status == "changed" && ev.Change != nil {
+				subjects = append(subjects, ev.Change.Subject)
+				if ev.Module == "win_copy" {
+					assert.Contains(t, string(ev.Raw), "kube-proxy", "the plan says the service restarts")
+				}
+			}
+		}
+		assert.Contains(t, subjects, `C:\k\kube-proxy.exe`)
+	}
+
+	var order []string
+	up := run(t, env, func(ev harness.Event) {
+		if ev.Type == "task_result" && (ev.Task == "cordon" || ev.Task == "uncordon") {
+			order = append(order, ev.Task+" "+ev.Host)
+		}
+	}, append([]string{"apply", "upgrade"}, limit...)...)
+	requireSuccess(t, up)
+	var want []string
+	for _, h := range env.Hosts {
+		want = append(want, "cordon "+h.Name, "uncordon "+h.Name)
+	}
+	assert.Equal(t, want, order, "one host at a time: each is uncordoned before the next is cordoned")
+	for _, h := range env.Hosts {
+		node, err := env.Cluster.Client.CoreV1().Nodes().Get(context.Background(), h.NodeName, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, m.Version, node.Annotations["windowsmachineconfig.openshift.io/version"])
+		assert.False(t, node.Spec.Unschedulable)
+		checkJoined(t, env, h)
+	}
+}
+
+// TestConnectionCutDuringHybridOverlay: starting hybrid-overlay drops the
+// management connection (cut here by a fault proxy); wsu reconnects and
+// the join converges.
+func TestConnectionCutDuringHybridOverlay(t *testing.T) {
+	env := start(t, harness.Options{Hosts: 1, FaultProxy: true})
+	h := env.Hosts[0]
+	cut := 0
+	r := run(t, env, func(ev harness.Event) {
+		if ev.Type == "task_result" && ev.Task == "hybrid-overlay service" && cut == 0 {
+			cut = env.Proxy.Cut()
+		}
+	}, "apply", "join")
+	requireSuccess(t, r)
+	require.Positive(t, cut, "the connection was cut")
+	checkJoined(t, env, h)
+	again := run(t, env, nil, "apply", "join")
+	requireSuccess(t, again)
+	assert.Empty(t, again.Changed(h.Name))
+}
+
