@@ -75,6 +75,19 @@ type ServiceInfo struct {
 	State  ServiceState  `json:"state,omitempty"`
 	PID    int           `json:"pid,omitempty"`
 	Config ServiceConfig `json:"config"`
+	// Recovery is the service's failure actions, when the platform reads
+	// them with the rest and any are configured; nil otherwise (none, or
+	// not readable: Wine, an older agent). It saves a re-run's plan the
+	// registry reads for them.
+	Recovery *ObservedRecovery `json:"recovery,omitempty"`
+}
+
+// ObservedRecovery is a service's failure actions as the SCM reports them.
+type ObservedRecovery struct {
+	ServiceRecovery
+	// Other is set when actions besides restarts (reboot, run a program)
+	// are configured; RestartDelays lists the restarts only.
+	Other bool `json:"other,omitempty"`
 }
 
 // ServiceRecovery is what the SCM does when a service fails.

@@ -261,10 +261,10 @@ func wanted(cfg modules.Config) map[string]cty.Value {
 	return want
 }
 
-// observedRecovery is a service's failure actions as the host shows them.
-// The Host API cannot query them, so they are read where the SCM keeps
-// them: the FailureActions value of the service's registry key. other is
-// set when actions besides restarts (reboot, run a program) are configured.
+// observedRecovery is a service's failure actions as the host shows them:
+// with the service query when the platform reports them, else where the SCM
+// keeps them, the FailureActions value of the service's registry key. other
+// is set when actions besides restarts (reboot, run a program) are configured.
 type observedRecovery struct {
 	value cty.Value
 	other bool
@@ -543,6 +543,10 @@ func inspect(ctx context.Context, h host.Host, cfg modules.Config, name string, 
 	}
 	rec := observedRecovery{value: cty.NullVal(recoveryValueType)}
 	if _, managed := want["recovery"]; managed && info.Exists {
+		if r := info.Recovery; r != nil {
+			// Reported with the query: no registry reads.
+			return info, observedRecovery{value: recoveryVal(r.ServiceRecovery), other: r.Other}, nil
+		}
 		if rec, err = readRecovery(ctx, h, name); err != nil {
 			return info, rec, hostError(cfg, "recovery", "Cannot read recovery actions", err)
 		}

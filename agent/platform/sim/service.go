@@ -88,6 +88,9 @@ func (h *Host) QueryService(ctx context.Context, name string) (host.ServiceInfo,
 			return nil
 		}
 		info = host.ServiceInfo{Exists: true, State: host.ServiceStopped, Config: rec.Config}
+		if r := rec.Recovery; r != nil && (len(r.RestartDelays) > 0 || r.ResetPeriod > 0) {
+			info.Recovery = &host.ObservedRecovery{ServiceRecovery: *r}
+		}
 		p, err := t.serviceProc(name)
 		if p != nil {
 			info.State, info.PID = host.ServiceRunning, p.PID

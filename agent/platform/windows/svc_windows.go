@@ -92,7 +92,29 @@ func (h *winHost) QueryService(ctx context.Context, name string) (host.ServiceIn
 	if err != nil {
 		return host.ServiceInfo{}, fmt.Errorf("service %s: status: %w", name, err)
 	}
-	return host.ServiceInfo{Exists: true, State: stateName(st.CurrentState), PID: int(st.ProcessId), Config: cfg}, nil
+	info := host.ServiceInfo{Exists: true, State: stateName(st.CurrentState), PID: int(st.ProcessId), Config: cfg}
+	// Failure actions too, so a plan needs no registry reads for them; an
+	// SCM that cannot tell (Wine) leaves them to the registry.
+	if actions, period, err := queryFailureActions(s.Handle); err == nil && (len(actions) > 0 || period > 0) {
+		info.Recovery = observedRecovery(actions, period)
+	}
+	return info, nil
+}
+
+// observedRecovery reads SC_ACTIONs as the registry's FailureActions value
+// reads: restarts in order, no-ops skipped, anything else as Other.
+func observedRecovery(actions []windows.SC_ACTION, period uint32) *host.ObservedRecovery {
+	r := &host.ObservedRecovery{ServiceRecovery: host.ServiceRecovery{ResetPeriod: time.Duration(period) * time.Second, RestartDelays: []time.Duration{}}}
+	for _, a := range actions {
+		switch a.Type {
+		case windows.SC_ACTION_NONE:
+		case windows.SC_ACTION_RESTART:
+			r.RestartDelays = append(r.RestartDelays, time.Duration(a.Delay)*time.Millisecond)
+		default:
+			r.Other = true
+		}
+	}
+	return r
 }
 
 func (h *winHost) CreateService(ctx context.Context, cfg host.ServiceConfig) error {
