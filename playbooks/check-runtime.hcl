@@ -75,6 +75,7 @@ play "check-runtime" {
       src     = "${var.payload_dir}/${each.value.file}"
       dest    = each.value.destination
       service = try(each.value.service, null)
+      sha256  = try(each.value.sha256, null)
     }
   }
 

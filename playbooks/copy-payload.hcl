@@ -34,6 +34,8 @@ play "copy-payload" {
       src     = "${var.payload_dir}/${each.value.file}"
       dest    = each.value.destination
       service = try(each.value.service, null)
+      # The manifest's sum: a re-run reads no payload file on the controller.
+      sha256 = try(each.value.sha256, null)
     }
   }
 

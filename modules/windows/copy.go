@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -46,8 +45,10 @@ func (Copy) Schema() modules.Schema {
 		Summary: "Copy a file from the controller to a Windows host, replacing a running service's binary safely.",
 		Description: "Reads `src` on the machine running wsu and makes `dest` on the host hold the same " +
 			"bytes. The SHA-256 of both is compared first and nothing is sent when they match, so " +
-			"re-running a payload copy costs one hash per file. The content is streamed (never held " +
-			"in memory whole) to a temp file beside `dest`, which is then renamed over it.\n\n" +
+			"re-running a payload copy costs one hash per file (none on the controller with " +
+			"`sha256`). A source is read once per run however many hosts it goes to. The content " +
+			"is streamed (never held in memory whole) to a temp file beside `dest`, which is then " +
+			"renamed over it.\n\n" +
 			"Windows refuses to replace an executable while a process runs it. When `dest` differs " +
 			"and `service` is running, the plan lists the service as restarted and apply stops it " +
 			"(waiting for its process to exit), writes the file and starts it again; the service " +
@@ -64,6 +65,8 @@ func (Copy) Schema() modules.Schema {
 				Description: "Absolute Windows path of the file on the host (`C:\\k\\kubelet.exe`); parent directories are created."},
 			{Name: "service", Type: cty.String,
 				Description: "The service whose binary `dest` is. When it is running and `dest` changes, it is stopped for the write and started again."},
+			{Name: "sha256", Type: cty.String,
+				Description: "The hex SHA-256 `src` must have, e.g. from a payload manifest. Planning then compares `dest` with it without reading `src` (a re-run reads nothing on the controller), and apply refuses to copy, before stopping any service, when `src` differs."},
 		},
 		Results: copyResults,
 		Example: `task "kube_proxy_binary" {
@@ -83,6 +86,9 @@ func (Copy) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 		diags = append(diags, cfg.Error("src", "Empty src", "src must name a file on the controller."))
 	}
 	diags = append(diags, validatePath(cfg, "dest")...)
+	if sum, ok := str(get(cfg, "sha256")); ok && !isSHA256(sum) {
+		diags = append(diags, cfg.Error("sha256", "Invalid sha256", fmt.Sprintf("%q is not a hex SHA-256 (64 hex digits).", sum)))
+	}
 	if d, ok := str(get(cfg, "dest")); ok && d != "" && (strings.HasSuffix(d, `\`) || strings.HasSuffix(d, "/")) {
 		diags = append(diags, cfg.Error("dest", "dest is a directory",
 			fmt.Sprintf("dest %q ends with a separator; give the full path of the file, such as C:\\k\\kubelet.exe.", d)))
@@ -90,15 +96,16 @@ func (Copy) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 	return append(diags, validateServiceName(cfg, "service")...)
 }
 
-// localFile is the source file as read on the controller.
-type localFile struct {
-	path string // absolute
-	sha  string
-	size int64
+func isSHA256(s string) bool {
+	if len(s) != 2*sha256.Size {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
 }
 
-// hashLocal resolves src against the working directory and hashes it.
-func hashLocal(src string) (localFile, error) {
+// statLocal resolves src and reads its size without hashing it.
+func statLocal(src string) (localFile, error) {
 	abs, err := filepath.Abs(src)
 	if err != nil {
 		return localFile{}, err
@@ -108,12 +115,11 @@ func hashLocal(src string) (localFile, error) {
 		return localFile{}, err
 	}
 	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
+	fi, err := f.Stat()
 	if err != nil {
 		return localFile{}, err
 	}
-	return localFile{path: abs, sha: hex.EncodeToString(h.Sum(nil)), size: n}, nil
+	return localFile{path: abs, size: fi.Size()}, nil
 }
 
 func openRegular(path string) (*os.File, error) {
@@ -149,7 +155,14 @@ func (m Copy) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 	var local localFile
 	if srcOK {
 		var err error
-		if local, err = hashLocal(src); err != nil {
+		// With the expected sum given, the source is only checked at apply.
+		if sum, ok := str(get(cfg, "sha256")); ok {
+			local, err = statLocal(src)
+			local.sha = strings.ToLower(sum)
+		} else {
+			local, err = hashLocal(src)
+		}
+		if err != nil {
 			return modules.PlanResponse{Result: unknownResult(copyResults), Diagnostics: hcl.Diagnostics{
 				cfg.Error("src", "Cannot read source", err.Error())}}
 		}
@@ -252,24 +265,10 @@ func (Copy) restarts(ctx context.Context, h host.Host, cfg modules.Config, svcV 
 	return nil, nil
 }
 
-// countingReader counts and hashes what is streamed to the host.
-type countingReader struct {
-	r    io.Reader
-	hash io.Writer
-	n    int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	c.hash.Write(p[:n])
-	return n, err
-}
-
 func (m Copy) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
 	diags := m.Validate(modules.ValidateRequest{Config: cfg})
-	if diags = append(diags, requireKnown(cfg, "src", "dest", "service")...); diags.HasErrors() {
+	if diags = append(diags, requireKnown(cfg, "src", "dest", "service", "sha256")...); diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(copyResults), Diagnostics: diags}
 	}
 	src, _ := str(get(cfg, "src"))
@@ -288,6 +287,10 @@ func (m Copy) Apply(ctx context.Context, req modules.ApplyRequest) modules.Apply
 	local, err := hashLocal(src)
 	if err != nil {
 		return fail(hcl.Diagnostics{cfg.Error("src", "Cannot read source", err.Error())})
+	}
+	if want, ok := str(get(cfg, "sha256")); ok && !strings.EqualFold(want, local.sha) {
+		return fail(hcl.Diagnostics{cfg.Error("src", "Source does not match sha256",
+			fmt.Sprintf("%s has sha256 %s, not %s; nothing was copied.", local.path, local.sha, strings.ToLower(want)))})
 	}
 	h := req.Host
 	if diags := onWindows(ctx, h, cfg, "dest"); diags.HasErrors() {
@@ -337,7 +340,7 @@ func (m Copy) Apply(ctx context.Context, req modules.ApplyRequest) modules.Apply
 		stopped = append(stopped, name)
 	}
 
-	sent, sum, diags := m.write(ctx, h, cfg, local.path, dest, len(stopped) > 0)
+	sent, sum, diags := m.write(ctx, h, cfg, local, dest, len(stopped) > 0)
 	diags = append(diags, m.startAgain(ctx, h, cfg, stopped)...)
 	if diags.HasErrors() {
 		return fail(diags)
@@ -346,26 +349,29 @@ func (m Copy) Apply(ctx context.Context, req modules.ApplyRequest) modules.Apply
 }
 
 // write streams the local file to dest and returns what it sent.
-func (Copy) write(ctx context.Context, h host.Host, cfg modules.Config, src, dest string, serviceStopped bool) (int64, string, hcl.Diagnostics) {
+func (Copy) write(ctx context.Context, h host.Host, cfg modules.Config, local localFile, dest string, serviceStopped bool) (int64, string, hcl.Diagnostics) {
 	if diags := mkParent(ctx, h, cfg, "dest", dest); diags.HasErrors() {
 		return 0, "", diags
 	}
-	f, err := openRegular(src)
+	f, err := openRegular(local.path)
 	if err != nil {
 		return 0, "", hcl.Diagnostics{cfg.Error("src", "Cannot read source", err.Error())}
 	}
 	defer f.Close()
-	// Hash what is actually sent: the file may change after planning.
-	sum := sha256.New()
-	cr := &countingReader{r: f, hash: sum}
-	if err := h.WriteFile(ctx, dest, cr, 0o755); err != nil {
+	// The file may have changed since it was hashed: the reader fails
+	// rather than end then, and the host keeps its old file.
+	r := newSendReader(f, local, local.sha)
+	if err := h.WriteFile(ctx, dest, r, 0o755); err != nil {
 		detail := err.Error()
+		if r.changed != nil {
+			return r.n, "", hcl.Diagnostics{cfg.Error("src", "Source changed during the copy", r.changed.Error())}
+		}
 		if !serviceStopped {
 			detail += "\n\nIf a running program has this file open, name its service in `service` so it is stopped for the copy."
 		}
-		return cr.n, "", hcl.Diagnostics{cfg.Error("dest", "Cannot write file", detail)}
+		return r.n, "", hcl.Diagnostics{cfg.Error("dest", "Cannot write file", detail)}
 	}
-	return cr.n, hex.EncodeToString(sum.Sum(nil)), nil
+	return r.n, local.sha, nil
 }
 
 // startAgain starts the services stopped for the copy, whatever happened to
