@@ -26,7 +26,10 @@ type hostState struct {
 	unreachable bool
 	touched     bool
 	recap       HostRecap
-	scopes      map[*instance]*scope
+	// planned counts this host's changed tasks so far in the run; in a
+	// plan they are not applied, so later tasks plan with Pending.
+	planned int
+	scopes  map[*instance]*scope
 	// closed is the traffic of connections already closed (lost ones,
 	// before a reconnect), so totals keep growing across reconnects;
 	// metered says whether any connection counted it.

@@ -281,7 +281,7 @@ func (r *runner) runInstance1(ctx context.Context, sc *scope, playVars map[strin
 	)
 	for attempt = 1; ; attempt++ {
 		var diags hcl.Diagnostics
-		result, change, diags = r.planApply(ctx, mod, cfg, h)
+		result, change, diags = r.planApply(ctx, mod, cfg, h, hs.planned > 0)
 		if !diags.HasErrors() && r.req.Mode == ModeApply && t.Until != nil {
 			res := markResult(t.Schema, result, secret)
 			ok, d := r.untilMet(sc, t, extra, playVars, res)
@@ -344,6 +344,7 @@ func (r *runner) runInstance1(ctx context.Context, sc *scope, playVars map[strin
 		status = StatusChanged
 		summary = ev.scrub(cv.Symbol + " " + cv.Action + " " + cv.Subject)
 		hs.recap.Changed++
+		hs.planned++
 		r.countChange()
 	} else {
 		hs.recap.OK++
@@ -354,8 +355,8 @@ func (r *runner) runInstance1(ctx context.Context, sc *scope, playVars map[strin
 }
 
 // planApply asks the module for its plan and, when applying, applies it.
-func (r *runner) planApply(ctx context.Context, mod modules.Module, cfg modules.Config, h host.Host) (cty.Value, *modules.Change, hcl.Diagnostics) {
-	pr := mod.Plan(ctx, modules.PlanRequest{Config: cfg, Host: h})
+func (r *runner) planApply(ctx context.Context, mod modules.Module, cfg modules.Config, h host.Host, pending bool) (cty.Value, *modules.Change, hcl.Diagnostics) {
+	pr := mod.Plan(ctx, modules.PlanRequest{Config: cfg, Host: h, Pending: r.req.Mode == ModePlan && pending})
 	if pr.Diagnostics.HasErrors() {
 		return cty.NilVal, pr.Change, pr.Diagnostics
 	}

@@ -136,6 +136,10 @@ type PlanRequest struct {
 	Config Config
 	// Host is nil for TargetController modules.
 	Host host.Host
+	// Pending is set in a plan (dry run) when earlier tasks on this host
+	// have changes that were not applied: what the module reads may not
+	// show them yet (a handler restarting a service the plan creates).
+	Pending bool
 }
 
 // PlanResponse is a module's answer to Plan.

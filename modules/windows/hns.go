@@ -106,6 +106,10 @@ func (m HNSNetwork) Plan(ctx context.Context, req modules.PlanRequest) modules.P
 		return modules.PlanResponse{Result: unknownResult(hnsNetworkResults), Diagnostics: hostError(cfg, "name", "Cannot list HNS networks", err)}
 	}
 	switch {
+	case state == "present" && n == nil && req.Pending:
+		// A dry run before the changes that create the network (starting
+		// hybrid-overlay-node): it is read at apply.
+		return modules.PlanResponse{Result: unknownResult(hnsNetworkResults)}
 	case state == "present" && n == nil:
 		return modules.PlanResponse{Result: unknownResult(hnsNetworkResults), Diagnostics: hcl.Diagnostics{cfg.Error("name", "HNS network not found",
 			fmt.Sprintf("There is no HNS network named %q on this host. hybrid-overlay-node creates the overlay networks; wait for them with win_wait.", name))}}

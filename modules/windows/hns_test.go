@@ -20,6 +20,12 @@ func TestHNSNetwork(t *testing.T) {
 
 	pr := plan(t, m, h, read)
 	requireDiag(t, pr.Diagnostics, read, hcl.DiagError, "HNS network not found", "name")
+	// A dry run with changes before it (the ones that start hybrid-overlay)
+	// reads the network at apply instead.
+	pr = m.Plan(ctx, modules.PlanRequest{Config: read, Host: h, Pending: true})
+	require.False(t, pr.Diagnostics.HasErrors(), "%v", pr.Diagnostics)
+	assert.Nil(t, pr.Change)
+	assert.False(t, pr.Result.GetAttr("management_ip").IsKnown(), "known after apply")
 
 	require.NoError(t, h.AddHNSNetwork(host.HNSNetwork{Name: overlay, Type: "Overlay", ManagementIP: "10.132.0.5", Subnets: []string{"10.132.1.0/24"}}))
 	pr, _ = converge(t, m, h, read)

@@ -618,6 +618,14 @@ func (m Service) Plan(ctx context.Context, req modules.PlanRequest) modules.Plan
 		return modules.PlanResponse{Result: res(cty.UnknownVal(cty.String)), Diagnostics: diags}
 	}
 	if !info.Exists && stateOnly(cfg) {
+		if req.Pending {
+			// A dry run in which an earlier task creates the service (a
+			// handler restarting it): plan the state change; apply still
+			// refuses if the service is not there by then.
+			return modules.PlanResponse{Change: &modules.Change{Action: modules.Update, Subject: name, Restarts: []string{name},
+				Fields: []modules.FieldChange{{Name: "state", Old: cty.StringVal("(created earlier in this plan)"), New: cty.StringVal(state)}}},
+				Result: res(cty.UnknownVal(cty.String))}
+		}
 		return modules.PlanResponse{Result: res(cty.UnknownVal(cty.String)), Diagnostics: missingService(cfg, name)}
 	}
 	d := diffService(info, rec, want, state)

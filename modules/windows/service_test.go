@@ -514,4 +514,13 @@ func TestServiceStateOnly(t *testing.T) {
 	missing := cfgFor(t, m, map[string]cty.Value{"name": cty.StringVal("nope"), "state": cty.StringVal("restarted")})
 	pr = plan(t, m, h, missing)
 	requireDiag(t, pr.Diagnostics, missing, hcl.DiagError, "Service not found", "name")
+
+	// In a dry run where an earlier task creates the service, the restart
+	// is planned; applying it while the service is still missing fails.
+	pr = m.Plan(ctx, modules.PlanRequest{Config: missing, Host: h, Pending: true})
+	require.False(t, pr.Diagnostics.HasErrors(), "%v", pr.Diagnostics)
+	require.NotNil(t, pr.Change)
+	assert.Equal(t, []string{"nope"}, pr.Change.Restarts)
+	ar = apply(t, m, h, missing, pr.Change)
+	requireDiag(t, ar.Diagnostics, missing, hcl.DiagError, "Service not found", "name")
 }

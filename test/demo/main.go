@@ -78,11 +78,15 @@ func demo(wsu string, hosts int, keep bool) (err error) {
 	}
 
 	say("%s", cmdline("plan", "join"))
-	if _, err := env.Run(ctx, os.Stdout, "plan", "join"); err != nil {
+	r, err := env.Run(ctx, os.Stdout, "plan", "join")
+	if err != nil {
 		return err
 	}
+	if r.ExitCode != 0 {
+		return fmt.Errorf("wsu plan join exited %d", r.ExitCode)
+	}
 	say("%s", cmdline("apply", "join"))
-	r, err := env.Run(ctx, os.Stdout, "apply", "join")
+	r, err = env.Run(ctx, os.Stdout, "apply", "join")
 	if err != nil {
 		return err
 	}

@@ -180,6 +180,19 @@ func TestJoinRerunRemove(t *testing.T) {
 	before, err := env.Snapshot(h)
 	require.NoError(t, err)
 
+	t.Run("plan", func(t *testing.T) {
+		// A fresh host: everything is planned, nothing fails (handlers of
+		// services the plan creates included), nothing is touched.
+		r := run(t, env, nil, "plan", "join", "--detailed-exitcode")
+		require.Equalf(t, 2, r.ExitCode, "plan on a fresh host: changes, no errors\n%s\n%s", r.Failures(), tail(r.Stdout, 12))
+		recap, _ := r.Recap(h.Name)
+		assert.Zero(t, recap.Failed)
+		assert.NotZero(t, recap.Changed)
+		now, err := env.Snapshot(h)
+		require.NoError(t, err)
+		assert.Equal(t, before, now, "a plan changes nothing")
+	})
+
 	t.Run("join", func(t *testing.T) {
 		r := run(t, env, nil, "apply", "join")
 		requireSuccess(t, r)
