@@ -1,4 +1,6 @@
-# upgrade-node: one node's upgrade, run by upgrade.hcl batch by batch.
+# upgrade-node: one node's upgrade, run by upgrade.hcl batch by batch. A
+# node whose version annotation already matches the payload is not
+# cordoned or drained (a re-run of an upgrade touches nothing).
 # Variables (payload_dir, kubeconfig, ...) are join's: set them as for join.
 
 variable "kubeconfig" {
@@ -19,14 +21,37 @@ variable "drain_timeout" {
   description = "Seconds the drain may take (evictions honour PodDisruptionBudgets)."
 }
 
+variable "payload_dir" {
+  type        = string
+  description = "Directory on the machine running wsu with the new payload and its manifest.json (join's)."
+}
+
+variable "version_annotation" {
+  type        = string
+  default     = "windowsmachineconfig.openshift.io/version"
+  description = "Node annotation holding the payload version the node was configured with (join's): a node already at the payload's version is not cordoned or drained."
+}
+
 locals {
-  node = coalesce(var.node_name, lower(host.facts.hostname))
+  node    = coalesce(var.node_name, lower(host.facts.hostname))
+  version = jsondecode(file("${var.payload_dir}/manifest.json")).version
+  # Only a node whose version annotation differs from the payload's is
+  # taken out of service; join below still converges every node.
+  outdated = try(task["current version"].annotations[var.version_annotation], null) != local.version
 }
 
 play "cordon" {
   hosts = "windows"
 
+  task "current version" {
+    k8s_node {
+      kubeconfig = var.kubeconfig
+      name       = local.node
+    }
+  }
+
   task "cordon" {
+    when = local.outdated
     k8s_node_cordon {
       kubeconfig = var.kubeconfig
       name       = local.node
@@ -34,6 +59,7 @@ play "cordon" {
   }
 
   task "drain" {
+    when = local.outdated
     k8s_node_drain {
       kubeconfig = var.kubeconfig
       name       = local.node
@@ -52,6 +78,7 @@ play "uncordon" {
   hosts = "windows"
 
   task "uncordon" {
+    when = local.outdated
     k8s_node_cordon {
       kubeconfig = var.kubeconfig
       name       = local.node

@@ -280,7 +280,7 @@ func TestUpgradeOneHostAtATime(t *testing.T) {
 
 	var order []string
 	up := run(t, env, func(ev harness.Event) {
-		if ev.Type == "task_result" && (ev.Task == "cordon" || ev.Task == "uncordon") {
+		if ev.Type == "task_result" && ev.Status != "skipped" && (ev.Task == "cordon" || ev.Task == "uncordon") {
 			order = append(order, ev.Task+" "+ev.Host)
 		}
 	}, append([]string{"apply", "upgrade"}, limit...)...)
@@ -296,6 +296,19 @@ func TestUpgradeOneHostAtATime(t *testing.T) {
 		assert.Equal(t, m.Version, node.Annotations["windowsmachineconfig.openshift.io/version"])
 		assert.False(t, node.Spec.Unschedulable)
 		checkJoined(t, env, h)
+	}
+
+	// Every node is at the payload's version: a second upgrade takes none
+	// out of service and changes nothing.
+	again := run(t, env, nil, append([]string{"apply", "upgrade"}, limit...)...)
+	requireSuccess(t, again)
+	for _, h := range env.Hosts {
+		assert.Emptyf(t, again.Changed(h.Name), "%s", h.Name)
+		for _, ev := range again.Tasks(h.Name) {
+			if ev.Task == "cordon" || ev.Task == "drain" || ev.Task == "uncordon" {
+				assert.Equalf(t, "skipped", ev.Status, "%s %s", h.Name, ev.Task)
+			}
+		}
 	}
 }
 
