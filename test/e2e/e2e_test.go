@@ -331,4 +331,3 @@ func TestConnectionCutDuringHybridOverlay(t *testing.T) {
 	requireSuccess(t, again)
 	assert.Empty(t, again.Changed(h.Name))
 }
-
