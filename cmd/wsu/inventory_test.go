@@ -91,11 +91,11 @@ func TestKubeInventory(t *testing.T) {
 	})
 
 	t.Run("KUBECONFIG is honoured", func(t *testing.T) {
-		code, out, errs := wsu(t, nil, "plan", "--no-color", pb, "-i", ref)
+		code, _, errs := wsu(t, nil, "plan", "--no-color", pb, "-i", ref)
 		assert.Equal(t, 1, code, "without a kubeconfig there is no cluster")
 		assert.Contains(t, errs, "Cannot connect to the cluster")
 		t.Setenv("KUBECONFIG", kubeconfig)
-		code, out, errs = wsu(t, nil, "plan", "--no-color", pb, "-i", ref)
+		code, out, errs := wsu(t, nil, "plan", "--no-color", pb, "-i", ref)
 		require.Equal(t, 0, code, out+errs)
 		assert.Contains(t, out, `PLAY "byoh" (3 hosts)`)
 	})
