@@ -129,13 +129,17 @@ func (e *startError) Unwrap() error { return e.err }
 // startOrDeploy starts the agent at cfg.AgentPath, deploying it first when
 // it is missing, does not start, or is another build than cfg.AgentBinary.
 // The build is compared by the sha256 the agent reports in its hello.
-func startOrDeploy(ctx context.Context, c *conn, cfg Config) (*agentSession, error) {
-	want, err := fileSHA256(cfg.AgentBinary)
-	if err != nil {
-		return nil, fmt.Errorf("the agent binary to deploy (wsu_agent_binary): %w", err)
-	}
+// wantSum returns cfg.AgentBinary's sha256.
+func startOrDeploy(ctx context.Context, c *conn, cfg Config, wantSum func() (string, error)) (*agentSession, error) {
 	var why string
 	a, err := startAgent(ctx, c, cfg)
+	want, werr := wantSum()
+	if werr != nil {
+		if err == nil {
+			a.close(5 * time.Second)
+		}
+		return nil, fmt.Errorf("the agent binary to deploy (wsu_agent_binary): %w", werr)
+	}
 	switch {
 	case err == nil && a.client.Hello().AgentSHA256 == want:
 		return a, nil

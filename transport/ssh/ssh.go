@@ -8,6 +8,7 @@ package ssh
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/inventory"
@@ -30,11 +31,15 @@ func Dial(ctx context.Context, name string, vars map[string]inventory.Var) (host
 // Connect opens the SSH connection (retrying within connect_retry_window),
 // deploys the agent if needed and starts it.
 func Connect(ctx context.Context, cfg Config) (*Host, error) {
+	// Hashing the agent binary (tens of MB; once per process) overlaps the
+	// handshake and the agent's start instead of preceding them.
+	want := sync.OnceValues(func() (string, error) { return fileSHA256(cfg.AgentBinary) })
+	go want()
 	c, err := connect(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	a, err := startOrDeploy(ctx, c, cfg)
+	a, err := startOrDeploy(ctx, c, cfg, want)
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("ssh: host %s: %w", cfg.Name, err)
