@@ -54,7 +54,7 @@ serves a Windows host SIMULATED under --sim-root, for tests and the demo only.`,
 			if cacheFile != "" {
 				backend = hashcache.Wrap(backend, cacheFile)
 			}
-			sum, _ := agent.SelfSHA256()
+			sum, _ := selfSHA256(cacheFile)
 			return agent.Serve(cmd.Context(), a.stdin, a.stdout, backend, agent.ServerInfo{
 				Version:  version.Version,
 				SHA256:   sum,
@@ -69,4 +69,14 @@ serves a Windows host SIMULATED under --sim-root, for tests and the demo only.`,
 	f.StringVar(&simIPv4, "sim-ipv4", "127.0.0.1", "IPv4 address the simulated host reports")
 	f.StringVar(&cacheFile, "hash-cache", "", "file keeping sha256 results between runs (default: beside the agent binary, or in the sim state)")
 	return cmd
+}
+
+// selfSHA256 is the agent binary's sum, kept in the hash cache file when
+// there is one.
+func selfSHA256(cacheFile string) (string, error) {
+	exe, err := os.Executable()
+	if cacheFile == "" || err != nil {
+		return agent.SelfSHA256()
+	}
+	return hashcache.LocalSHA256(cacheFile, exe)
 }

@@ -5,6 +5,8 @@ package hashcache
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -180,4 +182,49 @@ func (c *cache) save() {
 	if err != nil {
 		os.Remove(f.Name())
 	}
+}
+
+// LocalSHA256 hashes a file of the machine this runs on (the agent's own
+// binary, whose sum its greeting carries), keeping the sum in the same
+// cache file under "local:" + path: every connection starts an agent,
+// and re-hashing tens of MB each time delays every connection.
+func LocalSHA256(cacheFile, path string) (string, error) {
+	c := &cache{path: cacheFile}
+	key := "local:" + path
+	stat := func() (host.FileInfo, error) {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return host.FileInfo{}, err
+		}
+		return host.FileInfo{Path: path, Exists: true, Size: fi.Size(), ModTime: fi.ModTime()}, nil
+	}
+	before, err := stat()
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	c.load()
+	e := c.entries[key]
+	c.mu.Unlock()
+	if e != nil && e.matches(before) {
+		return e.SHA256, nil
+	}
+	hashedAt := time.Now()
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	if after, err := stat(); err == nil && sameFile(before, after) {
+		c.mu.Lock()
+		c.entries[key] = &entry{Size: before.Size, ModTime: before.ModTime.UnixNano(), HashedAt: hashedAt.UnixNano(), SHA256: sum}
+		c.mu.Unlock()
+		c.save()
+	}
+	return sum, nil
 }
