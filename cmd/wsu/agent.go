@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -52,14 +53,17 @@ serves a Windows host SIMULATED under --sim-root, for tests and the demo only.`,
 				return fmt.Errorf("--platform must be native or sim, not %q", platform)
 			}
 			if cacheFile != "" {
-				backend = hashcache.Wrap(backend, cacheFile)
+				// Warm: a re-run right after a copy finds the sum ready.
+				backend = hashcache.Wrap(backend, cacheFile, hashcache.Warm())
 			}
 			sum, _ := selfSHA256(cacheFile)
-			return agent.Serve(cmd.Context(), a.stdin, a.stdout, backend, agent.ServerInfo{
+			err := agent.Serve(cmd.Context(), a.stdin, a.stdout, backend, agent.ServerInfo{
 				Version:  version.Version,
 				SHA256:   sum,
 				Platform: platform,
 			})
+			// Stops the cache's background hashing before the process ends.
+			return errors.Join(err, backend.Close())
 		},
 	}
 	f := cmd.Flags()

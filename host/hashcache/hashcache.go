@@ -24,7 +24,7 @@ import (
 // changed again within the file system's timestamp granularity without its
 // mtime moving (Linux stamps from a coarse clock), so its entry is not
 // trusted (git's "racily clean" problem).
-const racyWindow = 2 * time.Second
+var racyWindow = 2 * time.Second
 
 // version of the cache file format; another version is ignored.
 const version = 1
@@ -49,15 +49,39 @@ type cache struct {
 	loaded  bool
 	entries map[string]*entry
 	saveMu  sync.Mutex // one writer of the cache file at a time
+
+	warm     bool
+	warmMu   sync.Mutex // warmLater against Close
+	warmCtx  context.Context
+	stopWarm context.CancelFunc
+	warming  sync.WaitGroup
 }
 
 // Wrap returns h with SHA256 served from a cache persisted as JSON at
 // cacheFile, a path on the machine running this code (the agent's node).
 // Every other operation goes straight to h; WriteFile and Remove also drop
 // the cached entries they make stale.
-func Wrap(h host.Host, cacheFile string) host.Host {
-	return &cache{Host: h, path: cacheFile}
+func Wrap(h host.Host, cacheFile string, opts ...Option) host.Host {
+	c := &cache{Host: h, path: cacheFile}
+	for _, o := range opts {
+		o(c)
+	}
+	c.warmCtx, c.stopWarm = context.WithCancel(context.Background())
+	return c
 }
+
+// Option changes what Wrap returns.
+type Option func(*cache)
+
+// Warm hashes each file WriteFile wrote in the background, once the racy
+// window has passed: the sum of a file just written cannot be trusted
+// before, so without this the next run (a re-run planning the payload just
+// copied) hashes it all again on the node. Close stops what is pending.
+func Warm() Option { return func(c *cache) { c.warm = true } }
+
+// warmMargin: a warming hash starts this much after the racy window, so
+// the entry it records is trusted (HashedAt - ModTime >= racyWindow).
+const warmMargin = 100 * time.Millisecond
 
 // load reads the cache file once; an unreadable or corrupt one is ignored
 // and replaced at the next save. Call with mu held.
@@ -127,7 +151,38 @@ func (c *cache) SHA256(ctx context.Context, path string) (string, error) {
 func (c *cache) WriteFile(ctx context.Context, path string, content io.Reader, mode fs.FileMode) error {
 	err := c.Host.WriteFile(ctx, path, content, mode)
 	c.forget(path, false)
+	if err == nil && c.warm {
+		c.warmLater(path)
+	}
 	return err
+}
+
+func (c *cache) warmLater(path string) {
+	c.warmMu.Lock()
+	defer c.warmMu.Unlock()
+	if c.warmCtx.Err() != nil {
+		return
+	}
+	c.warming.Add(1)
+	go func() {
+		defer c.warming.Done()
+		t := time.NewTimer(racyWindow + warmMargin)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			c.SHA256(c.warmCtx, path) // for the cache only; errors are the next caller's
+		case <-c.warmCtx.Done():
+		}
+	}()
+}
+
+// Close stops pending warming hashes, then closes the host.
+func (c *cache) Close() error {
+	c.warmMu.Lock()
+	c.stopWarm()
+	c.warmMu.Unlock()
+	c.warming.Wait()
+	return c.Host.Close()
 }
 
 func (c *cache) Remove(ctx context.Context, path string, recursive bool) error {
