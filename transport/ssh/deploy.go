@@ -328,7 +328,7 @@ func randomHex(n int) string {
 }
 
 // fileSHA256 hashes a local file, caching by path, size and mtime: a run
-// dials many hosts with the same binary.
+// dials many hosts with the same binary, at once, and they share one read.
 func fileSHA256(p string) (string, error) {
 	fi, err := os.Stat(p)
 	if err != nil {
@@ -336,11 +336,26 @@ func fileSHA256(p string) (string, error) {
 	}
 	key := shaKey{p, fi.Size(), fi.ModTime()}
 	shaCache.Lock()
-	sum, ok := shaCache.m[key]
-	shaCache.Unlock()
-	if ok {
-		return sum, nil
+	e := shaCache.m[key]
+	if e == nil {
+		e = &shaEntry{done: make(chan struct{})}
+		shaCache.m[key] = e
+		shaCache.Unlock()
+		e.sum, e.err = hashFile(p)
+		if e.err != nil {
+			shaCache.Lock()
+			delete(shaCache.m, key)
+			shaCache.Unlock()
+		}
+		close(e.done)
+	} else {
+		shaCache.Unlock()
+		<-e.done
 	}
+	return e.sum, e.err
+}
+
+func hashFile(p string) (string, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return "", err
@@ -350,11 +365,7 @@ func fileSHA256(p string) (string, error) {
 	if _, err := io.Copy(h, f); err != nil {
 		return "", err
 	}
-	sum = hex.EncodeToString(h.Sum(nil))
-	shaCache.Lock()
-	shaCache.m[key] = sum
-	shaCache.Unlock()
-	return sum, nil
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 type shaKey struct {
@@ -363,10 +374,16 @@ type shaKey struct {
 	mtime time.Time
 }
 
+type shaEntry struct {
+	done chan struct{}
+	sum  string
+	err  error
+}
+
 var shaCache = struct {
 	sync.Mutex
-	m map[shaKey]string
-}{m: map[shaKey]string{}}
+	m map[shaKey]*shaEntry
+}{m: map[shaKey]*shaEntry{}}
 
 // tailBuffer keeps the last max bytes written to it (a command's stderr).
 type tailBuffer struct {
