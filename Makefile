@@ -7,7 +7,7 @@ TOOLS    := $(CURDIR)/bin/tools
 STATICCHECK_VERSION := v0.8.2
 FUZZTIME ?= 30s
 
-.PHONY: help build test kubetest lint docs demo fuzz bench clean tools
+.PHONY: help build test kubetest lint docs demo fuzz bench bench-smoke bench-engine clean tools
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -47,7 +47,19 @@ demo: build ## plan, apply and re-plan the demo playbook
 fuzz: ## run every fuzz target for FUZZTIME each
 	./scripts/fuzz.sh $(FUZZTIME)
 
-bench: ## engine benchmarks
+# One table, all measured in this run: wsu's join against the raw ssh copy
+# and WinRM upload speed (docs/performance.md). Minutes; e.g.
+# BENCH_FLAGS="--runs 3" for medians, BENCH_FLAGS="--hosts 1 --size small".
+BENCH_FLAGS ?=
+bench: build ## wsu against the floor, one table (docs/performance.md)
+	$(GO) build -o bin/wsu-bench ./test/bench
+	bin/wsu-bench --wsu $(BIN) $(BENCH_FLAGS)
+
+bench-smoke: build ## the bench, short (CI): fails only when something fails to run
+	$(GO) build -o bin/wsu-bench ./test/bench
+	bin/wsu-bench --wsu $(BIN) --smoke
+
+bench-engine: ## engine microbenchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./engine/
 
 clean: ## remove build output

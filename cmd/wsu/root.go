@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -27,6 +28,9 @@ type app struct {
 	stdout io.Writer
 	stderr io.Writer
 	env    []string
+
+	cpuProfile  string
+	profileFile *os.File
 }
 
 // Execute runs the CLI and returns the process exit code.
@@ -38,6 +42,9 @@ func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	if perr := a.stopProfile(); perr != nil && err == nil {
+		err = perr
+	}
 	var ee exitError
 	switch {
 	case err == nil:
@@ -60,6 +67,10 @@ apply changes it. The stock playbooks join, upgrade and remove Windows workers.`
 		SilenceErrors: true,
 		Version:       version.Version,
 	}
+	// For the benchmarks (make bench, docs/performance.md): not a user option.
+	root.PersistentFlags().StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
+	root.PersistentFlags().MarkHidden("cpuprofile")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return a.startProfile() }
 	root.AddCommand(a.planCommand(), a.applyCommand(), a.validateCommand(), a.fmtCommand(), a.modulesCommand(), a.versionCommand(), a.agentCommand(), a.payloadCommand(), a.playbooksCommand())
 	return root
 }
@@ -105,4 +116,29 @@ func normalizeArgs(args []string) []string {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// startProfile starts the hidden --cpuprofile.
+func (a *app) startProfile() error {
+	if a.cpuProfile == "" {
+		return nil
+	}
+	f, err := os.Create(a.cpuProfile)
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	a.profileFile = f
+	return nil
+}
+
+func (a *app) stopProfile() error {
+	if a.profileFile == nil {
+		return nil
+	}
+	pprof.StopCPUProfile()
+	return a.profileFile.Close()
 }

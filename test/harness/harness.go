@@ -54,6 +54,9 @@ type Options struct {
 	WSU string
 	// Payload is passed to payloadtest.Build.
 	Payload payloadtest.Options
+	// HostEnv (NAME=VALUE) is set in every SSH session, so the agent and
+	// the services it starts see it, e.g. WSU_STANDIN_NETWORK_DELAY=0.
+	HostEnv []string
 	// Logf receives progress; nil: silent.
 	Logf func(format string, args ...any)
 }
@@ -82,6 +85,9 @@ type Env struct {
 	VarFile   string
 	// SSHUser is the account the hosts are logged into.
 	SSHUser string
+	// KeyFile and KnownHosts are the client key and known_hosts file the
+	// inventory names, for other SSH clients (the benchmarks' floor).
+	KeyFile, KnownHosts string
 
 	opts      Options
 	winrm     map[*Host]*WinRMHost // TransportWinRM only
@@ -166,7 +172,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	}
 
 	opts.Logf("harness: starting sshd on 127.0.0.1")
-	if e.SSHD, err = sshdtest.New(sshdtest.Options{}); err != nil {
+	if e.SSHD, err = sshdtest.New(sshdtest.Options{SetEnv: opts.HostEnv}); err != nil {
 		return nil, err
 	}
 	if e.SSHUser, e.UserDir, err = sshdtest.FastUser(); err != nil {
@@ -184,6 +190,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		return nil, err
 	}
 	knownHosts := filepath.Join(e.Dir, "known_hosts")
+	e.KeyFile, e.KnownHosts = key.File, knownHosts
 	if err := e.SSHD.WriteKnownHosts(knownHosts); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 )
@@ -71,6 +72,8 @@ type Result struct {
 	Stdout   string
 	Stderr   string
 	Events   []Event
+	// ProcessState is wsu's, for its resource usage (peak RSS).
+	ProcessState *os.ProcessState
 }
 
 // Cmd returns a wsu command with the inventory and variable file added
@@ -138,7 +141,7 @@ func (e *Env) RunJSON(ctx context.Context, onEvent func(Event), args ...string) 
 
 func finish(cmd *exec.Cmd, out, errb *bytes.Buffer) (*Result, error) {
 	err := cmd.Run()
-	r := &Result{Args: cmd.Args[1:], Stdout: out.String(), Stderr: errb.String()}
+	r := &Result{Args: cmd.Args[1:], Stdout: out.String(), Stderr: errb.String(), ProcessState: cmd.ProcessState}
 	var exit *exec.ExitError
 	switch {
 	case errors.As(err, &exit):

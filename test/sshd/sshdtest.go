@@ -131,6 +131,7 @@ type Server struct {
 
 	config   string
 	sftp     string
+	setEnv   []string
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	stopOnce sync.Once
@@ -143,6 +144,9 @@ type Options struct {
 	// sshd starts it through the user's login shell, so each SFTP session
 	// pays the shell's start-up.
 	ExternalSFTP bool
+	// SetEnv are environment variables (NAME=VALUE) sshd sets in every
+	// session, so programs a login starts see them (sshd_config SetEnv).
+	SetEnv []string
 }
 
 // Start runs a new sshd; the test's cleanup stops it.
@@ -206,6 +210,7 @@ func New(opts Options) (*Server, error) {
 	if opts.ExternalSFTP {
 		s.sftp = "/usr/lib/openssh/sftp-server"
 	}
+	s.setEnv = opts.SetEnv
 	if err := s.setUp(); err != nil {
 		s.Close()
 		return nil, err
@@ -280,6 +285,9 @@ PrintMotd no
 LogLevel VERBOSE
 Subsystem sftp %s
 `, filepath.Join(s.Dir, "sshd.pid"), s.AuthorizedKeys, s.sftp)
+	for _, kv := range s.setEnv {
+		fmt.Fprintf(&cfg, "SetEnv %q\n", kv)
+	}
 	s.config = filepath.Join(s.Dir, "sshd_config")
 	if err := os.WriteFile(s.config, []byte(cfg.String()), 0o644); err != nil {
 		return err

@@ -45,6 +45,10 @@ const bootstrapCommand = `powershell.exe -NoProfile -NonInteractive -Command "` 
 	`$o=[IO.File]::Create($t);try{$i.CopyTo($o,1MB);$o.Flush($true);$o.Close()}catch{$o.Close();Remove-Item -LiteralPath $t;throw};` +
 	`Move-Item -Force -LiteralPath $t -Destination $p"`
 
+// BootstrapFormat is bootstrapCommand, for test endpoints that emulate it
+// (test/wsman's SimAgent) outside this package's tests: the benchmarks.
+func BootstrapFormat() string { return bootstrapCommand }
+
 // agentStartTimeout bounds the agent's start-up: greeting, probes, hello.
 const agentStartTimeout = 60 * time.Second
 

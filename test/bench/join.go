@@ -1,0 +1,181 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/wsu-project/wsu/test/harness"
+)
+
+// joinResult is one `wsu apply join` run, from its events and rusage.
+type joinResult struct {
+	wall time.Duration
+	// bytesSent and rpcs are the recap's totals over the hosts.
+	bytesSent, rpcs int64
+	// copyWall is how long any win_copy task was running (the union of
+	// their intervals over all hosts); copyBytes what they sent.
+	copyWall  time.Duration
+	copyBytes int64
+	maxRSS    int64 // bytes
+	changed   int
+	// RPCs per task instance: over unchanged instances when there are
+	// any (the no-op re-run), else over all metered ones.
+	perTask taskRPCs
+}
+
+// taskRPCs summarises round trips per task instance.
+type taskRPCs struct {
+	instances int
+	max       int64
+	mean      float64
+	// over are the tasks whose instances took more than one round trip.
+	over []string
+}
+
+// event is a task_result or recap line with the fields the bench reads.
+type event struct {
+	Type       string           `json:"type"`
+	Time       time.Time        `json:"time"`
+	Play       string           `json:"play"`
+	Host       string           `json:"host"`
+	Address    string           `json:"address"`
+	Module     string           `json:"module"`
+	Status     string           `json:"status"`
+	DurationMS int64            `json:"duration_ms"`
+	RPCs       *int64           `json:"rpcs"`
+	RPCsByOp   map[string]int64 `json:"rpcs_by_op"`
+	BytesSent  int64            `json:"bytes_sent"`
+}
+
+// runJoin runs wsu with args (apply join --limit the hosts) and reads
+// what it cost. A run that fails is an error.
+// With events set, the JSON events are kept in that file.
+func runJoin(ctx context.Context, env *harness.Env, hosts []*harness.Host, args []string, events string) (*joinResult, error) {
+	start := time.Now()
+	r, err := env.RunJSON(ctx, nil, args...)
+	wall := time.Since(start)
+	if err != nil {
+		return nil, err
+	}
+	if events != "" {
+		if err := os.WriteFile(events, []byte(r.Stdout), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	if r.ExitCode != 0 {
+		return nil, fmt.Errorf("wsu %s exited %d:\n%s", strings.Join(args, " "), r.ExitCode, r.Failures())
+	}
+	jr := &joinResult{wall: wall}
+	if ru, ok := r.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		jr.maxRSS = ru.Maxrss << 10 // kilobytes on Linux
+	}
+	for _, h := range hosts {
+		rc, ok := r.Recap(h.Name)
+		if !ok {
+			return nil, fmt.Errorf("no recap line for %s", h.Name)
+		}
+		jr.bytesSent += rc.BytesSent
+		jr.rpcs += rc.RPCs
+		jr.changed += rc.Changed
+	}
+	var tasks []event
+	for _, ev := range r.Events {
+		if ev.Type != "task_result" {
+			continue
+		}
+		var e event
+		if err := json.Unmarshal(ev.Raw, &e); err != nil {
+			return nil, err
+		}
+		tasks = append(tasks, e)
+	}
+	jr.copyWall, jr.copyBytes = copyPhase(tasks)
+	jr.perTask = perTask(tasks)
+	return jr, nil
+}
+
+// copyPhase is the union of the win_copy tasks' intervals, and their bytes.
+func copyPhase(tasks []event) (time.Duration, int64) {
+	type span struct{ from, to time.Time }
+	var spans []span
+	var sent int64
+	for _, e := range tasks {
+		if e.Module != "win_copy" {
+			continue
+		}
+		sent += e.BytesSent
+		spans = append(spans, span{e.Time.Add(-time.Duration(e.DurationMS) * time.Millisecond), e.Time})
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].from.Before(spans[j].from) })
+	var total time.Duration
+	var cur span
+	for i, s := range spans {
+		switch {
+		case i == 0:
+			cur = s
+		case s.from.After(cur.to):
+			total += cur.to.Sub(cur.from)
+			cur = s
+		case s.to.After(cur.to):
+			cur.to = s.to
+		}
+	}
+	if len(spans) > 0 {
+		total += cur.to.Sub(cur.from)
+	}
+	return total, sent
+}
+
+// perTask summarises the metered task instances' round trips: the
+// unchanged ones when there are any, else all.
+func perTask(tasks []event) taskRPCs {
+	var metered, unchanged []event
+	for _, e := range tasks {
+		if e.RPCs == nil {
+			continue
+		}
+		metered = append(metered, e)
+		if e.Status == "ok" {
+			unchanged = append(unchanged, e)
+		}
+	}
+	use := metered
+	if len(unchanged) > 0 {
+		use = unchanged
+	}
+	var t taskRPCs
+	var sum int64
+	overOps := map[string]string{}
+	for _, e := range use {
+		n := *e.RPCs
+		t.instances++
+		sum += n
+		t.max = max(t.max, n)
+		if n > 1 {
+			key := fmt.Sprintf("%s/%s (%s)", e.Play, e.Address, e.Module)
+			ops := make([]string, 0, len(e.RPCsByOp))
+			for op, k := range e.RPCsByOp {
+				ops = append(ops, fmt.Sprintf("%s×%d", op, k))
+			}
+			slices.Sort(ops)
+			overOps[key] = fmt.Sprintf("%d: %s", n, strings.Join(ops, " "))
+		}
+	}
+	if t.instances > 0 {
+		t.mean = float64(sum) / float64(t.instances)
+	}
+	for k, v := range overOps {
+		t.over = append(t.over, k+" "+v)
+	}
+	slices.Sort(t.over)
+	return t
+}

@@ -1,0 +1,248 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// goals are the issue's, per host count: one host, or several (stated for
+// 10; applied to any count above one).
+type goals struct {
+	copyRatio float64       // cold join's copy phase / the floor
+	noopWall  time.Duration // no-op re-run
+}
+
+func goalsFor(hosts int) goals {
+	if hosts == 1 {
+		return goals{copyRatio: 1.5, noopWall: 500 * time.Millisecond}
+	}
+	return goals{copyRatio: 2, noopWall: 2 * time.Second}
+}
+
+const (
+	maxRPCPerUnchangedTask = 1
+	minWinRMMBps           = 10
+)
+
+// printTable prints one Markdown table of every measurement (medians over
+// the runs) with the goals, then the details a MISS needs.
+func printTable(w io.Writer, c config, runs []*runResult) {
+	if len(runs) == 0 {
+		fmt.Fprintln(w, "nothing was measured")
+		return
+	}
+	fmt.Fprintf(w, "\nwsu bench: %s payload (%s per host), %d run(s)%s; %s\n\n", c.size, mb(runs[0].payloadBytes), len(runs), medianNote(len(runs)), machine())
+	rows := [][]string{{"scenario", "wall", "bytes sent", "RPC/task max/mean", "peak RSS", "floor", "ratio", "goal", "result"}}
+	var notes []string
+	for i, n := range c.hosts {
+		var hs []*hostsResult
+		for _, r := range runs {
+			if i < len(r.scenarios) && r.scenarios[i] != nil {
+				hs = append(hs, r.scenarios[i])
+			}
+		}
+		if len(hs) == 0 {
+			continue
+		}
+		g := goalsFor(n)
+		label := fmt.Sprintf("%d host", n)
+		if n > 1 {
+			label += "s"
+		}
+		floor := median(hs, func(h *hostsResult) time.Duration { return h.floor })
+		stream := median(hs, func(h *hostsResult) time.Duration { return h.stream })
+		floorBytes := medianInt(hs, func(h *hostsResult) int64 { return h.floorBytes })
+		var cold []*joinResult
+		for _, h := range hs {
+			if h.cold != nil {
+				cold = append(cold, h.cold)
+			}
+		}
+		if len(cold) > 0 {
+			wall := median(cold, func(j *joinResult) time.Duration { return j.wall })
+			rows = append(rows, []string{"cold join, " + label, secs(wall), mb(medianInt(cold, func(j *joinResult) int64 { return j.bytesSent })),
+				rpcCell(cold), mb(medianInt(cold, func(j *joinResult) int64 { return j.maxRSS })), secs(floor), ratio(wall, floor), "— (whole join)", "info"})
+			cw := median(cold, func(j *joinResult) time.Duration { return j.copyWall })
+			r := cw.Seconds() / floor.Seconds()
+			rows = append(rows, []string{"└ copy phase (win_copy tasks)", secs(cw), mb(medianInt(cold, func(j *joinResult) int64 { return j.copyBytes })),
+				"", "", secs(floor), ratio(cw, floor), fmt.Sprintf("≤ %.1f× floor", g.copyRatio), pass(floor > 0 && r <= g.copyRatio)})
+			rows = append(rows, []string{"└ copy phase vs one ssh stream", secs(cw), "", "", "", secs(stream), ratio(cw, stream), "— (stricter floor)", "info"})
+		}
+		for _, which := range []struct {
+			name string
+			get  func(*hostsResult) *joinResult
+		}{
+			{"no-op re-run, " + label, func(h *hostsResult) *joinResult { return h.noop }},
+			{"no-op re-run again, " + label, func(h *hostsResult) *joinResult { return h.noop2 }},
+		} {
+			var noop []*joinResult
+			for _, h := range hs {
+				if j := which.get(h); j != nil {
+					noop = append(noop, j)
+				}
+			}
+			if len(noop) == 0 {
+				continue
+			}
+			wall := median(noop, func(j *joinResult) time.Duration { return j.wall })
+			sent := medianInt(noop, func(j *joinResult) int64 { return j.bytesSent })
+			worst := slices.MaxFunc(noop, func(a, b *joinResult) int { return int(a.perTask.max - b.perTask.max) })
+			ok := wall <= g.noopWall && worst.perTask.max <= maxRPCPerUnchangedTask && sent == 0
+			rows = append(rows, []string{which.name, secs(wall), mb(sent), rpcCell(noop),
+				mb(medianInt(noop, func(j *joinResult) int64 { return j.maxRSS })), "", "",
+				fmt.Sprintf("≤ %s, ≤ %d RPC/task, 0 B", secs(g.noopWall), maxRPCPerUnchangedTask), pass(ok)})
+			if len(worst.perTask.over) > 0 {
+				notes = append(notes, fmt.Sprintf("%s: unchanged tasks over %d RPC (RPCs: ops):\n    %s", which.name, maxRPCPerUnchangedTask, strings.Join(worst.perTask.over, "\n    ")))
+			}
+		}
+		rows = append(rows, []string{"floor: ssh 'cat > file' per file, " + label, secs(floor), mb(floorBytes), "", "", "", "", "(the floor)", ""})
+		rows = append(rows, []string{"floor: one ssh stream per host, " + label, secs(stream), mb(floorBytes), "", "", "", "", "(stricter floor)", ""})
+	}
+	var winrm [][]*winrmResult
+	for _, r := range runs {
+		if len(r.winrm) > 0 {
+			winrm = append(winrm, r.winrm)
+		}
+	}
+	if len(winrm) > 0 {
+		for k := range winrm[0] {
+			var ws []*winrmResult
+			for _, run := range winrm {
+				if k < len(run) {
+					ws = append(ws, run[k])
+				}
+			}
+			wall := median(ws, func(w *winrmResult) time.Duration { return w.wall })
+			rate := float64(ws[0].bytes) / 1e6 / wall.Seconds()
+			rows = append(rows, []string{"WinRM " + ws[0].name, fmt.Sprintf("%s (%.1f MB/s)", secs(wall), rate), mb(ws[0].bytes), "", "", "", "",
+				fmt.Sprintf("≥ %d MB/s", minWinRMMBps), pass(rate >= minWinRMMBps)})
+		}
+	}
+	writeMarkdown(w, rows)
+	for _, n := range notes {
+		fmt.Fprintln(w, "\n"+n)
+	}
+}
+
+func medianNote(runs int) string {
+	if runs > 1 {
+		return ", medians"
+	}
+	return ""
+}
+
+func rpcCell(js []*joinResult) string {
+	worst := slices.MaxFunc(js, func(a, b *joinResult) int { return int(a.perTask.max - b.perTask.max) })
+	mean := medianFloat(js, func(j *joinResult) float64 { return j.perTask.mean })
+	return fmt.Sprintf("%d / %.2f", worst.perTask.max, mean)
+}
+
+func pass(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "MISS"
+}
+
+func ratio(a, b time.Duration) string {
+	if b <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f×", a.Seconds()/b.Seconds())
+}
+
+func secs(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+// mb prints bytes in MB (10^6), as the goals' MB/s.
+func mb(n int64) string {
+	switch {
+	case n == 0:
+		return "0 B"
+	case n < 1e6:
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+}
+
+func median[T any](xs []T, f func(T) time.Duration) time.Duration {
+	return time.Duration(medianInt(xs, func(x T) int64 { return int64(f(x)) }))
+}
+
+func medianInt[T any](xs []T, f func(T) int64) int64 {
+	v := make([]int64, len(xs))
+	for i, x := range xs {
+		v[i] = f(x)
+	}
+	slices.Sort(v)
+	if len(v) == 0 {
+		return 0
+	}
+	return v[len(v)/2]
+}
+
+func medianFloat[T any](xs []T, f func(T) float64) float64 {
+	v := make([]float64, len(xs))
+	for i, x := range xs {
+		v[i] = f(x)
+	}
+	slices.Sort(v)
+	if len(v) == 0 {
+		return 0
+	}
+	return v[len(v)/2]
+}
+
+func writeMarkdown(w io.Writer, rows [][]string) {
+	width := make([]int, len(rows[0]))
+	for _, r := range rows {
+		for i, c := range r {
+			width[i] = max(width[i], len([]rune(c)))
+		}
+	}
+	line := func(r []string) {
+		var b strings.Builder
+		b.WriteString("|")
+		for i, c := range r {
+			fmt.Fprintf(&b, " %s%s |", c, strings.Repeat(" ", width[i]-len([]rune(c))))
+		}
+		fmt.Fprintln(w, b.String())
+	}
+	line(rows[0])
+	sep := make([]string, len(width))
+	for i, n := range width {
+		sep[i] = strings.Repeat("-", n)
+	}
+	line(sep)
+	for _, r := range rows[1:] {
+		line(r)
+	}
+}
+
+// machine names the CPU, for reading numbers from elsewhere.
+func machine() string {
+	model := "unknown CPU"
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	return fmt.Sprintf("%d CPUs (%s), %s", runtime.NumCPU(), model, runtime.Version())
+}
