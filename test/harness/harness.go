@@ -294,7 +294,6 @@ kubeconfig      = %q
 payload_dir     = %q
 csr_timeout     = 120
 ready_timeout   = 120
-drain_timeout   = 60
 `, e.Cluster.Kubeconfig, e.PayloadDir)
 	e.VarFile = filepath.Join(e.Dir, "cluster.wsuvars")
 	return os.WriteFile(e.VarFile, []byte(vars), 0o644)
