@@ -6,8 +6,6 @@ package agent
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/wsu-project/wsu/agent/proto"
 	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/host/osfs"
 )
 
 // ServerInfo identifies the agent in its greeting and hello.
@@ -99,16 +98,7 @@ func SelfSHA256() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	f, err := os.Open(exe)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return osfs.FileSHA256(exe)
 }
 
 type server struct {

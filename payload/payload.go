@@ -18,6 +18,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/wsu-project/wsu/host/osfs"
 )
 
 // ManifestFile is the manifest's name inside a payload directory.
@@ -124,7 +126,7 @@ func (p Problem) String() string { return p.Component + ": " + p.Reason }
 func Verify(dir string, m *Manifest) ([]Problem, error) {
 	var out []Problem
 	for _, c := range m.Components {
-		sum, err := fileSHA256(filepath.Join(dir, c.File))
+		sum, err := osfs.FileSHA256(filepath.Join(dir, c.File))
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			out = append(out, Problem{c.Name, "missing " + c.File})
@@ -135,19 +137,6 @@ func Verify(dir string, m *Manifest) ([]Problem, error) {
 		}
 	}
 	return out, nil
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // Progress receives download progress: bytes so far and the total (-1 when

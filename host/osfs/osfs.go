@@ -100,6 +100,12 @@ func (FS) SHA256(ctx context.Context, path string) (string, error) {
 	return SumSHA256(ctx, path, f)
 }
 
+// FileSHA256 returns the hex sha256 of a local regular file, for the
+// controller side (payload checks, agent binaries) where no context applies.
+func FileSHA256(path string) (string, error) {
+	return FS{}.SHA256(context.Background(), path)
+}
+
 // SumSHA256 returns the hex sha256 of what r yields; errors name name.
 func SumSHA256(ctx context.Context, name string, r io.Reader) (string, error) {
 	sum := sha256.New()

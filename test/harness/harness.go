@@ -12,12 +12,9 @@ package harness
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -32,6 +29,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/wsu-project/wsu/agent/platform/sim"
+	"github.com/wsu-project/wsu/host/osfs"
 	"github.com/wsu-project/wsu/payload"
 	"github.com/wsu-project/wsu/test/kubetest"
 	"github.com/wsu-project/wsu/test/payloadtest"
@@ -398,7 +396,7 @@ func (e *Env) Snapshot(h *Host) (map[string]string, error) {
 		case fi.IsDir():
 			snap["fs:"+rel] = "dir"
 		default:
-			sum, err := fileSHA256(p)
+			sum, err := osfs.FileSHA256(p)
 			if err != nil {
 				return err
 			}
@@ -450,19 +448,6 @@ func flatten(out map[string]string, prefix string, v any, keepEmpty bool) {
 		b, _ := json.Marshal(v)
 		out[prefix] = string(b)
 	}
-}
-
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // BumpPayload rebuilds the payload with one component at a new version

@@ -8,9 +8,7 @@ package winrm
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +20,7 @@ import (
 	"github.com/wsu-project/wsu/agent/client"
 	"github.com/wsu-project/wsu/agent/proto"
 	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/host/osfs"
 	"github.com/wsu-project/wsu/inventory"
 )
 
@@ -160,7 +159,7 @@ func Connect(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.AgentBinary == "" {
 		return fail(errors.New("no agent binary to deploy: set wsu_agent_binary to the GOOS=windows build of wsu"))
 	}
-	want, err := fileSHA256(cfg.AgentBinary)
+	want, err := osfs.FileSHA256(cfg.AgentBinary)
 	if err != nil {
 		return fail(fmt.Errorf("wsu_agent_binary: %w", err))
 	}
@@ -368,19 +367,6 @@ func (s *session) stream(ctx context.Context, r io.Reader, w io.Writer) (int64, 
 			return total, fmt.Errorf("reading the agent binary: %w", ch.err)
 		}
 	}
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func short(sum string) string {
