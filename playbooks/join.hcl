@@ -138,17 +138,11 @@ variable "version_annotation" {
   description = "Node annotation holding the payload version the node was configured with."
 }
 
-include "runtime" {
-  source = "./check-runtime.hcl"
-  vars = {
-    cluster_flavour   = var.cluster_flavour
-    kubeconfig        = var.kubeconfig
-    manage_containerd = var.manage_containerd
-    payload_dir       = var.payload_dir
-    service_recovery  = var.service_recovery
-  }
-}
-
+# The cluster-wide proxy, as machine environment variables. Windows
+# services take their environment from the service control manager, which
+# reads it at boot: the node's services see a new or changed proxy after
+# the node restarts (WMCO reboots the node for it; wsu never reboots on its
+# own). A variable left null leaves the node's value alone.
 play "proxy-settings" {
   hosts = "windows"
 
@@ -158,6 +152,17 @@ play "proxy-settings" {
       name  = each.key
       value = each.value
     }
+  }
+}
+
+include "runtime" {
+  source = "./check-runtime.hcl"
+  vars = {
+    cluster_flavour   = var.cluster_flavour
+    kubeconfig        = var.kubeconfig
+    manage_containerd = var.manage_containerd
+    payload_dir       = var.payload_dir
+    service_recovery  = var.service_recovery
   }
 }
 
