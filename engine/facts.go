@@ -72,3 +72,24 @@ func bodyExprs(b *hclsyntax.Body) []hcl.Expression {
 	}
 	return out
 }
+
+// playbookReadsFacts reports whether anything a host's run of pb evaluates
+// outside its tasks reads host.facts: a local or an output (an includer
+// reads outputs even when --tags skips every task). Such a playbook
+// connects at the start of each play, as Ansible gathers facts.
+func playbookReadsFacts(pb *playbook.Playbook) bool {
+	if pb == nil {
+		return false
+	}
+	if localsReadFacts(pb) {
+		return true
+	}
+	for _, o := range pb.Outputs {
+		for _, tr := range o.Value.Variables() {
+			if tr.RootName() == "host" && readsFacts(tr) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -714,3 +714,45 @@ play "p" {
 	assert.Equal(t, engine.StatusOK, rec.result(t, "localhost", "check").Status)
 	assert.NotContains(t, rec.result(t, "localhost", "show").Message, "os=\n")
 }
+
+// TestFactsForOutputsWhenTagsSkipEverything: an include's output read from
+// the facts is still there for the next include's vars when --tags
+// selects no task (no task would have connected).
+func TestFactsForOutputsWhenTagsSkipEverything(t *testing.T) {
+	f := newFixture(t, map[string]string{
+		"play.hcl": rootVar + `
+include "a" {
+  source = "./a.hcl"
+}
+include "b" {
+  source = "./b.hcl"
+  vars   = { name = include.a.name }
+}`,
+		"a.hcl": `
+locals {
+  name = lower(host.facts.hostname)
+}
+play "a" {
+  hosts = "all"
+  task "t" {
+    print { msg = local.name }
+  }
+}
+output "name" {
+  value = local.name
+}`,
+		"b.hcl": `
+variable "name" {
+  type = string
+}
+play "b" {
+  hosts = "all"
+  task "t" {
+    print { msg = var.name }
+  }
+}`,
+	})
+	f.tags = []string{"no-such-tag"}
+	res, rec := f.run(engine.ModePlan)
+	require.False(t, res.Failed(), "%v %v", res.Diagnostics, rec.events)
+}

@@ -93,8 +93,9 @@ play "extract-ignition" {
   }
 }
 
+# Outputs read tasks that --tags may leave out: null then, not an error.
 output "cloud_provider" {
-  value = var.cluster_flavour == "openshift" ? task.ignition.cloud_provider : null
+  value = var.cluster_flavour == "openshift" ? try(task.ignition.cloud_provider, null) : null
 }
 
 output "cloud_config" {
@@ -102,10 +103,10 @@ output "cloud_config" {
 }
 
 output "kubelet_verbosity" {
-  value = var.cluster_flavour == "openshift" ? task.ignition.kubelet_verbosity : null
+  value = var.cluster_flavour == "openshift" ? try(task.ignition.kubelet_verbosity, null) : null
 }
 
 output "bootstrap_requester" {
   description = "kubeadm: the identity the kubelet's client CSR comes from (system:bootstrap:<token-id>)."
-  value       = var.cluster_flavour == "kubeadm" ? task.bootstrap_token.requester : null
+  value       = var.cluster_flavour == "kubeadm" ? try(task.bootstrap_token.requester, null) : null
 }

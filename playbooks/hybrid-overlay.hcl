@@ -108,5 +108,5 @@ play "hybrid-overlay" {
 }
 
 output "node_subnet" {
-  value = task["node subnet"].value
+  value = try(task["node subnet"].value, null)
 }

@@ -61,9 +61,20 @@ type Diagnostic struct {
 	Severity string `json:"severity"`
 	Summary  string `json:"summary"`
 	Detail   string `json:"detail"`
+	Range    *struct {
+		Filename string `json:"filename"`
+		Line     int    `json:"line"`
+		Column   int    `json:"column"`
+	} `json:"range"`
 }
 
-func (d Diagnostic) String() string { return d.Summary + ": " + d.Detail }
+func (d Diagnostic) String() string {
+	s := d.Summary + ": " + d.Detail
+	if d.Range != nil {
+		s = fmt.Sprintf("%s:%d:%d: %s", d.Range.Filename, d.Range.Line, d.Range.Column, s)
+	}
+	return s
+}
 
 // Result is one finished wsu run.
 type Result struct {
