@@ -255,14 +255,14 @@ func (r *runner) runInstance(ctx context.Context, inst *instance) {
 			if ctx.Err() != nil || r.aborted {
 				return
 			}
-			r.collectOutputs(child)
+			r.collectOutputs(ctx, child)
 		}
 	}
 }
 
 // collectOutputs evaluates an include's outputs for every live host and
 // hands them to the includer's scope.
-func (r *runner) collectOutputs(child *instance) {
+func (r *runner) collectOutputs(ctx context.Context, child *instance) {
 	for _, name := range r.hostOrder {
 		hs := r.hosts[name]
 		if hs.failed || hs.unreachable || (r.restrict != nil && !r.restrict[name]) {
@@ -278,6 +278,12 @@ func (r *runner) collectOutputs(child *instance) {
 		parent, diags := r.scope(hs, child.parent)
 		if diags.HasErrors() {
 			continue
+		}
+		if hs.conn == nil && outputsReadFacts(child.pb) {
+			if _, err := r.connect(ctx, hs); err != nil {
+				r.unreachable(hs, Event{Host: hs.name}, err)
+				continue
+			}
 		}
 		outs := map[string]cty.Value{}
 		for _, on := range child.pb.OutputOrder {
@@ -525,7 +531,7 @@ func (r *runner) runSerialInclude(ctx context.Context, inst *instance, inc *play
 		if ctx.Err() != nil || r.aborted {
 			return
 		}
-		r.collectOutputs(child)
+		r.collectOutputs(ctx, child)
 		if r.tooManyFailed(batch, hasMax, pct, inc.MaxFailPercentage, "include "+inc.Name) {
 			return
 		}

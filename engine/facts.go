@@ -73,21 +73,26 @@ func bodyExprs(b *hclsyntax.Body) []hcl.Expression {
 	return out
 }
 
-// playbookReadsFacts reports whether anything a host's run of pb evaluates
-// outside its tasks reads host.facts: a local or an output (an includer
-// reads outputs even when --tags skips every task). Such a playbook
-// connects at the start of each play, as Ansible gathers facts.
-func playbookReadsFacts(pb *playbook.Playbook) bool {
+// outputsReadFacts reports whether pb's outputs read host.facts, directly
+// or through a local that does. The includer reads outputs even when
+// --tags skipped every task of the include, so no task may have connected:
+// collectOutputs connects first, as a task reading the facts would.
+func outputsReadFacts(pb *playbook.Playbook) bool {
 	if pb == nil {
 		return false
 	}
-	if localsReadFacts(pb) {
-		return true
-	}
+	localsRead := localsReadFacts(pb)
 	for _, o := range pb.Outputs {
 		for _, tr := range o.Value.Variables() {
-			if tr.RootName() == "host" && readsFacts(tr) {
-				return true
+			switch tr.RootName() {
+			case "host":
+				if readsFacts(tr) {
+					return true
+				}
+			case "local":
+				if localsRead {
+					return true
+				}
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -34,6 +35,8 @@ type fixture struct {
 	skip  []string
 	limit string
 	forks int
+	// connect, when set, replaces the local connection.
+	connect engine.ConnectorFunc
 }
 
 func newFixture(t *testing.T, files map[string]string) *fixture {
@@ -92,6 +95,10 @@ func (f *fixture) runCtx(ctx context.Context, mode engine.Mode, hooks ...engine.
 	require.False(t, diags.HasErrors(), "load: %s", diags)
 	inv, diags := inventory.ParseINI("inventory.ini", []byte(f.inv))
 	require.False(t, diags.HasErrors(), "inventory: %s", diags)
+	var connector engine.Connector = engine.ConnectorFunc(func(context.Context, engine.Target) (host.Host, error) { return local.New(), nil })
+	if f.connect != nil {
+		connector = f.connect
+	}
 	rec := &recorder{}
 	var h engine.Hooks = rec
 	if len(hooks) > 0 {
@@ -108,7 +115,7 @@ func (f *fixture) runCtx(ctx context.Context, mode engine.Mode, hooks ...engine.
 		Inputs:    engine.Inputs{Vars: append([]string{"root=" + f.root}, f.vars...)},
 		Mode:      mode,
 		Registry:  all.Registry(),
-		Connector: engine.ConnectorFunc(func(context.Context, engine.Target) (host.Host, error) { return local.New(), nil }),
+		Connector: connector,
 		Hooks:     h,
 		Forks:     f.forks,
 		Tags:      f.tags,
@@ -713,6 +720,42 @@ play "p" {
 	require.False(t, res.Failed(), "%v %v", res.Diagnostics, rec.results(""))
 	assert.Equal(t, engine.StatusOK, rec.result(t, "localhost", "check").Status)
 	assert.NotContains(t, rec.result(t, "localhost", "show").Message, "os=\n")
+}
+
+// TestNoConnectForControllerOnlyPlay: a local reading the facts does not
+// make every play of its playbook connect; a play whose tasks never read
+// it runs on the controller alone (the site example's preflight), so an
+// unreachable host fails there on the task's own terms.
+func TestNoConnectForControllerOnlyPlay(t *testing.T) {
+	f := newFixture(t, map[string]string{"play.hcl": rootVar + `
+locals {
+  name = lower(host.facts.hostname)
+}
+play "preflight" {
+  hosts = "all"
+  task "settings" {
+    assert {
+      that = [var.root != ""]
+    }
+  }
+}
+play "join" {
+  hosts = "all"
+  task "show" {
+    print { msg = local.name }
+  }
+}`})
+	connects := 0
+	f.connect = func(context.Context, engine.Target) (host.Host, error) {
+		connects++
+		return nil, errors.New("no route to host")
+	}
+	res, rec := f.run(engine.ModePlan)
+	assert.True(t, res.Failed())
+	assert.Equal(t, engine.StatusOK, rec.result(t, "localhost", "settings").Status)
+	assert.Equal(t, 1, connects, "only the play reading local.name connects")
+	require.Len(t, res.Recap, 1)
+	assert.True(t, res.Recap[0].Unreachable > 0, "%+v", res.Recap[0])
 }
 
 // TestFactsForOutputsWhenTagsSkipEverything: an include's output read from

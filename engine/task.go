@@ -34,12 +34,6 @@ func (r *runner) playOnHost(ctx context.Context, inst *instance, p *playbook.Pla
 		}
 		playVars[name] = v
 	}
-	if hs.conn == nil && playbookReadsFacts(inst.pb) {
-		if _, err := r.connect(ctx, hs); err != nil {
-			r.unreachable(hs, Event{Play: p.Name, Host: hs.name}, err)
-			return
-		}
-	}
 	notified := map[string]bool{}
 	for i, t := range p.Tasks {
 		if ctx.Err() != nil || hs.failed || hs.unreachable {

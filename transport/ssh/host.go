@@ -74,6 +74,12 @@ var errStalled = errors.New("op_timeout")
 // unknown state: it is dropped, so the engine reconnects and runs the task
 // again.
 func (h *Host) call(ctx context.Context, op string, own time.Duration, f func(context.Context) error) error {
+	// A connection already known dead fails fast: the agent client may not
+	// have noticed yet, and a call it answers from memory (Facts) would
+	// otherwise succeed on a connection the engine must replace.
+	if dead, why := h.conn.dead(); dead && why != errClosedByUs {
+		return h.explain(fmt.Errorf("%s: %w", op, host.ErrConnectionLost))
+	}
 	limit := time.Duration(0)
 	if h.cfg.OpTimeout > 0 {
 		limit = h.cfg.OpTimeout + max(own, 0)
