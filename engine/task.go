@@ -278,6 +278,8 @@ func (r *runner) runInstance1(ctx context.Context, sc *scope, playVars map[strin
 		change     *modules.Change
 		attempt    int
 		reconnects int
+		// warnings of the attempt that succeeded, shown with its result
+		warnings hcl.Diagnostics
 	)
 	for attempt = 1; ; attempt++ {
 		var diags hcl.Diagnostics
@@ -296,6 +298,7 @@ func (r *runner) runInstance1(ctx context.Context, sc *scope, playVars map[strin
 			}
 		}
 		if !diags.HasErrors() {
+			warnings = diags
 			break
 		}
 		// The task cut the connection under itself (hybrid-overlay and
@@ -350,7 +353,7 @@ func (r *runner) runInstance1(ctx context.Context, sc *scope, playVars map[strin
 		hs.recap.OK++
 	}
 	r.recordPlan(hs, ev.Address, status, summary, func() string { return fingerprint(t.Module, cfgVal, status, change) })
-	done(status, cv, msg, attempt, nil)
+	done(status, cv, msg, attempt, warnings)
 	return result, change != nil
 }
 

@@ -1,5 +1,6 @@
 # remove: deconfigure Windows workers and return the hosts to their
-# pre-join state: cordon and drain, stop and delete the managed services in
+# pre-join state: cordon and drain, stop and delete the services wsu
+# created (those whose description carries its "Managed by wsu" marker) in
 # reverse order (waiting for their processes), remove the HNS networks
 # (each removal may drop the connection: the engine reconnects), the
 # payload and log directories (and the parents join created, when empty)
@@ -32,7 +33,7 @@ variable "version_annotation" {
 variable "remove_containerd" {
   type        = bool
   default     = true
-  description = "Also remove the containerd service wsu installed."
+  description = "Also remove the containerd service, if wsu installed it (a containerd without wsu's marker is kept either way)."
 }
 
 locals {
@@ -65,11 +66,14 @@ play "deconfigure" {
   hosts = "windows"
 
   # One task per service keeps the order: removal waits for the process.
+  # Only services wsu created go: a same-named one it did not (the site's
+  # own containerd or exporter) stays, with a warning.
   task "services" {
     for_each = { for i, s in local.services : format("%02d-%s", i, s) => s }
     win_service {
-      name  = each.value
-      state = "absent"
+      name            = each.value
+      state           = "absent"
+      only_if_managed = true
     }
   }
 

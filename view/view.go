@@ -220,7 +220,7 @@ func (h *Human) planLine(e engine.Event, name string) {
 	case engine.StatusOK:
 		if e.Message != "" {
 			h.printf("      [%s] %s: %s\n", e.Host, name, strings.TrimRight(e.Message, "\n"))
-		} else if h.verbose {
+		} else if h.verbose || len(e.Diagnostics) > 0 {
 			h.printf("  %s [%s] %s (%s)\n", h.paint(cDim, "  ="), e.Host, name, h.paint(cDim, "no change"))
 		}
 	case engine.StatusDeferred:
@@ -231,6 +231,11 @@ func (h *Human) planLine(e engine.Event, name string) {
 		}
 	case engine.StatusFailed, engine.StatusIgnored:
 		h.printf("  %s [%s] %s\n%s", h.paint(cRed, "  ✗"), e.Host, name, h.diagBlock(e.Diagnostics, "        "))
+		return
+	}
+	// Warnings of a task that went through (a service left alone).
+	if len(e.Diagnostics) > 0 && (e.Status != engine.StatusSkipped || h.verbose) {
+		h.printf("%s", h.diagBlock(e.Diagnostics, "        "))
 	}
 }
 

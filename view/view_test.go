@@ -63,3 +63,19 @@ func TestJSONTraffic(t *testing.T) {
 		})
 	}
 }
+
+// A plan shows the warning of a task that changes nothing (a service
+// remove leaves alone), even though such tasks are otherwise not listed.
+func TestHumanPlanShowsWarningsOfUnchangedTasks(t *testing.T) {
+	var out bytes.Buffer
+	h := NewHuman(&out, HumanOptions{})
+	warn := []engine.DiagnosticView{{Severity: "warning", Summary: "Service not managed by wsu", Detail: "kept",
+		Range: &engine.RangeView{Filename: "remove.hcl", Line: 80, Column: 7}}}
+	h.Event(engine.Event{Type: engine.EventTaskResult, Mode: engine.ModePlan, Host: "win01", Task: "services", Key: "00-windows_exporter", Status: engine.StatusOK, Diagnostics: warn})
+	h.Event(engine.Event{Type: engine.EventTaskResult, Mode: engine.ModePlan, Host: "win01", Task: "quiet", Status: engine.StatusOK})
+	got := out.String()
+	assert.Contains(t, got, `[win01] task "services"["00-windows_exporter"]`)
+	assert.Contains(t, got, "Warning: Service not managed by wsu\n")
+	assert.Contains(t, got, "on remove.hcl line 80, column 7\n")
+	assert.NotContains(t, got, "quiet", "an unchanged task without warnings stays unlisted")
+}

@@ -67,7 +67,8 @@ func (Service) Schema() modules.Schema {
 			"`recovery` sets the failure actions (restart after a delay) as a separate step. " +
 			"Platforms that cannot set them (Wine) fail the task with an error saying so, rather " +
 			"than pretending. With `state = \"absent\"` the service is stopped and deleted, waiting " +
-			"until its process has exited, and the other arguments are ignored.",
+			"until its process has exited, and the other arguments are ignored; " +
+			"`only_if_managed = true` limits that to services carrying the marker.",
 		Target: modules.TargetHost,
 		Attributes: []modules.Attribute{
 			{Name: "name", Type: cty.String, Required: true,
@@ -88,6 +89,8 @@ func (Service) Schema() modules.Schema {
 				Description: "Failure actions: `restart_delays`, seconds to wait before restarting after the first, second, ... failure (the last repeats), and `reset_period`, seconds without failure after which the count starts again (default one day). Unset: left as it is."},
 			{Name: "state", Type: cty.String, Default: cty.StringVal("running"),
 				Description: "`\"running\"`, `\"stopped\"`, `\"restarted\"` (always restarts) or `\"absent\"` (stop and delete)."},
+			{Name: "only_if_managed", Type: cty.Bool, Default: cty.False,
+				Description: "With `state = \"absent\"`: delete the service only if its description starts with `\"" + ManagedDescription + "\"`; a service of the same name that wsu did not create is left alone, with a warning."},
 		},
 		Results: serviceResults,
 		Example: `task "kubelet_service" {
@@ -123,6 +126,10 @@ func (Service) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 					fmt.Sprintf("%s configures the service, which needs path (the service binary) too. Without path a task only starts, stops or restarts an existing service.", a)))
 			}
 		}
+	}
+	if managed, ok := boolAttr(cfg, "only_if_managed"); ok && managed && stateOK && state != "absent" {
+		diags = append(diags, cfg.Error("only_if_managed", "only_if_managed needs state = \"absent\"",
+			fmt.Sprintf("only_if_managed chooses which services are deleted; with state = %q none is.", state)))
 	}
 	if mode, ok := str(get(cfg, "start_mode")); ok && mode == "disabled" && stateOK && (state == "running" || state == "restarted") {
 		diags = append(diags, cfg.Error("start_mode", "Conflicting start_mode and state",
@@ -602,6 +609,9 @@ func (m Service) Plan(ctx context.Context, req modules.PlanRequest) modules.Plan
 		if err != nil {
 			return modules.PlanResponse{Result: res(cty.NullVal(cty.String)), Diagnostics: hostError(cfg, "name", "Cannot query service", err)}
 		}
+		if info.Exists && !deletable(cfg, info) {
+			return modules.PlanResponse{Result: res(cty.StringVal(string(info.State))), Diagnostics: notManaged(cfg, name, info)}
+		}
 		var change *modules.Change
 		if info.Exists {
 			change = &modules.Change{Action: modules.Delete, Subject: name, Fields: []modules.FieldChange{
@@ -645,7 +655,7 @@ func (m Service) Plan(ctx context.Context, req modules.PlanRequest) modules.Plan
 func (m Service) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
 	diags := m.Validate(modules.ValidateRequest{Config: cfg})
-	diags = append(diags, requireKnown(cfg, "name", "path", "args", "display_name", "description", "start_mode", "dependencies", "recovery", "state")...)
+	diags = append(diags, requireKnown(cfg, "name", "path", "args", "display_name", "description", "start_mode", "dependencies", "recovery", "state", "only_if_managed")...)
 	if diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(serviceResults), Diagnostics: diags}
 	}
@@ -663,6 +673,10 @@ func (m Service) Apply(ctx context.Context, req modules.ApplyRequest) modules.Ap
 		info, err := h.QueryService(ctx, name)
 		if err != nil {
 			return fail(hostError(cfg, "name", "Cannot query service", err))
+		}
+		if info.Exists && !deletable(cfg, info) {
+			return modules.ApplyResponse{Result: result(serviceResults, map[string]cty.Value{"name": cty.StringVal(name), "state": cty.StringVal(string(info.State))}),
+				Diagnostics: notManaged(cfg, name, info)}
 		}
 		if info.Exists {
 			if err := h.DeleteService(ctx, name, serviceTimeout); err != nil {
@@ -728,4 +742,22 @@ func (m Service) Apply(ctx context.Context, req modules.ApplyRequest) modules.Ap
 		Result:      result(serviceResults, map[string]cty.Value{"name": cty.StringVal(name), "state": d.resultingState}),
 		Diagnostics: diags,
 	}
+}
+
+// deletable: may state = "absent" delete this existing service? Always,
+// unless only_if_managed asks for wsu's marker (the removal playbook: an
+// admin's own containerd of the same name is not wsu's to delete).
+func deletable(cfg modules.Config, info host.ServiceInfo) bool {
+	managed, _ := boolAttr(cfg, "only_if_managed")
+	return !managed || strings.HasPrefix(info.Config.Description, ManagedDescription)
+}
+
+func notManaged(cfg modules.Config, name string, info host.ServiceInfo) hcl.Diagnostics {
+	return hcl.Diagnostics{{
+		Severity: hcl.DiagWarning,
+		Summary:  "Service not managed by wsu",
+		Detail: fmt.Sprintf("Service %s exists but its description (%q) lacks wsu's marker %q, so wsu did not create it and leaves it in place. Delete it by hand, or without only_if_managed, if it should go.",
+			name, info.Config.Description, ManagedDescription),
+		Subject: cfg.Range("only_if_managed"),
+	}}
 }

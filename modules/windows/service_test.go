@@ -287,6 +287,44 @@ func TestServiceAbsentMissing(t *testing.T) {
 	assert.Equal(t, cty.NullVal(cty.String), pr.Result.GetAttr("state"))
 }
 
+// TestServiceAbsentOnlyIfManaged: the removal playbook deletes only the
+// services carrying wsu's marker; another service of the same name (an
+// admin's own containerd) stays, with a warning, in plan and apply alike.
+func TestServiceAbsentOnlyIfManaged(t *testing.T) {
+	tests := []struct {
+		name        string
+		description string
+		wantDeleted bool
+	}{
+		{"created by wsu", ManagedDescription, true},
+		{"marker with more after it", ManagedDescription + ": containerd", true},
+		{"someone else's", "containerd container runtime", false},
+		{"no description", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHost(t)
+			info := runningService(t, h, "containerd", `C:\k\containerd\containerd.exe`)
+			info.Config.Description = tt.description
+			require.NoError(t, h.UpdateService(ctx, info.Config))
+			cfg := cfgFor(t, Service{}, map[string]cty.Value{"name": cty.StringVal("containerd"), "state": cty.StringVal("absent"), "only_if_managed": cty.True})
+			pr, _ := converge(t, Service{}, h, cfg)
+			after := query(t, h, "containerd")
+			if tt.wantDeleted {
+				assert.Equal(t, modules.Delete, action(pr.Change))
+				assert.False(t, after.Exists)
+				return
+			}
+			assert.Nil(t, pr.Change)
+			require.Len(t, pr.Diagnostics, 1)
+			assert.Equal(t, hcl.DiagWarning, pr.Diagnostics[0].Severity)
+			assert.Equal(t, "Service not managed by wsu", pr.Diagnostics[0].Summary)
+			assert.True(t, after.Exists)
+			assert.Equal(t, host.ServiceRunning, after.State)
+		})
+	}
+}
+
 // On a platform that cannot set failure actions (Wine) the task fails with
 // an error that says so, and keeps failing: nothing pretends it worked.
 func TestServiceRecoveryNotSupported(t *testing.T) {
@@ -478,6 +516,7 @@ func TestServiceValidate(t *testing.T) {
 		{name: "relative path", attrs: map[string]cty.Value{"name": name, "path": cty.StringVal("kubelet.exe")}, wantSummary: "Invalid Windows path", wantAttr: "path"},
 		{name: "posix path", attrs: map[string]cty.Value{"name": name, "path": cty.StringVal("/usr/bin/kubelet")}, wantSummary: "Invalid Windows path", wantAttr: "path"},
 		{name: "bad state", attrs: map[string]cty.Value{"name": name, "path": path, "state": cty.StringVal("started")}, wantSummary: "Invalid state", wantAttr: "state"},
+		{name: "only_if_managed, present", attrs: map[string]cty.Value{"name": name, "path": path, "only_if_managed": cty.True}, wantSummary: `only_if_managed needs state = "absent"`, wantAttr: "only_if_managed"},
 		{name: "bad start mode", attrs: map[string]cty.Value{"name": name, "path": path, "start_mode": cty.StringVal("auto")}, wantSummary: "Invalid start_mode", wantAttr: "start_mode"},
 		{name: "disabled but running", attrs: map[string]cty.Value{"name": name, "path": path, "start_mode": cty.StringVal("disabled")}, wantSummary: "Conflicting start_mode and state", wantAttr: "start_mode"},
 		{name: "disabled but restarted", attrs: map[string]cty.Value{"name": name, "path": path, "start_mode": cty.StringVal("disabled"), "state": cty.StringVal("restarted")}, wantSummary: "Conflicting start_mode and state", wantAttr: "start_mode"},

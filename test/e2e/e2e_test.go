@@ -177,6 +177,20 @@ func checkJoined(t *testing.T, env *harness.Env, h *harness.Host) {
 func TestJoinRerunRemove(t *testing.T) {
 	env := start(t, harness.Options{Hosts: 1})
 	h := env.Hosts[0]
+	// The site's own exporter, installed before wsu came: remove deletes
+	// only what wsu created, so it must survive (the snapshot holds it).
+	require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
+		ctx := context.Background()
+		exe := `C:\Program Files\windows_exporter\windows_exporter.exe`
+		if err := s.MkdirAll(ctx, `C:\Program Files\windows_exporter`, 0o755); err != nil {
+			return err
+		}
+		if err := s.WriteFile(ctx, exe, strings.NewReader("MZ the site's own exporter"), 0o755); err != nil {
+			return err
+		}
+		return s.CreateService(ctx, host.ServiceConfig{Name: "windows_exporter", DisplayName: "windows_exporter",
+			Description: "Exports Windows metrics to Prometheus", BinaryPath: exe, StartType: host.StartManual})
+	}))
 	before, err := env.Snapshot(h)
 	require.NoError(t, err)
 
@@ -229,6 +243,7 @@ func TestJoinRerunRemove(t *testing.T) {
 		after, err := env.Snapshot(h)
 		require.NoError(t, err)
 		assert.Equal(t, before, after, "remove returns the host to its pre-join state")
+		assert.Contains(t, r.Stdout, "Service not managed by wsu", "remove says why it kept windows_exporter")
 		require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
 			procs, err := s.ListProcesses(context.Background())
 			for _, p := range procs {
