@@ -261,6 +261,8 @@ func TestNoInventoryIsAClearError(t *testing.T) {
 func TestInputErrorsAreShown(t *testing.T) {
 	root := t.TempDir()
 	pb := "../../examples/demo/site.hcl"
+	badVars := filepath.Join(t.TempDir(), "site.wsuvars")
+	require.NoError(t, os.WriteFile(badVars, []byte("max_pods = 10\nclusterdns = \n"), 0o644))
 	cases := []struct {
 		args []string
 		want []string
@@ -269,6 +271,8 @@ func TestInputErrorsAreShown(t *testing.T) {
 		{[]string{"-var", "clusterdns=1"}, []string{"Value for undeclared variable", `Did you mean "cluster_dns"?`}},
 		{[]string{"-var", "max_pods=many"}, []string{"max_pods"}},
 		{[]string{"-var-file", "/nonexistent/vars.hcl"}, []string{"Cannot read variables file"}},
+		// The bad line of a var file is quoted, as a playbook's would be.
+		{[]string{"-var-file", badVars}, []string{"on " + badVars + " line 2", "2: clusterdns = "}},
 		{[]string{"--output", "yaml"}, []string{"--output must be human or json"}},
 	}
 	for _, tc := range cases {

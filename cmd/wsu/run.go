@@ -155,6 +155,13 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 	for k, s := range invText {
 		loader.Sources()[k] = s
 	}
+	// Var files too, so their diagnostics quote the line; the engine reads
+	// them again (and reports one it cannot read).
+	for _, f := range o.varFiles {
+		if src, err := os.ReadFile(f); err == nil {
+			loader.Sources()[f] = src
+		}
+	}
 	v.Diagnostics(diags) // errors, or warnings such as a missing SSH key
 	if diags.HasErrors() {
 		return exitError{1}
