@@ -186,10 +186,27 @@ func WithKubeconfig(ctx context.Context, path string) context.Context {
 	return context.WithValue(ctx, kubeconfigCtxKey{}, path)
 }
 
+type kubeContextCtxKey struct{}
+
+// WithKubeContext makes Shared use the kubeconfig context name whenever its
+// caller names neither a kubeconfig nor a context: the CLI's --context, as
+// kubectl's, applies to the kubeconfig the flags and environment choose,
+// not to a file a task names itself. "" changes nothing.
+func WithKubeContext(ctx context.Context, name string) context.Context {
+	if name == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, kubeContextCtxKey{}, name)
+}
+
 // Shared returns the run's client for kubeconfig (default: WithKubeconfig's,
-// else Load's defaults) and context: the one from WithCache's cache, else
-// the process-wide one.
+// else Load's defaults) and context (default: WithKubeContext's, else the
+// kubeconfig's current one): the one from WithCache's cache, else the
+// process-wide one.
 func Shared(ctx context.Context, kubeconfig, kubeContext string) (*Client, error) {
+	if kubeconfig == "" && kubeContext == "" {
+		kubeContext, _ = ctx.Value(kubeContextCtxKey{}).(string)
+	}
 	if kubeconfig == "" {
 		kubeconfig, _ = ctx.Value(kubeconfigCtxKey{}).(string)
 	}

@@ -175,4 +175,22 @@ func TestShared(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "https://c.example:6443", f.Config.Host)
 	assert.Same(t, ctx, WithKubeconfig(ctx, ""), "no --kubeconfig changes nothing")
+
+	// --context (WithKubeContext) picks the context of the kubeconfig the
+	// flags and environment choose; a task naming its own kubeconfig or
+	// context is not affected.
+	ctxB := WithKubeContext(flagCtx, "b")
+	g, err := Shared(ctxB, "", "")
+	require.NoError(t, err)
+	assert.Equal(t, "https://b.example:6443", g.Config.Host)
+	h, err := Shared(ctxB, later, "")
+	require.NoError(t, err)
+	assert.Equal(t, "https://c.example:6443", h.Config.Host, "a task's own kubeconfig keeps its current context")
+	i, err := Shared(ctxB, "", "a")
+	require.NoError(t, err)
+	assert.Equal(t, "https://a.example:6443", i.Config.Host, "a task's own context wins")
+	_, err = Shared(WithKubeContext(flagCtx, "nope"), "", "")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "nope")
+	assert.Same(t, ctx, WithKubeContext(ctx, ""), "no --context changes nothing")
 }

@@ -90,7 +90,7 @@ func (a *app) versionCommand() *cobra.Command {
 // singleDash are long options users type with one dash, as in Terraform
 // (-var, -out). pflag reads one dash as shorthand letters, so they are
 // rewritten to two dashes before parsing.
-var singleDash = []string{"var", "var-file", "out", "detailed-exitcode", "no-color", "check", "diff", "limit", "tags", "skip-tags", "forks", "output", "local", "inventory", "kubeconfig"}
+var singleDash = []string{"var", "var-file", "out", "detailed-exitcode", "no-color", "check", "diff", "limit", "tags", "skip-tags", "forks", "output", "local", "inventory", "kubeconfig", "context"}
 
 func normalizeArgs(args []string) []string {
 	out := make([]string, 0, len(args))

@@ -31,6 +31,7 @@ import (
 type runOptions struct {
 	inventory        string
 	kubeconfig       string
+	kubeContext      string
 	vars             []string
 	varFiles         []string
 	limit            string
@@ -51,6 +52,7 @@ func (o *runOptions) bind(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVarP(&o.inventory, "inventory", "i", "", "inventory file (INI, YAML or HCL), a BYOH ConfigMap k8s://NAMESPACE/NAME, or a comma-separated host list like \"win01,win02,\"")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig for -i k8s://... and the cluster modules (default: KUBECONFIG, in-cluster, ~/.kube/config)")
+	f.StringVar(&o.kubeContext, "context", "", "kubeconfig context for -i k8s://... and the cluster modules (default: the kubeconfig's current context)")
 	f.StringArrayVar(&o.vars, "var", nil, "set a variable: -var 'name=value' (repeatable)")
 	f.StringArrayVar(&o.varFiles, "var-file", nil, "read variable values from an HCL file (repeatable)")
 	f.StringVarP(&o.limit, "limit", "l", "", "further limit hosts to a pattern")
@@ -135,6 +137,7 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 
 	// --kubeconfig reaches the k8s:// inventory and every cluster module.
 	ctx = kube.WithKubeconfig(ctx, o.kubeconfig)
+	ctx = kube.WithKubeContext(ctx, o.kubeContext)
 	loader := playbook.NewLoader(all.Registry(), playbooks.FS)
 	v := a.newView(o, loader.Sources())
 	defer v.Close()
