@@ -2,6 +2,8 @@ package kube
 
 import (
 	"bytes"
+	"crypto/ed25519"
+	"encoding/pem"
 	"errors"
 	"io"
 	"os"
@@ -11,12 +13,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/zclconf/go-cty/cty"
+	gossh "golang.org/x/crypto/ssh"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/wsu-project/wsu/inventory/kubeinv"
+	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/modules"
 	"github.com/wsu-project/wsu/test/kubetest"
 )
@@ -124,6 +130,22 @@ func TestRBAC(t *testing.T) {
 	t.Run("k8s_cluster_check", func(t *testing.T) {
 		converge(t, ClusterCheck{}, as(t, ClusterCheck{}, map[string]cty.Value{}))
 	})
+	t.Run("k8s inventory", func(t *testing.T) {
+		// -i k8s://...: the ConfigMap and the key Secret, read through the
+		// same shared client the CLI builds from --kubeconfig.
+		ns := "openshift-windows-machine-config-operator"
+		_, err := c.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "windows-instances"},
+			Data: map[string]string{"10.0.0.11": "username=Administrator"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = c.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: kubeinv.KeySecret},
+			Data: map[string][]byte{kubeinv.KeySecretKey: byohKey(t)}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		cl, err := kube.Shared(kube.WithCache(ctx, kube.NewCache()), userKC, "")
+		require.NoError(t, err)
+		inv, _, diags := kubeinv.Load(ctx, cl.Kube, "k8s://"+ns+"/"+"windows-instances")
+		require.False(t, diags.HasErrors(), diags.Error())
+		assert.Contains(t, inv.Hosts, "10.0.0.11")
+	})
 	t.Run("k8s_node_delete", func(t *testing.T) {
 		converge(t, NodeDelete{}, as(t, NodeDelete{}, map[string]cty.Value{"name": cty.StringVal(node)}))
 	})
@@ -148,6 +170,8 @@ func TestRBAC(t *testing.T) {
 		{verb: "list", resource: "secrets", ns: "kube-system"},
 		{verb: "get", resource: "configmaps", ns: "kube-public", name: "cluster-info"},
 		{verb: "get", resource: "secrets", ns: "openshift-machine-config-operator", name: "node-bootstrapper-token"},
+		{verb: "get", resource: "configmaps", ns: "openshift-windows-machine-config-operator", name: "windows-instances"},
+		{verb: "get", resource: "secrets", ns: "openshift-windows-machine-config-operator", name: "cloud-private-key"},
 		{verb: "get", group: "machineconfiguration.openshift.io", resource: "machineconfigs"},
 		{verb: "list", group: "machineconfiguration.openshift.io", resource: "machineconfigs"},
 		{verb: "get", group: "machineconfiguration.openshift.io", resource: "controllerconfigs"},
@@ -160,6 +184,8 @@ func TestRBAC(t *testing.T) {
 		{verb: "delete", resource: "pods", ns: "any"}, {verb: "create", resource: "pods", ns: "any"},
 		{verb: "get", resource: "secrets", ns: "default"}, {verb: "get", resource: "secrets", ns: "openshift-machine-config-operator", name: "other"},
 		{verb: "delete", resource: "secrets", ns: "kube-system"},
+		{verb: "get", resource: "secrets", ns: "openshift-windows-machine-config-operator", name: "other"},
+		{verb: "update", resource: "configmaps", ns: "openshift-windows-machine-config-operator", name: "windows-instances"},
 		{verb: "approve", group: "certificates.k8s.io", resource: "signers", name: "kubernetes.io/kube-apiserver-client"},
 		{verb: "update", group: "certificates.k8s.io", resource: "certificatesigningrequests", subresource: "status"},
 		{verb: "patch", group: "config.openshift.io", resource: "networks"},
@@ -192,4 +218,14 @@ func TestRBACDocumented(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/kubernetes.md")
 	require.NoError(t, err)
 	assert.True(t, strings.Contains(string(doc), string(yaml)), "docs/kubernetes.md must quote %s verbatim", rbacFile)
+}
+
+// byohKey is an OpenSSH private key as BYOH keeps it in cloud-private-key.
+func byohKey(t *testing.T) []byte {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(nil)
+	require.NoError(t, err)
+	block, err := gossh.MarshalPrivateKey(priv, "rbac test")
+	require.NoError(t, err)
+	return pem.EncodeToMemory(block)
 }
