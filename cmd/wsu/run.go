@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/zclconf/go-cty/cty"
+	"golang.org/x/term"
 
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/engine/planfile"
@@ -23,6 +24,7 @@ import (
 	"github.com/wsu-project/wsu/modules/all"
 	"github.com/wsu-project/wsu/playbooks"
 	"github.com/wsu-project/wsu/transport"
+	sshtransport "github.com/wsu-project/wsu/transport/ssh"
 	"github.com/wsu-project/wsu/version"
 	"github.com/wsu-project/wsu/view"
 )
@@ -171,6 +173,17 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 	}
 	for k, s := range invSources {
 		sources[k] = s
+	}
+	// On a terminal an encrypted SSH key's passphrase is asked for (once
+	// per key); elsewhere (a Job, a pipe) it must be in WSU_SSH_PASSPHRASE.
+	if f, ok := a.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		sshtransport.SetPassphrasePrompt(func(what string) ([]byte, error) {
+			fmt.Fprintf(a.stderr, "Enter the passphrase for the private key %s: ", what)
+			p, err := term.ReadPassword(int(f.Fd()))
+			fmt.Fprintln(a.stderr)
+			return p, err
+		})
+		defer sshtransport.SetPassphrasePrompt(nil)
 	}
 	transports := transport.NewRegistry()
 	def := "ssh"

@@ -1,12 +1,14 @@
 package ssh
 
 import (
+	"crypto/sha256"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 
 	gossh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
@@ -126,8 +128,8 @@ func loadKey(file string) (gossh.Signer, error) {
 
 // keySigner parses a private key; what names it in errors (a file, or "in
 // ssh_private_key"), which never quote the key itself. An encrypted key
-// needs its passphrase in WSU_SSH_PASSPHRASE: wsu runs unattended and never
-// prompts.
+// needs its passphrase: from WSU_SSH_PASSPHRASE, else typed at the prompt
+// the CLI installs when it runs on a terminal (SetPassphrasePrompt).
 func keySigner(pem []byte, what string) (gossh.Signer, error) {
 	pass, hasPass := os.LookupEnv(PassphraseEnv)
 	var passphrase []byte
@@ -135,16 +137,73 @@ func keySigner(pem []byte, what string) (gossh.Signer, error) {
 		passphrase = []byte(pass)
 	}
 	signer, err := parseKey(pem, passphrase)
+	if isPassphraseMissing(err) {
+		if typed, ok, perr := prompted(pem, what); perr != nil {
+			return nil, fmt.Errorf("the private key %s is encrypted, and reading its passphrase failed: %w", what, perr)
+		} else if ok {
+			signer, err = gossh.ParsePrivateKeyWithPassphrase(pem, typed)
+			if errors.Is(err, x509.IncorrectPasswordError) {
+				forgetPrompted(pem)
+				return nil, fmt.Errorf("the private key %s: the passphrase typed is wrong", what)
+			}
+		}
+	}
 	switch {
 	case err == nil:
 		return signer, nil
 	case isPassphraseMissing(err):
-		return nil, fmt.Errorf("the private key %s is encrypted: put its passphrase in the environment variable %s (wsu does not prompt for it)", what, PassphraseEnv)
+		return nil, fmt.Errorf("the private key %s is encrypted: put its passphrase in the environment variable %s, or run wsu on a terminal to be asked for it", what, PassphraseEnv)
 	case errors.Is(err, x509.IncorrectPasswordError):
 		return nil, fmt.Errorf("the private key %s: the passphrase in %s is wrong", what, PassphraseEnv)
 	default:
 		return nil, fmt.Errorf("the private key %s: %w (OpenSSH and PEM private keys are supported)", what, err)
 	}
+}
+
+// PassphrasePrompt asks the user for the passphrase of the key named by
+// what. The CLI installs one when stdin is a terminal; without one (a Job,
+// a controller, piped input) an encrypted key needs WSU_SSH_PASSPHRASE.
+type PassphrasePrompt func(what string) ([]byte, error)
+
+var passphrases = struct {
+	sync.Mutex
+	prompt PassphrasePrompt
+	typed  map[[32]byte][]byte // by key content: one prompt per key per run
+}{typed: map[[32]byte][]byte{}}
+
+// SetPassphrasePrompt installs p (nil removes it).
+func SetPassphrasePrompt(p PassphrasePrompt) {
+	passphrases.Lock()
+	defer passphrases.Unlock()
+	passphrases.prompt = p
+	passphrases.typed = map[[32]byte][]byte{}
+}
+
+// prompted returns the passphrase typed for pem, asking once: hosts
+// connecting in parallel with the same key wait for the one prompt.
+func prompted(pem []byte, what string) ([]byte, bool, error) {
+	passphrases.Lock()
+	defer passphrases.Unlock()
+	if passphrases.prompt == nil {
+		return nil, false, nil
+	}
+	sum := sha256.Sum256(pem)
+	if p, ok := passphrases.typed[sum]; ok {
+		return p, true, nil
+	}
+	p, err := passphrases.prompt(what)
+	if err != nil {
+		return nil, false, err
+	}
+	passphrases.typed[sum] = p
+	return p, true, nil
+}
+
+// forgetPrompted drops a wrong passphrase, so the next connection asks again.
+func forgetPrompted(pem []byte) {
+	passphrases.Lock()
+	defer passphrases.Unlock()
+	delete(passphrases.typed, sha256.Sum256(pem))
 }
 
 // parseKey parses an unencrypted key, or an encrypted one when passphrase

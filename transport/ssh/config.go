@@ -31,8 +31,8 @@ const (
 	DefaultOpTimeout          = 30 * time.Minute
 )
 
-// PassphraseEnv holds the passphrase of an encrypted private key: wsu runs
-// unattended and never prompts.
+// PassphraseEnv holds the passphrase of an encrypted private key; without
+// it only a CLI on a terminal asks (SetPassphrasePrompt).
 const PassphraseEnv = "WSU_SSH_PASSPHRASE"
 
 // WindowsAgentBinaryName is the GOOS=windows build wsu looks for beside its

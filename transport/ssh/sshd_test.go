@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,6 +46,55 @@ func connectOnly(t *testing.T, cfg Config) error {
 	return err
 }
 
+// TestKeyPassphrasePrompt: with no WSU_SSH_PASSPHRASE, an encrypted key's
+// passphrase is asked for through the prompt the CLI installs on a
+// terminal — once per key, however many hosts connect with it at once.
+// The prompt here is a FAKE terminal that answers from a script.
+func TestKeyPassphrasePrompt(t *testing.T) {
+	r := newRig(t)
+	key := sshdtest.NewKey(t, t.TempDir(), sshdtest.KeyOptions{Type: "ed25519", Passphrase: "typed at the tty"})
+	r.srv.Authorize(t, key.Public)
+	t.Setenv(PassphraseEnv, "")
+	os.Unsetenv(PassphraseEnv)
+	t.Cleanup(func() { SetPassphrasePrompt(nil) })
+
+	var mu sync.Mutex
+	var asked []string
+	answers := []string{"wrong guess", "typed at the tty"}
+	SetPassphrasePrompt(func(what string) ([]byte, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, what)
+		a := answers[0]
+		answers = answers[1:]
+		return []byte(a), nil
+	})
+	cfg := r.config(t, map[string]string{"ansible_ssh_private_key_file": key.File})
+
+	err := connectOnly(t, cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the passphrase typed is wrong")
+
+	// Three hosts at once with the same key: one more prompt, three connections.
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range errs {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = connectOnly(t, cfg) }()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		assert.NoError(t, err)
+	}
+	assert.Equal(t, []string{key.File, key.File}, asked, "asked once after the wrong guess, for the key file")
+
+	// Without a terminal (no prompt installed) the error says what to do.
+	SetPassphrasePrompt(nil)
+	err = connectOnly(t, cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "WSU_SSH_PASSPHRASE, or run wsu on a terminal")
+}
+
 func TestKeyAuth(t *testing.T) {
 	r := newRig(t)
 	tests := []struct {
@@ -61,7 +111,7 @@ func TestKeyAuth(t *testing.T) {
 		{name: "ed25519 encrypted", key: sshdtest.KeyOptions{Type: "ed25519", Passphrase: "s3cret phrase"}, authorize: true, passphrase: ptr("s3cret phrase")},
 		{name: "rsa pem encrypted", key: sshdtest.KeyOptions{Type: "rsa", PEM: true, Passphrase: "pem-pass"}, authorize: true, passphrase: ptr("pem-pass")},
 		{name: "encrypted without passphrase", key: sshdtest.KeyOptions{Passphrase: "x"}, authorize: true,
-			wantErr: "is encrypted: put its passphrase in the environment variable WSU_SSH_PASSPHRASE (wsu does not prompt for it)"},
+			wantErr: "is encrypted: put its passphrase in the environment variable WSU_SSH_PASSPHRASE, or run wsu on a terminal to be asked for it"},
 		{name: "wrong passphrase", key: sshdtest.KeyOptions{Passphrase: "x"}, authorize: true, passphrase: ptr("y"),
 			wantErr: "the passphrase in WSU_SSH_PASSPHRASE is wrong"},
 		{name: "key not authorized", key: sshdtest.KeyOptions{}, authorize: false,
