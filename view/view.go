@@ -149,7 +149,7 @@ func (h *Human) Event(e engine.Event) {
 	case engine.EventReconnecting:
 		h.printf("  %s [%s] %s\n", h.paint(cYellow, "reconnecting"), e.Host, e.Message)
 	case engine.EventRunCancelled:
-		h.printf("\n%s\n", h.paint(cYellow, "Interrupted: running tasks were allowed to finish; nothing else was started."))
+		h.printf("\n%s\n", h.paint(cYellow, "Interrupted: tasks in flight finished or were stopped (file writes roll back); nothing else was started."))
 	case engine.EventRecap:
 		h.recap(e)
 	}

@@ -1,0 +1,121 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMain lets a test run this package's main as the real wsu process
+// (WSU_TEST_RUN_MAIN=1): signals then reach it as they would from a shell.
+func TestMain(m *testing.M) {
+	if os.Getenv("WSU_TEST_RUN_MAIN") == "1" {
+		os.Args = append([]string{"wsu"}, strings.Fields(os.Getenv("WSU_TEST_ARGS"))...)
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// TestInterruptStopsCleanly: Ctrl-C (SIGINT) during a task ends the run
+// with an error, runs no further task, and says so in the recap.
+func TestInterruptStopsCleanly(t *testing.T) {
+	dir, root := t.TempDir(), t.TempDir()
+	pb := filepath.Join(dir, "play.hcl")
+	require.NoError(t, os.WriteFile(pb, []byte(`
+variable "root" {
+  type = string
+}
+play "p" {
+  hosts = "all"
+  task "slow" {
+    command { argv = ["sleep", "60"] }
+  }
+  task "after" {
+    file {
+      path    = "${var.root}/after"
+      content = "should not be written"
+    }
+  }
+}
+`), 0o644))
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "WSU_TEST_RUN_MAIN=1",
+		"WSU_TEST_ARGS=apply "+pb+" --local --output json -var root="+root)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	var events []string
+	sc := bufio.NewScanner(stdout)
+	signalled := false
+	for sc.Scan() {
+		line := sc.Text()
+		events = append(events, line)
+		if !signalled && strings.Contains(line, `"type":"play_start"`) {
+			// The JSON view does not show task starts: wait until the
+			// slow task's process runs under wsu.
+			require.Eventually(t, func() bool { return descendantRuns(cmd.Process.Pid, "sleep\x0060\x00") }, time.Minute, 20*time.Millisecond)
+			require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+			signalled = true
+		}
+	}
+	err = cmd.Wait()
+	require.True(t, signalled, "the slow task never started:\n%s", strings.Join(events, "\n"))
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "an interrupted run exits non-zero")
+	assert.NotEqual(t, 0, exit.ExitCode())
+	all := strings.Join(events, "\n")
+	assert.NotContains(t, all, `"task":"after"`, "no task starts after the interrupt")
+	assert.NoFileExists(t, filepath.Join(root, "after"))
+	assert.Contains(t, all, `"type":"recap"`, "the run still ends with its recap")
+	assert.False(t, descendantRuns(cmd.Process.Pid, "sleep\x0060\x00"), "the interrupted command does not outlive wsu")
+}
+
+// descendantRuns reports whether a process below pid has exactly cmdline
+// (NUL-separated, as /proc shows it).
+func descendantRuns(pid int, cmdline string) bool {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cl, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || string(cl) != cmdline {
+			continue
+		}
+		for q := p; q > 1; q = parentPID(q) {
+			if q == pid {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func parentPID(pid int) int {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid ...: comm may hold spaces, so split after ")".
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	if len(fields) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(fields[1])
+	return ppid
+}
