@@ -155,16 +155,16 @@ func staleTasks(host string, saved, fresh []Task) []string {
 		now, ok := byAddr[t.Address]
 		switch {
 		case !ok:
-			out = append(out, fmt.Sprintf("host %s: task %s is no longer planned", host, t.Address))
+			out = append(out, fmt.Sprintf("host %s: %s is no longer planned", host, t.Address))
 		case now.Fingerprint != t.Fingerprint && now.Summary == t.Summary:
-			out = append(out, fmt.Sprintf("host %s: task %s: its arguments or the host's state changed (%s either way)", host, t.Address, t.Summary))
+			out = append(out, fmt.Sprintf("host %s: %s: its arguments or the host's state changed (%s either way)", host, t.Address, t.Summary))
 		case now.Fingerprint != t.Fingerprint:
-			out = append(out, fmt.Sprintf("host %s: task %s: planned %s, now %s", host, t.Address, t.Summary, now.Summary))
+			out = append(out, fmt.Sprintf("host %s: %s: planned %s, now %s", host, t.Address, t.Summary, now.Summary))
 		}
 	}
 	for _, t := range fresh {
 		if !seen[t.Address] {
-			out = append(out, fmt.Sprintf("host %s: task %s is newly planned: %s", host, t.Address, t.Summary))
+			out = append(out, fmt.Sprintf("host %s: %s is newly planned: %s", host, t.Address, t.Summary))
 		}
 	}
 	return out

@@ -185,9 +185,11 @@ func (m File) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 		var fields []modules.FieldChange
 		if !fc.contentOK || oldSHA != fc.wantSHA.AsString() {
 			oldS, oldN := oldFields()
-			fields = append(fields,
-				modules.FieldChange{Name: "sha256", Old: oldS, New: fc.wantSHA},
-				modules.FieldChange{Name: "size", Old: oldN, New: fc.wantSize})
+			fields = append(fields, modules.FieldChange{Name: "sha256", Old: oldS, New: fc.wantSHA})
+			// New content of the same length: the size is no news.
+			if !oldN.RawEquals(fc.wantSize) {
+				fields = append(fields, modules.FieldChange{Name: "size", Old: oldN, New: fc.wantSize})
+			}
 		}
 		if fc.mode.set && !target.windows && (!fc.mode.known || fi.Mode.Perm() != fc.mode.mode) {
 			fields = append(fields, modules.FieldChange{Name: "mode", Old: cty.StringVal(formatMode(fi.Mode)), New: fc.mode.value()})

@@ -60,6 +60,14 @@ func TestFilePlanApply(t *testing.T) {
 			wantFile: &existing{"hello", 0o644},
 		},
 		{
+			name:       "same length, new content: only the hash is listed",
+			existing:   &existing{"jello", 0o644},
+			attrs:      map[string]cty.Value{"content": cty.StringVal("hello")},
+			wantAction: modules.Update,
+			wantFields: []string{"sha256"},
+			wantFile:   &existing{"hello", 0o644},
+		},
+		{
 			name:       "content differs keeps mode",
 			existing:   &existing{"old content", 0o640},
 			attrs:      map[string]cty.Value{"content": cty.StringVal("hello")},

@@ -77,10 +77,12 @@ func contentFields(oldSHA string, oldSize int64, exists bool, newSHA, newSize ct
 	if exists {
 		oldS, oldN = cty.StringVal(oldSHA), cty.NumberIntVal(oldSize)
 	}
-	return []modules.FieldChange{
-		{Name: "sha256", Old: oldS, New: newSHA},
-		{Name: "size", Old: oldN, New: newSize},
+	fields := []modules.FieldChange{{Name: "sha256", Old: oldS, New: newSHA}}
+	// New content of the same length: the size is no news.
+	if !oldN.RawEquals(newSize) {
+		fields = append(fields, modules.FieldChange{Name: "size", Old: oldN, New: newSize})
 	}
+	return fields
 }
 
 func (m File) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {

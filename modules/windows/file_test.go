@@ -56,6 +56,14 @@ func TestFile(t *testing.T) {
 			wantFile: ptr("hello"),
 		},
 		{
+			name:       "same length, new content: only the hash is listed",
+			existing:   ptr("jello"),
+			attrs:      map[string]cty.Value{"content": cty.StringVal("hello")},
+			wantAction: modules.Update,
+			wantFields: []string{"sha256"},
+			wantFile:   ptr("hello"),
+		},
+		{
 			name:       "emptied",
 			existing:   ptr("old"),
 			attrs:      map[string]cty.Value{"content": cty.StringVal("")},

@@ -503,7 +503,7 @@ func randomHex(n int) string {
 
 // PasswordUser returns the local user and password that password
 // authentication accepts, creating the user on first use. It needs root;
-// otherwise the test is skipped.
+// otherwise the test fails, saying how to fix it (never a silent skip).
 func PasswordUser(t testing.TB) (name, password string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
