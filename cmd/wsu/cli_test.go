@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wsu-project/wsu/engine/planfile"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -295,4 +297,23 @@ func TestSavedPlanRefusesNewInputs(t *testing.T) {
 	code, _, errs = wsu(t, nil, "apply", planFile, "-var", "max_pods=1")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errs, "carries its own inputs; drop --var")
+	code, _, errs = wsu(t, nil, "apply", planFile, "--context", "prod")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "carries its own inputs; drop --context")
+}
+
+// TestSavedPlanKeepsCluster: --kubeconfig and --context are recorded in a
+// saved plan and used by apply, so a plan cannot be applied to another
+// cluster by running apply with other flags or none.
+func TestSavedPlanKeepsCluster(t *testing.T) {
+	root := t.TempDir()
+	planFile := filepath.Join(t.TempDir(), "p.plan")
+	code, _, errs := wsu(t, nil, "plan", "../../examples/demo/site.hcl", "--local", "-var", "root="+root, "-out", planFile,
+		"--kubeconfig", "/etc/wsu/prod.kubeconfig", "--context", "prod")
+	require.Equal(t, 0, code, errs)
+	saved, isPlan, err := planfile.Load(planFile)
+	require.NoError(t, err)
+	require.True(t, isPlan)
+	assert.Equal(t, "/etc/wsu/prod.kubeconfig", saved.Kubeconfig)
+	assert.Equal(t, "prod", saved.KubeContext)
 }

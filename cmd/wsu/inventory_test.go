@@ -119,7 +119,8 @@ func TestKubeInventory(t *testing.T) {
 			_, _ = c.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
 		})
 
-		code, out, errs = wsu(t, nil, "apply", "--no-color", planFile, "--kubeconfig", kubeconfig)
+		// The plan carries its --kubeconfig: apply reads the same cluster.
+		code, out, errs = wsu(t, nil, "apply", "--no-color", planFile)
 		assert.Equal(t, 1, code)
 		assert.Contains(t, out+errs, "Saved plan is stale")
 		assert.Contains(t, out+errs, "file inventory:"+ref+" changed")

@@ -135,6 +135,7 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		target = saved.Playbook
 		o.inventory, o.varFiles, o.vars, o.limit = saved.Inventory, saved.VarFiles, saved.Vars, saved.Limit
 		o.tags, o.skipTags, o.local = saved.Tags, saved.SkipTags, saved.Local
+		o.kubeconfig, o.kubeContext = saved.Kubeconfig, saved.KubeContext
 	}
 
 	// --kubeconfig reaches the k8s:// inventory and every cluster module.
@@ -217,6 +218,7 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		p.WSUVersion = version.Version
 		p.Playbook, p.Inventory, p.VarFiles, p.Vars = target, o.inventory, o.varFiles, o.vars
 		p.Limit, p.Tags, p.SkipTags, p.Local = o.limit, o.tags, o.skipTags, o.local
+		p.Kubeconfig, p.KubeContext = o.kubeconfig, o.kubeContext
 		if err := planfile.Save(o.out, p); err != nil {
 			return fmt.Errorf("saving the plan: %w", err)
 		}
@@ -249,7 +251,7 @@ func (a *app) newView(o *runOptions, sources map[string][]byte) view.View {
 // inputFlags names the input flags set on the command line.
 func inputFlags(flags *pflag.FlagSet) []string {
 	var given []string
-	for _, name := range []string{"inventory", "var", "var-file", "limit", "tags", "skip-tags", "local"} {
+	for _, name := range []string{"inventory", "var", "var-file", "limit", "tags", "skip-tags", "local", "kubeconfig", "context"} {
 		if flags.Changed(name) {
 			given = append(given, "--"+name)
 		}

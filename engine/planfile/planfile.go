@@ -29,6 +29,10 @@ type Plan struct {
 	Tags      []string `json:"tags,omitempty"`
 	SkipTags  []string `json:"skip_tags,omitempty"`
 	Local     bool     `json:"local,omitempty"`
+	// Kubeconfig and KubeContext are --kubeconfig and --context: the
+	// cluster the plan read is the one apply acts on.
+	Kubeconfig  string `json:"kubeconfig,omitempty"`
+	KubeContext string `json:"kube_context,omitempty"`
 
 	// Sources maps every playbook, var file and inventory file read to its
 	// sha256.
