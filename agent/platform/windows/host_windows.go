@@ -28,11 +28,14 @@ var _ host.Host = (*winHost)(nil)
 // platform names this backend in not-supported errors; under Wine it says
 // so, which explains most of them.
 var platform = func() string {
-	if windows.NewLazySystemDLL("ntdll.dll").NewProc("wine_get_version").Find() == nil {
+	if isWine {
 		return "windows (Wine)"
 	}
 	return "windows"
 }()
+
+// isWine: running under Wine, whose ntdll exports wine_get_version.
+var isWine = windows.NewLazySystemDLL("ntdll.dll").NewProc("wine_get_version").Find() == nil
 
 // New returns the Host the agent serves on Windows.
 func New() host.Host { return &winHost{FS: winFS} }

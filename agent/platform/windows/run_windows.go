@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -21,6 +22,11 @@ import (
 // Run is osexec's, with the child tracked in a processTree so a timeout or
 // cancel kills its descendants too.
 func (h *winHost) Run(ctx context.Context, req host.RunRequest) (host.RunResult, error) {
+	if isWine && len(req.Argv) > 0 && isPowerShell(req.Argv[0]) {
+		// Wine's powershell.exe is a stub that exits 0 whatever it is
+		// asked: running it would pass silently.
+		return host.RunResult{}, host.NotSupported("proc.run "+req.Argv[0], platform)
+	}
 	tree := &processTree{}
 	return osexec.Run(ctx, req, osexec.Options{
 		Prepare: func(cmd *exec.Cmd) {
@@ -137,4 +143,11 @@ func snapshot() ([]windows.ProcessEntry32, error) {
 		return nil, fmt.Errorf("process snapshot: %w", err)
 	}
 	return out, nil
+}
+
+// isPowerShell: Windows PowerShell or PowerShell 7, by path or bare name.
+func isPowerShell(argv0 string) bool {
+	base := strings.ToLower(argv0[strings.LastIndexAny(argv0, `\/`)+1:])
+	base = strings.TrimSuffix(base, ".exe")
+	return base == "powershell" || base == "pwsh"
 }

@@ -380,6 +380,9 @@ func TestWineProcesses(t *testing.T) {
 		// timeout must take the grandchild down too.
 		step{"run", a{"argv": []string{"cmd.exe", "/c", winsvc}, "timeout_ms": 1500}},
 		step{Op: "ps"},
+		// Wine's PowerShell is a stub that exits 0: refused, never a silent pass.
+		step{"run", a{"argv": []string{"powershell.exe", "-Command", "exit 3"}}},
+		step{"run", a{"argv": []string{`C:\Program Files\PowerShell\7\pwsh.exe`, "-c", "exit 3"}}},
 	)
 	for _, i := range []int{0, 1, 2, 5, 6} {
 		require.Empty(t, rs[i].Error, "step %d", i)
@@ -405,6 +408,11 @@ func TestWineProcesses(t *testing.T) {
 	assert.Equal(t, `c:\windows`, strings.ToLower(strings.TrimSpace(string(value[host.RunResult](t, rs[2]).Stdout))))
 	assert.NotEmpty(t, rs[3].Error)
 	assert.Contains(t, rs[4].Error, "working directory")
+
+	for _, i := range []int{7, 8} {
+		assert.Contains(t, rs[i].Error, "not supported on this platform", "step %d", i)
+		assert.Contains(t, rs[i].Error, "Wine", "step %d", i)
+	}
 
 	r = value[host.RunResult](t, rs[5])
 	assert.True(t, r.TimedOut)
