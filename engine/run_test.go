@@ -799,3 +799,87 @@ play "b" {
 	res, rec := f.run(engine.ModePlan)
 	require.False(t, res.Failed(), "%v %v", res.Diagnostics, rec.events)
 }
+
+// TestSerialPercentageAndPlayVars: serial as a percentage of the play's
+// hosts (rounded down, at least one), and play vars, which each host
+// evaluates for itself.
+func TestSerialPercentageAndPlayVars(t *testing.T) {
+	f := newFixture(t, map[string]string{"play.hcl": rootVar + `
+play "p" {
+  hosts  = "windows"
+  serial = "70%"
+  vars = {
+    greeting = "hello ${host.name}"
+  }
+  task "a" {
+    print { msg = var.greeting }
+  }
+}`})
+	f.inv = threeHosts
+	res, rec := f.run(engine.ModeApply)
+	require.False(t, res.Failed(), "%v", res.Diagnostics)
+	for _, e := range rec.events {
+		if e.Type == engine.EventPlayStart {
+			assert.Equal(t, [][]string{{"win01", "win02"}, {"win03"}}, e.Batches, "70% of 3 hosts: batches of 2")
+		}
+	}
+	for _, h := range []string{"win01", "win02", "win03"} {
+		assert.Equal(t, "hello "+h, rec.result(t, h, "a").Message)
+	}
+}
+
+// TestHandlersNotRunOnFailedHost: a host that fails after a task notified
+// a handler does not run it; a healthy host that was notified does.
+func TestHandlersNotRunOnFailedHost(t *testing.T) {
+	f := newFixture(t, map[string]string{"play.hcl": rootVar + `
+play "p" {
+  hosts = "windows"
+  task "change" {
+    file {
+      path    = "${var.root}/${host.name}"
+      content = "x"
+    }
+    notify = ["restart"]
+  }
+  task "check" {
+    assert { that = [host.name != "win02"] }
+  }
+  handler "restart" {
+    print { msg = "restarted ${host.name}" }
+  }
+}`})
+	f.inv = threeHosts
+	res, rec := f.run(engine.ModeApply)
+	require.True(t, res.Failed())
+	ran := map[string]bool{}
+	for _, e := range rec.results("") {
+		if e.Handler && e.Status == engine.StatusOK {
+			ran[e.Host] = true
+		}
+	}
+	assert.Equal(t, map[string]bool{"win01": true, "win03": true}, ran)
+}
+
+// TestUnknownForEachDefers: a for_each over values known only after apply
+// defers the task in plan (and its dependants plan on), rather than failing.
+func TestUnknownForEachDefers(t *testing.T) {
+	f := newFixture(t, map[string]string{"play.hcl": rootVar + `
+play "p" {
+  hosts = "all"
+  task "list" {
+    command { argv = ["echo", "a b"] }
+  }
+  task "each" {
+    for_each = toset(split(" ", task.list.stdout))
+    print { msg = each.key }
+  }
+  task "after" {
+    print { msg = "still planned" }
+  }
+}`})
+	res, rec := f.run(engine.ModePlan)
+	require.False(t, res.Failed(), "%v", res.Diagnostics)
+	assert.Equal(t, engine.StatusDeferred, rec.result(t, "localhost", "each").Status)
+	assert.Contains(t, rec.result(t, "localhost", "each").Message, "known only after apply")
+	assert.Equal(t, "still planned", rec.result(t, "localhost", "after").Message)
+}
