@@ -141,6 +141,21 @@ func TestAcceptance(t *testing.T) {
 	assert.Equal(t, []string{"task kubelet_config", "handler restart kubelet"}, names, out)
 	assert.Regexp(t, `~ sha256: "[0-9a-f]{64}" → "[0-9a-f]{64}"`, out)
 	assert.Contains(t, out, "Plan: 2 tasks to change on 1 host.")
+
+	// apply --check is plan under Ansible's name: it shows the same
+	// change, writes nothing and exits 0.
+	before, err := os.ReadFile(filepath.Join(root, "etc", "kubelet.conf"))
+	require.NoError(t, err)
+	code, out, _ = wsu(t, nil, append([]string{"apply", "--check", "-var", "cluster_dns=10.96.0.99"}, base...)...)
+	assert.Equal(t, 0, code, out)
+	assert.Contains(t, out, "Plan: 2 tasks to change on 1 host.")
+	after, err := os.ReadFile(filepath.Join(root, "etc", "kubelet.conf"))
+	require.NoError(t, err)
+	assert.Equal(t, string(before), string(after), "--check changes nothing")
+
+	// An error: -detailed-exitcode gives 1, not 0 or 2.
+	code, out, _ = wsu(t, nil, append([]string{"plan", "-detailed-exitcode", "-var", "cluster_dns=10.96.0.99", "-var", "max_pods=many"}, base...)...)
+	assert.Equal(t, 1, code, out)
 }
 
 func TestSavedPlan(t *testing.T) {
