@@ -328,6 +328,11 @@ func (c *Client) roundTrip(ctx context.Context, op string, args any, upload io.R
 			return nil, c.connErr()
 		}
 	}
+	// Close promises ErrClosed to the calls in flight: the agent's answer
+	// to the cut (its stream ended mid-way) may race in first.
+	if err := c.connErr(); err == ErrClosed {
+		return nil, err
+	}
 	if cl.err != nil {
 		return nil, cl.err
 	}
