@@ -17,6 +17,12 @@ func needsFacts(t *playbook.Task, pb *playbook.Playbook) bool {
 	if t.Body != nil {
 		exprs = append(exprs, bodyExprs(t.Body)...)
 	}
+	return exprsReadFacts(exprs, pb)
+}
+
+// exprsReadFacts: does any of exprs (nil ones skipped) read host.facts,
+// directly or through a local of pb that does?
+func exprsReadFacts(exprs []hcl.Expression, pb *playbook.Playbook) bool {
 	localsRead := localsReadFacts(pb)
 	for _, e := range exprs {
 		if e == nil {
@@ -81,20 +87,9 @@ func outputsReadFacts(pb *playbook.Playbook) bool {
 	if pb == nil {
 		return false
 	}
-	localsRead := localsReadFacts(pb)
+	var exprs []hcl.Expression
 	for _, o := range pb.Outputs {
-		for _, tr := range o.Value.Variables() {
-			switch tr.RootName() {
-			case "host":
-				if readsFacts(tr) {
-					return true
-				}
-			case "local":
-				if localsRead {
-					return true
-				}
-			}
-		}
+		exprs = append(exprs, o.Value)
 	}
-	return false
+	return exprsReadFacts(exprs, pb)
 }
