@@ -29,10 +29,6 @@ const (
 	EventRunCancelled EventType = "run_cancelled"
 )
 
-// EventTypes are all the event types, for docs and their tests.
-var EventTypes = []EventType{EventRunStart, EventPlayStart, EventTaskStart, EventTaskResult, EventUnreachable,
-	EventReconnecting, EventHostFailed, EventPlayAborted, EventDiagnostic, EventRecap, EventRunCancelled}
-
 // Status is a task's outcome on one host.
 type Status string
 
