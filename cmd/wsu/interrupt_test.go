@@ -60,14 +60,17 @@ play "p" {
 
 	var events []string
 	sc := bufio.NewScanner(stdout)
-	signalled := false
+	signalled, sleeper := false, 0
 	for sc.Scan() {
 		line := sc.Text()
 		events = append(events, line)
 		if !signalled && strings.Contains(line, `"type":"play_start"`) {
 			// The JSON view does not show task starts: wait until the
 			// slow task's process runs under wsu.
-			require.Eventually(t, func() bool { return descendantRuns(cmd.Process.Pid, "sleep\x0060\x00") }, time.Minute, 20*time.Millisecond)
+			require.Eventually(t, func() bool {
+				sleeper = descendant(cmd.Process.Pid, "sleep\x0060\x00")
+				return sleeper != 0
+			}, time.Minute, 20*time.Millisecond)
 			require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 			signalled = true
 		}
@@ -81,12 +84,13 @@ play "p" {
 	assert.NotContains(t, all, `"task":"after"`, "no task starts after the interrupt")
 	assert.NoFileExists(t, filepath.Join(root, "after"))
 	assert.Contains(t, all, `"type":"recap"`, "the run still ends with its recap")
-	assert.False(t, descendantRuns(cmd.Process.Pid, "sleep\x0060\x00"), "the interrupted command does not outlive wsu")
+	// Orphans are re-parented, so look for the sleep by the pid it had.
+	assert.False(t, alive(sleeper), "the interrupted command (pid %d) does not outlive wsu", sleeper)
 }
 
-// descendantRuns reports whether a process below pid has exactly cmdline
-// (NUL-separated, as /proc shows it).
-func descendantRuns(pid int, cmdline string) bool {
+// descendant returns the pid of a process below pid with exactly cmdline
+// (NUL-separated, as /proc shows it), or 0.
+func descendant(pid int, cmdline string) int {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		p, err := strconv.Atoi(e.Name())
@@ -99,11 +103,21 @@ func descendantRuns(pid int, cmdline string) bool {
 		}
 		for q := p; q > 1; q = parentPID(q) {
 			if q == pid {
-				return true
+				return p
 			}
 		}
 	}
-	return false
+	return 0
+}
+
+// alive: pid runs (a zombie waiting to be reaped does not count).
+func alive(pid int) bool {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
 }
 
 func parentPID(pid int) int {
