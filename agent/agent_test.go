@@ -505,3 +505,52 @@ func TestWriteFileCut(t *testing.T) {
 		})
 	}
 }
+
+// stallHost's WriteFile reads a little of its content and then stops
+// reading until its context ends, like a backend stuck on a dead disk.
+type stallHost struct {
+	host.Host
+	stalled chan struct{}
+	ended   chan error
+}
+
+func (h *stallHost) WriteFile(ctx context.Context, _ string, content io.Reader, _ fs.FileMode) error {
+	io.ReadFull(content, make([]byte, 64<<10))
+	close(h.stalled)
+	<-ctx.Done()
+	h.ended <- ctx.Err()
+	return ctx.Err()
+}
+
+// A stream whose handler stopped reading stalls only itself: the client
+// stops at the window, the agent still answers other requests on the
+// connection, and cancelling the write reaches the handler.
+func TestStalledStreamKeepsTheAgentResponsive(t *testing.T) {
+	backend := &stallHost{Host: local.New(), stalled: make(chan struct{}), ended: make(chan error, 1)}
+	c := start(t, backend)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	var produced atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		done <- c.WriteFile(ctx, filepath.Join(t.TempDir(), "x"), &source{size: 1 << 40, produced: &produced}, 0o600)
+	}()
+	<-backend.stalled
+
+	// The client sends until the window is full, then waits.
+	require.Eventually(t, func() bool { return produced.Load() >= proto.StreamWindow }, 10*time.Second, time.Millisecond)
+	_, err := c.Stat(testCtx(t), "/")
+	require.NoError(t, err, "another request is answered while the stream is stalled")
+	// What the handler read, the window, and the client's two read-ahead
+	// buffers: never more.
+	assert.LessOrEqual(t, produced.Load(), int64(64<<10+proto.StreamWindow+2*256<<10))
+
+	cancel()
+	assert.ErrorIs(t, <-done, context.Canceled)
+	select {
+	case err := <-backend.ended:
+		assert.ErrorIs(t, err, context.Canceled, "the cancel reached the stalled handler")
+	case <-testCtx(t).Done():
+		t.Fatal("the stalled handler was never cancelled")
+	}
+}

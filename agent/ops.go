@@ -69,12 +69,22 @@ var handlers = map[string]handler{
 		}
 		return ents, nil
 	}),
+	proto.OpNativePath: with(func(r *request, a proto.PathArgs) (any, error) {
+		if np, ok := r.h.(host.NativePather); ok {
+			p, err := np.NativePath(r.ctx, a.Path)
+			return proto.PathResult{Path: p}, err
+		}
+		return proto.PathResult{Path: a.Path}, nil
+	}),
 
 	proto.OpRun:  with(run),
 	proto.OpList: func(r *request) (any, error) { return r.h.ListProcesses(r.ctx) },
 	proto.OpKill: with(func(r *request, a proto.KillArgs) (any, error) {
 		n, err := r.h.Kill(r.ctx, a.PID, a.Image)
 		return proto.CountResult{Count: n}, err
+	}),
+	proto.OpDial: with(func(r *request, a proto.DialArgs) (any, error) {
+		return nil, r.h.DialTCP(r.ctx, a.Address, a.Timeout)
 	}),
 
 	proto.OpSvcQuery: with(func(r *request, a proto.NameArgs) (any, error) { return r.h.QueryService(r.ctx, a.Name) }),

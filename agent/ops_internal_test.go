@@ -10,9 +10,10 @@ import (
 	"github.com/wsu-project/wsu/host"
 )
 
-// Every Host method but Close is an op, and the agent has a handler for each.
+// Every Host method but Close is an op, plus fs.native_path (the optional
+// host.NativePather), and the agent has a handler for each.
 func TestEveryMethodIsAnOp(t *testing.T) {
-	assert.Len(t, proto.Ops, reflect.TypeFor[host.Host]().NumMethod()-1)
+	assert.Len(t, proto.Ops, reflect.TypeFor[host.Host]().NumMethod()-1+reflect.TypeFor[host.NativePather]().NumMethod())
 	for _, op := range proto.Ops {
 		assert.Contains(t, handlers, op)
 	}

@@ -121,9 +121,9 @@ type server struct {
 // call is a running request.
 type call struct {
 	cancel context.CancelFunc
-	// stream feeds the request's inbound data frames to its handler; nil
-	// without a stream or once it ended.
-	stream *io.PipeWriter
+	// stream holds the request's inbound data frames for its handler; nil
+	// without a stream.
+	stream *inStream
 }
 
 // errStreamCut is what a handler reading a stream sees when the client
@@ -176,7 +176,7 @@ func (s *server) dispatch(f proto.Frame) error {
 		return s.start(f)
 	case proto.KindData:
 		if len(f.Payload) > 0 {
-			s.feed(f.ID, f.Payload)
+			return s.feed(f.ID, f.Payload)
 		}
 	case proto.KindDataEnd:
 		var err error
@@ -189,8 +189,7 @@ func (s *server) dispatch(f proto.Frame) error {
 		if c := s.calls[f.ID]; c != nil {
 			c.cancel()
 			if c.stream != nil {
-				c.stream.CloseWithError(context.Canceled)
-				c.stream = nil
+				c.stream.abort(context.Canceled)
 			}
 		}
 		s.mu.Unlock()
@@ -239,12 +238,11 @@ func (s *server) start(f proto.Frame) error {
 	r := &request{ctx: ctx, h: s.backend, args: req.Args, send: func(p []byte) error {
 		return s.write(proto.Frame{Kind: proto.KindData, ID: f.ID, Payload: p})
 	}}
-	var pr *io.PipeReader
 	if req.Stream {
-		// An unbuffered pipe: a data frame is handed over only when the
-		// handler reads it, so a stream is never held whole.
-		pr, c.stream = io.Pipe()
-		r.in = pr
+		c.stream = newInStream(func(n int) {
+			s.write(proto.Frame{Kind: proto.KindWindow, ID: f.ID, Payload: proto.WindowPayload(uint32(n))})
+		})
+		r.in = c.stream
 	}
 	s.calls[f.ID] = c
 	s.wg.Add(1)
@@ -253,9 +251,8 @@ func (s *server) start(f proto.Frame) error {
 	go func() {
 		defer s.wg.Done()
 		res, err := runHandler(req.Op, h, r)
-		if pr != nil {
-			// Unblock a data frame nobody will read any more.
-			pr.CloseWithError(errors.New("request finished"))
+		if c.stream != nil {
+			c.stream.close() // frames still on their way are dropped
 		}
 		cancel()
 		s.mu.Lock()
@@ -277,19 +274,20 @@ func runHandler(op string, h handler, r *request) (res any, err error) {
 	return h(r)
 }
 
-// feed hands a data frame to its request's stream, blocking until the
-// handler has read it: that is the stream's backpressure. Frames for a
-// finished or cancelled request are dropped.
-func (s *server) feed(id uint64, p []byte) {
+// feed queues a data frame on its request's stream without waiting for the
+// handler (the window bounds what queues). Frames for a finished or
+// cancelled request are dropped.
+func (s *server) feed(id uint64, p []byte) error {
 	s.mu.Lock()
-	var pw *io.PipeWriter
+	var st *inStream
 	if c := s.calls[id]; c != nil {
-		pw = c.stream
+		st = c.stream
 	}
 	s.mu.Unlock()
-	if pw != nil {
-		pw.Write(p) // an error means the handler stopped reading: drop
+	if st == nil {
+		return nil
 	}
+	return st.push(p)
 }
 
 // endStream ends a request's stream: EOF for err == nil, else err.
@@ -297,8 +295,11 @@ func (s *server) endStream(id uint64, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c := s.calls[id]; c != nil && c.stream != nil {
-		c.stream.CloseWithError(err) // nil closes with EOF
-		c.stream = nil
+		if err != nil {
+			c.stream.abort(err) // an aborted stream is not content
+		} else {
+			c.stream.end(nil)
+		}
 	}
 }
 
@@ -308,8 +309,7 @@ func (s *server) shutdown() error {
 	s.closed = true
 	for _, c := range s.calls {
 		if c.stream != nil {
-			c.stream.CloseWithError(errStreamCut)
-			c.stream = nil
+			c.stream.abort(errStreamCut)
 		}
 	}
 	s.mu.Unlock()

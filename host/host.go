@@ -74,6 +74,11 @@ type Host interface {
 	// shell) and waits for it to exit or for the timeout.
 	Run(ctx context.Context, req RunRequest) (RunResult, error)
 
+	// DialTCP opens a TCP connection from the host to address (host:port)
+	// within timeout (0: only ctx bounds it) and closes it again at once:
+	// whether something listens there, as the host sees the network.
+	DialTCP(ctx context.Context, address string, timeout time.Duration) error
+
 	Processes
 	Services
 	Registry

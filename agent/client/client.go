@@ -68,6 +68,11 @@ type call struct {
 	// limit).
 	data bytes.Buffer
 	max  int64
+	// credit is how many more bytes of the request's stream the agent
+	// takes (proto.StreamWindow, plus its window frames); more is signalled
+	// when it grows.
+	credit int64
+	more   chan struct{}
 }
 
 // Dial runs the client side of the start-up on the agent's output r and
@@ -244,6 +249,24 @@ func (c *Client) readLoop(dec *proto.Decoder) {
 			cl.data.Write(f.Payload)
 		case proto.KindDataEnd:
 			// The response ends an agent → client stream; nothing to do.
+		case proto.KindWindow:
+			n, err := proto.ParseWindow(f.Payload)
+			if err != nil {
+				c.fail(err)
+				continue
+			}
+			c.mu.Lock()
+			cl := c.calls[f.ID]
+			if cl != nil {
+				cl.credit += int64(n)
+			}
+			c.mu.Unlock()
+			if cl != nil {
+				select {
+				case cl.more <- struct{}{}:
+				default:
+				}
+			}
 		default:
 			c.fail(fmt.Errorf("%w: unexpected %s frame from the agent", proto.ErrProtocol, f.Kind))
 		}
@@ -282,7 +305,7 @@ func (c *Client) roundTrip(ctx context.Context, op string, args any, upload io.R
 		return nil, fmt.Errorf("%s: %w: request of %d bytes does not fit in a frame", op, proto.ErrInvalid, len(payload))
 	}
 
-	cl := &call{done: make(chan struct{}), max: maxData}
+	cl := &call{done: make(chan struct{}), max: maxData, credit: proto.StreamWindow, more: make(chan struct{}, 1)}
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -356,7 +379,10 @@ func (c *Client) forget(id uint64) {
 // upload sends r as the request's data frames and a data_end. A goroutine
 // writes the frames while this one reads the next chunk, with two buffers
 // in rotation; so r is never read after upload returns, even when it
-// returns early on cancellation, and memory stays at two chunks.
+// returns early on cancellation, and memory stays at two chunks. It sends
+// no more than the agent's window allows, so the agent, which queues
+// rather than blocks, is never flooded, and a stream the agent stopped
+// reading waits here, where the context still ends it.
 // It returns early, with no error, if the agent already answered (it
 // failed); a read error from r aborts the stream and is returned. sent, if
 // not nil, is told the size of each data frame written.
@@ -397,7 +423,34 @@ func (c *Client) upload(ctx context.Context, id uint64, cl *call, r io.Reader, s
 			giveUp()
 			return c.connErr()
 		}
+		var credit int64
+		for {
+			c.mu.Lock()
+			credit = cl.credit
+			c.mu.Unlock()
+			if credit > 0 {
+				break
+			}
+			select {
+			case <-cl.more:
+			case <-ctx.Done():
+				giveUp()
+				return ctx.Err()
+			case <-cl.done:
+				giveUp()
+				return nil
+			case <-c.dead:
+				giveUp()
+				return c.connErr()
+			}
+		}
+		buf = buf[:min(int64(len(buf)), credit)]
 		n, err := io.ReadFull(r, buf)
+		if n > 0 {
+			c.mu.Lock()
+			cl.credit -= int64(n)
+			c.mu.Unlock()
+		}
 		if n > 0 {
 			queue <- proto.Frame{Kind: proto.KindData, ID: id, Payload: buf[:n]}
 		}

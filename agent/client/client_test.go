@@ -343,6 +343,15 @@ func (f *fakeHost) Run(context.Context, host.RunRequest) (host.RunResult, error)
 }
 func (f *fakeHost) Close() error { return nil }
 
+// DialTCP times out for 10.0.0.9 and connects anywhere else.
+func (f *fakeHost) DialTCP(_ context.Context, address string, timeout time.Duration) error {
+	f.rec("DialTCP", address, timeout)
+	if strings.HasPrefix(address, "10.0.0.9:") {
+		return fmt.Errorf("dial tcp %s: i/o timeout: %w", address, context.DeadlineExceeded)
+	}
+	return nil
+}
+
 func (f *fakeHost) ListProcesses(context.Context) ([]host.Process, error) {
 	f.rec("ListProcesses")
 	return []host.Process{{PID: 4, Image: "System"}, {PID: 1234, Image: "kubelet.exe"}}, nil
@@ -504,6 +513,12 @@ var windowsCases = []struct {
 	}},
 	{proto.OpHNSDeleteEndpoint, func(ctx context.Context, h host.Host) (any, error) { return nil, h.HNSDeleteEndpoint(ctx, "e1") }},
 	{proto.OpHNSDeleteNetwork, func(ctx context.Context, h host.Host) (any, error) { return nil, h.HNSDeleteNetwork(ctx, "n1") }},
+	{proto.OpDial, func(ctx context.Context, h host.Host) (any, error) {
+		return nil, h.DialTCP(ctx, "10.0.0.5:10250", 3*time.Second)
+	}},
+	{proto.OpDial + " timeout", func(ctx context.Context, h host.Host) (any, error) {
+		return nil, h.DialTCP(ctx, "10.0.0.9:6443", time.Second)
+	}},
 }
 
 // The agent is transparent: each Windows-side call made through it (Facts,

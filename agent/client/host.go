@@ -150,6 +150,25 @@ func (c *Client) Kill(ctx context.Context, pid int, image string) (int, error) {
 	return res.Count, err
 }
 
+// DialTCP asks the agent to open (and close) a TCP connection from the
+// host. The agent bounds the dial by timeout; the round trip is bounded by
+// ctx only.
+func (c *Client) DialTCP(ctx context.Context, address string, timeout time.Duration) error {
+	_, err := c.roundTrip(ctx, proto.OpDial, proto.DialArgs{Address: address, Timeout: timeout}, nil, 0, nil)
+	return err
+}
+
+// NativePath returns the path as the host's OS names it
+// (host.NativePather): the simulation's directory for C:\k\x, the path
+// itself on Windows.
+func (c *Client) NativePath(ctx context.Context, path string) (string, error) {
+	var res proto.PathResult
+	if _, err := c.roundTrip(ctx, proto.OpNativePath, proto.PathArgs{Path: path}, nil, 0, &res); err != nil {
+		return "", err
+	}
+	return res.Path, nil
+}
+
 func (c *Client) QueryService(ctx context.Context, name string) (host.ServiceInfo, error) {
 	var si host.ServiceInfo
 	_, err := c.roundTrip(ctx, proto.OpSvcQuery, proto.NameArgs{Name: name}, nil, 0, &si)

@@ -13,8 +13,16 @@ import (
 )
 
 // Protocol is the protocol version. It changes on every incompatible change;
-// the client refuses an agent speaking another one.
-const Protocol = 2
+// the client refuses an agent speaking another one. 3 added window frames
+// (flow control of inbound streams), net.dial and fs.native_path.
+const Protocol = 3
+
+// StreamWindow is how many bytes of a request's inbound stream the client
+// may send beyond what the agent has granted back in window frames. The
+// agent queues up to this much per stream instead of blocking its reader,
+// so a handler that stops reading stalls only its own stream: the agent
+// still reads every other frame, cancels included.
+const StreamWindow = 2 << 20
 
 // MaxPayload bounds a frame's payload; a longer frame is a protocol error.
 const MaxPayload = 1 << 20
@@ -52,9 +60,24 @@ const (
 	KindDataEnd Kind = 5
 	// KindCancel: client → agent; cancel the request with this id.
 	KindCancel Kind = 6
+	// KindWindow: agent → client; the handler has read this many more bytes
+	// of the request's inbound stream (a 4-byte big-endian count), which
+	// the client may send in addition.
+	KindWindow Kind = 7
 )
 
-func (k Kind) valid() bool { return k >= KindHello && k <= KindCancel }
+func (k Kind) valid() bool { return k >= KindHello && k <= KindWindow }
+
+// WindowPayload encodes a window frame's grant.
+func WindowPayload(n uint32) []byte { return binary.BigEndian.AppendUint32(nil, n) }
+
+// ParseWindow decodes a window frame's grant.
+func ParseWindow(p []byte) (uint32, error) {
+	if len(p) != 4 {
+		return 0, protoErr("window frame payload of %d bytes, want 4", len(p))
+	}
+	return binary.BigEndian.Uint32(p), nil
+}
 
 func (k Kind) String() string {
 	switch k {
@@ -70,6 +93,8 @@ func (k Kind) String() string {
 		return "data_end"
 	case KindCancel:
 		return "cancel"
+	case KindWindow:
+		return "window"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

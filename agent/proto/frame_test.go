@@ -72,7 +72,7 @@ func TestEncodeRefuses(t *testing.T) {
 	}{
 		{"payload too large", Frame{Kind: KindData, ID: 1, Payload: make([]byte, MaxPayload+1)}},
 		{"kind zero", Frame{Kind: 0}},
-		{"unknown kind", Frame{Kind: 7}},
+		{"unknown kind", Frame{Kind: 8}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -20,10 +20,16 @@ const (
 	OpChmod   = "fs.chmod"  // PathModeArgs → nothing
 	OpRemove  = "fs.remove" // RemoveArgs → nothing
 	OpReadDir = "fs.list"   // ReadDirArgs → []host.DirEntry
+	// OpNativePath is not a Host method: it tells a transport where a path
+	// lives for the host's OS (host.NativePather), so it can reach the file
+	// another way (SFTP).
+	OpNativePath = "fs.native_path" // PathArgs → PathResult
 
 	OpRun  = "proc.run"  // RunArgs (+ stream: stdin) → data frames: stdout then stderr, then RunResult
 	OpList = "proc.list" // nothing → []host.Process
 	OpKill = "proc.kill" // KillArgs → CountResult
+
+	OpDial = "net.dial" // DialArgs → nothing
 
 	OpSvcQuery    = "svc.query"    // NameArgs → host.ServiceInfo
 	OpSvcCreate   = "svc.create"   // ServiceArgs → nothing
@@ -54,8 +60,9 @@ const (
 // Ops lists every op, in the order of the Host API.
 var Ops = []string{
 	OpFacts,
-	OpStat, OpSHA256, OpRead, OpWrite, OpMkdir, OpChmod, OpRemove, OpReadDir,
+	OpStat, OpSHA256, OpRead, OpWrite, OpMkdir, OpChmod, OpRemove, OpReadDir, OpNativePath,
 	OpRun, OpList, OpKill,
+	OpDial,
 	OpSvcQuery, OpSvcCreate, OpSvcUpdate, OpSvcRecovery, OpSvcStart, OpSvcStop, OpSvcDelete, OpSvcWait,
 	OpRegGet, OpRegSet, OpRegDelete,
 	OpEnvGet, OpEnvSet, OpEnvDelete, OpPathAdd, OpPathRm,
@@ -63,6 +70,10 @@ var Ops = []string{
 }
 
 type PathArgs struct {
+	Path string `json:"path"`
+}
+
+type PathResult struct {
 	Path string `json:"path"`
 }
 
@@ -123,6 +134,11 @@ type KillArgs struct {
 
 type CountResult struct {
 	Count int `json:"count"`
+}
+
+type DialArgs struct {
+	Address string        `json:"address"`
+	Timeout time.Duration `json:"timeout,omitempty"`
 }
 
 type NameArgs struct {

@@ -2,9 +2,11 @@ package local
 
 import (
 	"context"
+	"time"
 
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/host/osexec"
+	"github.com/wsu-project/wsu/host/osnet"
 )
 
 // waitDelay is osexec's wait for the output pipes after the child exits; a
@@ -13,4 +15,9 @@ var waitDelay = osexec.DefaultWaitDelay
 
 func (h *localHost) Run(ctx context.Context, req host.RunRequest) (host.RunResult, error) {
 	return osexec.Run(ctx, req, osexec.Options{WaitDelay: waitDelay, Prepare: killTree})
+}
+
+// DialTCP dials from this machine, which is the host.
+func (h *localHost) DialTCP(ctx context.Context, address string, timeout time.Duration) error {
+	return osnet.DialTCP(ctx, address, timeout)
 }

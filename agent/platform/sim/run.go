@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/host/osnet"
 )
 
 // linuxExecutable reports whether the file can run on Linux: an ELF binary
@@ -103,3 +104,15 @@ type localNamed struct {
 func (e localNamed) Error() string { return strings.ReplaceAll(e.err.Error(), e.local, e.win) }
 
 func (e localNamed) Unwrap() error { return e.err }
+
+// DialTCP dials from the machine running the simulation: the simulated
+// host shares its network.
+func (h *Host) DialTCP(ctx context.Context, address string, timeout time.Duration) error {
+	return osnet.DialTCP(ctx, address, timeout)
+}
+
+// NativePath is the file that simulates path (host.NativePather), so a
+// transport can reach it over SFTP.
+func (h *Host) NativePath(ctx context.Context, path string) (string, error) {
+	return h.LocalPath(path)
+}

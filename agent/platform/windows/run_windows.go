@@ -17,6 +17,7 @@ import (
 
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/host/osexec"
+	"github.com/wsu-project/wsu/host/osnet"
 )
 
 // Run is osexec's, with the child tracked in a processTree so a timeout or
@@ -150,4 +151,9 @@ func isPowerShell(argv0 string) bool {
 	base := strings.ToLower(argv0[strings.LastIndexAny(argv0, `\/`)+1:])
 	base = strings.TrimSuffix(base, ".exe")
 	return base == "powershell" || base == "pwsh"
+}
+
+// DialTCP dials with Winsock, through Go's net package.
+func (h *winHost) DialTCP(ctx context.Context, address string, timeout time.Duration) error {
+	return osnet.DialTCP(ctx, address, timeout)
 }

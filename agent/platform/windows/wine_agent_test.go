@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -149,6 +150,17 @@ func TestWineAgent(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, info.Exists)
 	assert.Equal(t, []string{"start", "stop", "exit"}, events(readMarker(t, pr.p.LinuxPath(marker))))
+
+	// TCP probes go through Winsock, which Wine maps to the Linux sockets:
+	// a listener here is reachable, a closed port is refused.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	require.NoError(t, h.DialTCP(ctx, ln.Addr().String(), 10*time.Second))
+	closed := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	err = h.DialTCP(ctx, closed, 10*time.Second)
+	require.Error(t, err, "nothing listens on %s any more", closed)
+	assert.Contains(t, err.Error(), closed)
 
 	_, err = h.HNSNetworks(ctx)
 	assert.ErrorIs(t, err, host.ErrNotSupported)
