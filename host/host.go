@@ -24,6 +24,11 @@ var ErrNotSupported = errors.New("not supported on this platform")
 // the interrupted task again: modules are idempotent, so it converges.
 var ErrConnectionLost = errors.New("connection to the host was lost")
 
+// ErrUnreachable is wrapped by a DialTCP that reached the host but not the
+// address: refused, timed out, no route. It is an observation about the
+// network, not a failure of the host or the connection to it.
+var ErrUnreachable = errors.New("cannot connect")
+
 // Lossy is implemented by hosts whose connection can die under a task;
 // Lost reports whether it has.
 type Lossy interface {
@@ -76,7 +81,8 @@ type Host interface {
 
 	// DialTCP opens a TCP connection from the host to address (host:port)
 	// within timeout (0: only ctx bounds it) and closes it again at once:
-	// whether something listens there, as the host sees the network.
+	// whether something listens there, as the host sees the network. A
+	// connection that cannot be made is an error wrapping ErrUnreachable.
 	DialTCP(ctx context.Context, address string, timeout time.Duration) error
 
 	Processes

@@ -347,7 +347,7 @@ func (f *fakeHost) Close() error { return nil }
 func (f *fakeHost) DialTCP(_ context.Context, address string, timeout time.Duration) error {
 	f.rec("DialTCP", address, timeout)
 	if strings.HasPrefix(address, "10.0.0.9:") {
-		return fmt.Errorf("dial tcp %s: i/o timeout: %w", address, context.DeadlineExceeded)
+		return fmt.Errorf("%w: dial tcp %s: i/o timeout", host.ErrUnreachable, address)
 	}
 	return nil
 }
@@ -527,7 +527,7 @@ var windowsCases = []struct {
 func TestWindowsOpsTransparent(t *testing.T) {
 	direct, served := &fakeHost{}, &fakeHost{}
 	c := agenttest.Start(t, served, agenttest.Options{}).Client
-	sentinels := []error{host.ErrNotSupported, fs.ErrNotExist, context.DeadlineExceeded}
+	sentinels := []error{host.ErrNotSupported, fs.ErrNotExist, context.DeadlineExceeded, host.ErrUnreachable}
 	for _, tc := range windowsCases {
 		t.Run(tc.op, func(t *testing.T) {
 			direct.calls, served.calls = nil, nil

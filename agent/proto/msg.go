@@ -42,6 +42,7 @@ type Code string
 
 const (
 	CodeNotSupported Code = "not_supported" // host.ErrNotSupported
+	CodeUnreachable  Code = "unreachable"   // host.ErrUnreachable
 	CodeNotFound     Code = "not_found"     // fs.ErrNotExist
 	CodeExists       Code = "exists"        // fs.ErrExist
 	CodePermission   Code = "permission"    // fs.ErrPermission
@@ -81,6 +82,7 @@ var sentinels = []struct {
 	err  error
 }{
 	{CodeNotSupported, host.ErrNotSupported},
+	{CodeUnreachable, host.ErrUnreachable},
 	{CodeInvalid, ErrInvalid},
 	{CodeNotFound, fs.ErrNotExist},
 	{CodeExists, fs.ErrExist},

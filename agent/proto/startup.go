@@ -13,8 +13,8 @@ import (
 // The start-up is text, so that a transport which mangles bytes (CRLF
 // translation, 7-bit or charset conversion) is detected before any frame:
 //
-//	agent:  WSU-AGENT/1 <version> <sha256>\n <probe> \nEND-PROBE\n
-//	client: WSU-CLIENT/1 probe=ok|bad\n <probe> \nEND-PROBE\n
+//	agent:  WSU-AGENT/<protocol> <version> <sha256>\n <probe> \nEND-PROBE\n
+//	client: WSU-CLIENT/<protocol> probe=ok|bad\n <probe> \nEND-PROBE\n
 //	agent:  MODE binary|base64\n
 //
 // The probe is the 256 byte values in order.

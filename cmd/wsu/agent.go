@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"github.com/spf13/cobra"
 
@@ -60,7 +61,7 @@ serves a Windows host SIMULATED under --sim-root, for tests and the demo only.`,
 			err := agent.Serve(cmd.Context(), a.stdin, a.stdout, backend, agent.ServerInfo{
 				Version:  version.Version,
 				SHA256:   sum,
-				Platform: platform,
+				Platform: helloPlatform(platform),
 			})
 			// Stops the cache's background hashing before the process ends.
 			return errors.Join(err, backend.Close())
@@ -83,4 +84,13 @@ func selfSHA256(cacheFile string) (string, error) {
 		return agent.SelfSHA256()
 	}
 	return hashcache.LocalSHA256(cacheFile, exe)
+}
+
+// helloPlatform names the backend in the hello: the OS for the native one
+// ("windows" on a node), "sim" for the simulation.
+func helloPlatform(flag string) string {
+	if flag == "native" {
+		return runtime.GOOS
+	}
+	return flag
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,13 @@ func TestAgentCommandServesSim(t *testing.T) {
 	sum, err := c.SHA256(ctx, `C:\k\kubelet.conf`)
 	require.NoError(t, err)
 	assert.Len(t, sum, 64)
+	// The file the simulation keeps, named as Linux (and SFTP) sees it.
+	native, err := c.NativePath(ctx, `c:\K\kubelet.conf`)
+	require.NoError(t, err)
+	b, err := os.ReadFile(native)
+	require.NoError(t, err, "fs.native_path names the simulating file")
+	assert.Equal(t, "kind: KubeletConfiguration\n", string(b))
+	assert.True(t, strings.HasPrefix(native, simRoot), "%s is under the sim root", native)
 	require.NoError(t, c.CreateService(ctx, host.ServiceConfig{Name: "kubelet", BinaryPath: `C:\k\kubelet.exe`, StartType: host.StartAutomatic}))
 	info, err := c.QueryService(ctx, "kubelet")
 	require.NoError(t, err)

@@ -8,23 +8,30 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/wsu-project/wsu/host"
 )
 
-// DialTCP connects to address and closes the connection at once. The error
-// names the address and says why, in the words of the OS.
+// DialTCP connects to address and closes the connection at once. A failed
+// connection wraps host.ErrUnreachable and says why in the words of the OS;
+// ctx ending is ctx's error, not an answer about the address.
 func DialTCP(ctx context.Context, address string, timeout time.Duration) error {
 	if _, _, err := net.SplitHostPort(address); err != nil {
 		return fmt.Errorf("dial %s: %w", address, err)
 	}
+	dctx := ctx
 	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		dctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", address)
+	conn, err := d.DialContext(dctx, "tcp", address)
 	if err != nil {
-		return err
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: %w", host.ErrUnreachable, err)
 	}
 	return conn.Close()
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wsu-project/wsu/host"
 )
 
 func TestDialTCP(t *testing.T) {
@@ -29,11 +31,14 @@ func TestDialTCP(t *testing.T) {
 	require.NoError(t, ln.Close())
 	err = DialTCP(context.Background(), open, 5*time.Second)
 	assert.True(t, errors.Is(err, syscall.ECONNREFUSED), "a closed port is refused: %v", err)
+	assert.ErrorIs(t, err, host.ErrUnreachable)
 
 	err = DialTCP(context.Background(), "127.0.0.1", time.Second)
 	assert.ErrorContains(t, err, "missing port")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	assert.ErrorIs(t, DialTCP(ctx, open, 0), context.Canceled)
+	err = DialTCP(ctx, open, 0)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.NotErrorIs(t, err, host.ErrUnreachable, "the caller gave up: no answer about the port")
 }

@@ -263,7 +263,7 @@ type fakeHost struct {
 	registryErr error             // RegistryGet fails with it
 	facts       *host.Facts       // replaces the host's facts
 	queryErrs   int               // this many probes fail before the real ones
-	onProbe     func(n int) error // called before probe n (1-based) of QueryService, Stat or HNSNetworks
+	onProbe     func(n int) error // called before probe n (1-based) of QueryService, Stat, HNSNetworks or DialTCP
 	probes      int               // probes so far
 	hnsErr      error             // HNSNetworks fails with it
 	removeErr   error             // Remove fails with it
@@ -309,6 +309,13 @@ func (f *fakeHost) Facts(ctx context.Context) (host.Facts, error) {
 		return *f.facts, nil
 	}
 	return f.Host.Facts(ctx)
+}
+
+func (f *fakeHost) DialTCP(ctx context.Context, address string, timeout time.Duration) error {
+	if err := f.probe(); err != nil {
+		return err
+	}
+	return f.Host.DialTCP(ctx, address, timeout)
 }
 
 func (f *fakeHost) Stat(ctx context.Context, path string) (host.FileInfo, error) {

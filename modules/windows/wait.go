@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
+	"net"
 	"sort"
 	"strings"
 	"time"
@@ -16,8 +18,8 @@ import (
 	"github.com/wsu-project/wsu/modules"
 )
 
-// Wait blocks until a service, file or HNS network on a Windows host is as
-// required.
+// Wait blocks until a service, file, HNS network or TCP port on a Windows
+// host is as required.
 type Wait struct{}
 
 var (
@@ -26,36 +28,53 @@ var (
 )
 
 var waitResults = []modules.Attribute{
-	{Name: "observed", Type: cty.String, Description: "What was last seen: the service state (`\"absent\"` when it does not exist), or `\"exists\"`/`\"missing\"` for a file or network."},
+	{Name: "observed", Type: cty.String, Description: "What was last seen: the service state (`\"absent\"` when it does not exist), `\"exists\"`/`\"missing\"` for a file or network, `\"open\"`/`\"closed\"` for a port."},
 	{Name: "waited", Type: cty.Number, Description: "Seconds spent waiting; 0 when the condition already held."},
 }
 
 // waitTargets are the mutually exclusive things to wait for.
-var waitTargets = []string{"service", "file", "hns_network"}
+var waitTargets = []string{"service", "file", "hns_network", "port"}
+
+// defaultPortHost is where a port is probed when host is not set: the node
+// itself, as Ansible's win_wait_for does.
+const defaultPortHost = "127.0.0.1"
+
+// dialTimeout bounds one port probe: at least a second (a SYN to a busy
+// host), at most ten (a dropped SYN must not outlast a short wait), else
+// the interval.
+func dialTimeout(interval time.Duration) time.Duration {
+	return min(max(interval, time.Second), 10*time.Second)
+}
 
 func (Wait) Schema() modules.Schema {
 	return modules.Schema{
 		Name:    "win_wait",
-		Summary: "Wait until a service reaches a state, a file exists or an HNS network appears.",
-		Description: "Checks one condition on the host, set by exactly one of `service`, `file` and " +
-			"`hns_network`. When it already holds the task makes no change; otherwise apply checks " +
+		Summary: "Wait until a service reaches a state, a file exists, an HNS network appears or a TCP port opens or closes.",
+		Description: "Checks one condition on the host, set by exactly one of `service`, `file`, " +
+			"`hns_network` and `port`. When it already holds the task makes no change; otherwise apply checks " +
 			"again every `interval` seconds until it holds or `timeout` passes, and then fails " +
 			"naming what it waited for and what it saw last. Errors while checking (the connection " +
 			"drops while hybrid-overlay reconfigures the network) count as \"not yet\" until the " +
 			"timeout; an operation the platform does not support fails at once.\n\n" +
-			"There is no TCP port check: the Host API has no way to probe a port from the node " +
-			"without a shell, and a shell probe (PowerShell `Test-NetConnection`) cannot be trusted " +
-			"everywhere wsu runs. Wait for the service that listens instead.",
+			"A port is probed by the agent on the node (`net.dial`), so `host = \"127.0.0.1\"` is " +
+			"the node itself and any other address is reached through the node's network, not the " +
+			"controller's. A probe that connects is `open`; refused, timed out (each probe waits the " +
+			"`interval`, between 1 and 10 seconds) or unroutable is `closed`.",
 		Target: modules.TargetHost,
 		Attributes: []modules.Attribute{
 			{Name: "service", Type: cty.String,
 				Description: "Name of a service to wait for; see `state`."},
-			{Name: "state", Type: cty.String, Default: cty.StringVal("running"),
-				Description: "With `service`: `\"running\"`, `\"stopped\"` or `\"absent\"` (deleted)."},
+			{Name: "state", Type: cty.String,
+				Description: "With `service`: `\"running\"` (the default), `\"stopped\"` or `\"absent\"` (deleted). " +
+					"With `port`: `\"open\"` (the default) or `\"closed\"`."},
 			{Name: "file", Type: cty.String,
 				Description: "Absolute Windows path that must exist (a file or directory)."},
 			{Name: "hns_network", Type: cty.String,
 				Description: "Name of an HNS network that must exist (compared case-insensitively)."},
+			{Name: "port", Type: cty.Number,
+				Description: "TCP port (1-65535) to wait for, probed from the node; see `host` and `state`."},
+			{Name: "host", Type: cty.String,
+				Description: "With `port`: the address (IP or name) to probe, as the node resolves and routes it. Default `\"127.0.0.1\"`, the node itself."},
 			{Name: "timeout", Type: cty.Number, Default: cty.NumberIntVal(300),
 				Description: "Seconds to wait before failing."},
 			{Name: "interval", Type: cty.Number, Default: cty.NumberIntVal(2),
@@ -83,17 +102,35 @@ func (Wait) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 	switch {
 	case len(set) == 0:
 		diags = append(diags, cfg.Error("service", "Nothing to wait for",
-			"Set exactly one of service, file and hns_network."))
+			"Set exactly one of service, file, hns_network and port."))
 	case len(set) > 1:
 		diags = append(diags, cfg.Error(set[1], "Conflicting wait targets",
 			fmt.Sprintf("%s and %s are both set; a task waits for one thing.", set[0], set[1])))
 	}
-	if _, explicit := cfg.Ranges["state"]; explicit && isNull(get(cfg, "service")) {
-		diags = append(diags, cfg.Error("state", "state without service",
-			"state applies only to a service; a file or network is waited for until it exists."))
+	service, port := !isNull(get(cfg, "service")), !isNull(get(cfg, "port"))
+	if !isNull(get(cfg, "state")) && !service && !port {
+		diags = append(diags, cfg.Error("state", "state without service or port",
+			"state applies only to a service or a port; a file or network is waited for until it exists."))
+	}
+	if !isNull(get(cfg, "host")) && !port {
+		diags = append(diags, cfg.Error("host", "host without port",
+			"host says where a port is probed; set port, or drop host."))
 	}
 	diags = append(diags, validateServiceName(cfg, "service")...)
-	diags = append(diags, validateEnum(cfg, "state", "running", "stopped", "absent")...)
+	switch {
+	case service:
+		diags = append(diags, validateEnum(cfg, "state", "running", "stopped", "absent")...)
+	case port:
+		diags = append(diags, validateEnum(cfg, "state", "open", "closed")...)
+	}
+	if v := get(cfg, "port"); !isNull(v) && v.IsKnown() {
+		if bf := v.AsBigFloat(); !bf.IsInt() || bf.Sign() <= 0 || bf.Cmp(big.NewFloat(65535)) > 0 {
+			diags = append(diags, cfg.Error("port", "Invalid port", fmt.Sprintf("port must be a whole number from 1 to 65535, not %s.", bf.Text('g', -1))))
+		}
+	}
+	if h, ok := str(get(cfg, "host")); ok && (strings.TrimSpace(h) == "" || strings.ContainsAny(h, " /\\")) {
+		diags = append(diags, cfg.Error("host", "Invalid host", fmt.Sprintf("host %q is not an address or host name.", h)))
+	}
 	diags = append(diags, validatePath(cfg, "file")...)
 	if n, ok := str(get(cfg, "hns_network")); ok && strings.TrimSpace(n) == "" {
 		diags = append(diags, cfg.Error("hns_network", "Empty network name", "hns_network must name a network."))
@@ -120,8 +157,9 @@ func (Wait) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 // waitFor is the decoded condition.
 type waitFor struct {
 	kind  string // one of waitTargets
-	what  string
-	state string // the service state wanted
+	what  string // for a port, host:port
+	state string // the service or port state wanted
+	every time.Duration
 }
 
 func (w waitFor) String() string {
@@ -133,13 +171,15 @@ func (w waitFor) String() string {
 		return fmt.Sprintf("service %s to be %s", w.what, w.state)
 	case "file":
 		return fmt.Sprintf("file %s to exist", w.what)
+	case "port":
+		return fmt.Sprintf("port %s to be %s", w.what, w.state)
 	}
 	return fmt.Sprintf("HNS network %s to exist", w.what)
 }
 
 // want is the observation that satisfies the condition.
 func (w waitFor) want() string {
-	if w.kind == "service" {
+	if w.kind == "service" || w.kind == "port" {
 		return w.state
 	}
 	return "exists"
@@ -154,21 +194,67 @@ func decodeWait(cfg modules.Config) (w waitFor, subject string, ok bool) {
 			continue
 		}
 		w.kind = t
+		if t == "port" {
+			w.what, ok = portAddress(cfg)
+			continue
+		}
 		w.what, ok = str(v)
 		if !ok {
 			w.what = knownAfterApply
 		}
 	}
-	var stateOK bool
-	if w.state, stateOK = str(get(cfg, "state")); !stateOK {
-		w.state = knownAfterApply
+	stateOK := true
+	switch st := get(cfg, "state"); {
+	case isNull(st) && w.kind == "port":
+		w.state = "open"
+	case isNull(st):
+		w.state = "running"
+	default:
+		if w.state, stateOK = str(st); !stateOK {
+			w.state = knownAfterApply
+		}
 	}
-	ok = ok && (w.kind != "service" || stateOK)
+	ok = ok && (w.kind != "service" && w.kind != "port" || stateOK)
+	if v := get(cfg, "interval"); v.IsKnown() && !v.IsNull() {
+		w.every = seconds(v)
+	}
 	return w, "wait for " + w.String(), ok
 }
 
-// probe checks the condition once and reports what it saw.
-func probe(ctx context.Context, h host.Host, w waitFor) (observed string, err error) {
+// portAddress is host:port, or what is known of it.
+func portAddress(cfg modules.Config) (string, bool) {
+	h, port := defaultPortHost, knownAfterApply
+	hostOK, portOK := true, false
+	if v := get(cfg, "host"); !isNull(v) {
+		if h, hostOK = str(v); !hostOK {
+			h = knownAfterApply
+		}
+	}
+	if v := get(cfg, "port"); v.IsKnown() && !v.IsNull() {
+		port, portOK = v.AsBigFloat().Text('f', 0), true
+	}
+	return net.JoinHostPort(h, port), hostOK && portOK
+}
+
+// probe checks the condition once and reports what it saw, and why when
+// that is worth telling (a port's refusal).
+func probe(ctx context.Context, h host.Host, w waitFor) (observed, why string, err error) {
+	if w.kind == "port" {
+		err := h.DialTCP(ctx, w.what, dialTimeout(w.every))
+		switch {
+		case err == nil:
+			return "open", "", nil
+		case errors.Is(err, host.ErrUnreachable):
+			return "closed", err.Error(), nil // an answer, not a failure
+		}
+		return "", "", err
+	}
+	observed, err = probeState(ctx, h, w)
+	return observed, "", err
+}
+
+// probeState checks a service, file or network.
+func probeState(ctx context.Context, h host.Host, w waitFor) (observed string, err error) {
 	switch w.kind {
 	case "service":
 		info, err := h.QueryService(ctx, w.what)
@@ -246,7 +332,7 @@ func (m Wait) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 	} else if req.Host == nil {
 		return modules.PlanResponse{Result: unknownResult(waitResults), Diagnostics: hcl.Diagnostics{cfg.Error(w.kind, "No host", "This module needs a host to act on.")}}
 	}
-	observed, err := probe(ctx, req.Host, w)
+	observed, _, err := probe(ctx, req.Host, w)
 	switch {
 	case errors.Is(err, host.ErrNotSupported):
 		return modules.PlanResponse{Result: unknownResult(waitResults), Diagnostics: hostError(cfg, w.kind, "Cannot check "+w.kind, err)}
@@ -269,7 +355,7 @@ func (m Wait) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 func (m Wait) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
 	diags := m.Validate(modules.ValidateRequest{Config: cfg})
-	diags = append(diags, requireKnown(cfg, "service", "state", "file", "hns_network", "timeout", "interval")...)
+	diags = append(diags, requireKnown(cfg, "service", "state", "file", "hns_network", "port", "host", "timeout", "interval")...)
 	if diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(waitResults), Diagnostics: diags}
 	}
@@ -288,7 +374,7 @@ func (m Wait) Apply(ctx context.Context, req modules.ApplyRequest) modules.Apply
 	deadline := start.Add(timeout)
 	last := "nothing yet"
 	for {
-		observed, err := probe(ctx, h, w)
+		observed, why, err := probe(ctx, h, w)
 		switch {
 		case errors.Is(err, host.ErrNotSupported):
 			return modules.ApplyResponse{Result: unknownResult(waitResults), Diagnostics: hostError(cfg, w.kind, "Cannot check "+w.kind, err)}
@@ -303,6 +389,8 @@ func (m Wait) Apply(ctx context.Context, req modules.ApplyRequest) modules.Apply
 				"observed": cty.StringVal(observed),
 				"waited":   cty.NumberFloatVal(time.Since(start).Round(time.Millisecond).Seconds()),
 			})}
+		case why != "":
+			last = fmt.Sprintf("%s (%s)", observed, why)
 		default:
 			last = observed
 		}

@@ -3,6 +3,7 @@ package windows
 import (
 	"context"
 	"fmt"
+	"net"
 	"testing"
 
 	"github.com/hashicorp/hcl/v2"
@@ -32,7 +33,27 @@ func waitAttrs(extra map[string]cty.Value) map[string]cty.Value {
 	return m
 }
 
+// listen opens a real TCP listener on 127.0.0.1, closed when the test ends.
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+func portOf(ln net.Listener) int { return ln.Addr().(*net.TCPAddr).Port }
+
+// closedPort is a port nothing listens on (any more).
+func closedPort(t *testing.T) int {
+	ln := listen(t)
+	ln.Close()
+	return portOf(ln)
+}
+
 func TestWait(t *testing.T) {
+	opens := closedPort(t)
+	closes := listen(t)
 	tests := []struct {
 		name         string
 		setup        func(t *testing.T, h *sim.Host)
@@ -87,6 +108,26 @@ func TestWait(t *testing.T) {
 			},
 			wantSubject:  "wait for HNS network " + overlay + " to exist",
 			wantObserved: "missing (networks: nat)", wantResult: "exists",
+		},
+		{
+			name:  "port opens",
+			attrs: map[string]cty.Value{"port": cty.NumberIntVal(int64(opens))},
+			becomes: func(t *testing.T, h *sim.Host) error {
+				ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", opens))
+				if err == nil {
+					t.Cleanup(func() { ln.Close() })
+				}
+				return err
+			},
+			wantSubject:  fmt.Sprintf("wait for port 127.0.0.1:%d to be open", opens),
+			wantObserved: "closed", wantResult: "open",
+		},
+		{
+			name:         "port closes",
+			attrs:        map[string]cty.Value{"port": cty.NumberIntVal(int64(portOf(closes))), "host": cty.StringVal("localhost"), "state": cty.StringVal("closed")},
+			becomes:      func(t *testing.T, h *sim.Host) error { return closes.Close() },
+			wantSubject:  fmt.Sprintf("wait for port localhost:%d to be closed", portOf(closes)),
+			wantObserved: "open", wantResult: "closed",
 		},
 	}
 	for _, tt := range tests {
@@ -143,6 +184,15 @@ func TestWaitTimeout(t *testing.T) {
 	ar = apply(t, Wait{}, h, cfg, &modules.Change{Action: modules.Run})
 	d = requireDiag(t, ar.Diagnostics, cfg, hcl.DiagError, `Timed out waiting for file C:\k\x to exist`, "file")
 	assert.Contains(t, d.Detail, "last observed: missing")
+
+	// A port's last observation says why it is closed.
+	port := closedPort(t)
+	cfg = cfgFor(t, Wait{}, map[string]cty.Value{"port": cty.NumberIntVal(int64(port)), "timeout": cty.NumberIntVal(0)})
+	ar = apply(t, Wait{}, h, cfg, &modules.Change{Action: modules.Run})
+	d = requireDiag(t, ar.Diagnostics, cfg, hcl.DiagError, fmt.Sprintf("Timed out waiting for port 127.0.0.1:%d to be open", port), "port")
+	assert.Contains(t, d.Detail, "last observed: closed (cannot connect: dial tcp 127.0.0.1:")
+	assert.Contains(t, d.Detail, "connection refused")
+	assert.Equal(t, cty.StringVal(fmt.Sprintf("closed (cannot connect: dial tcp 127.0.0.1:%d: connect: connection refused)", port)), ar.Result.GetAttr("observed"))
 }
 
 // Errors while the node's network is reconfigured are waited through.
@@ -209,6 +259,8 @@ func TestWaitUnknown(t *testing.T) {
 		{"state", map[string]cty.Value{"service": cty.StringVal("kubelet"), "state": unknownStr}, "wait for service kubelet to be " + knownAfterApply},
 		{"file", map[string]cty.Value{"file": unknownStr}, "wait for file " + knownAfterApply + " to exist"},
 		{"network", map[string]cty.Value{"hns_network": unknownStr}, "wait for HNS network " + knownAfterApply + " to exist"},
+		{"port", map[string]cty.Value{"port": cty.UnknownVal(cty.Number)}, "wait for port 127.0.0.1:" + knownAfterApply + " to be open"},
+		{"port host", map[string]cty.Value{"port": cty.NumberIntVal(6443), "host": unknownStr}, "wait for port " + knownAfterApply + ":6443 to be open"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -230,7 +282,17 @@ func TestWaitValidate(t *testing.T) {
 		{name: "nothing", attrs: map[string]cty.Value{}, wantSummary: "Nothing to wait for", wantAttr: "service"},
 		{name: "two targets", attrs: map[string]cty.Value{"service": svc, "file": cty.StringVal(`C:\k\x`)}, wantSummary: "Conflicting wait targets", wantAttr: "file"},
 		{name: "unknown target still counts", attrs: map[string]cty.Value{"service": svc, "hns_network": unknownStr}, wantSummary: "Conflicting wait targets", wantAttr: "hns_network"},
-		{name: "state for a file", attrs: map[string]cty.Value{"file": cty.StringVal(`C:\k\x`), "state": cty.StringVal("running")}, wantSummary: "state without service", wantAttr: "state"},
+		{name: "port", attrs: map[string]cty.Value{"port": cty.NumberIntVal(10250)}},
+		{name: "port closed on a host", attrs: map[string]cty.Value{"port": cty.NumberIntVal(6443), "host": cty.StringVal("api.cluster.example"), "state": cty.StringVal("closed")}},
+		{name: "state for a file", attrs: map[string]cty.Value{"file": cty.StringVal(`C:\k\x`), "state": cty.StringVal("running")}, wantSummary: "state without service or port", wantAttr: "state"},
+		{name: "service state for a port", attrs: map[string]cty.Value{"port": cty.NumberIntVal(10250), "state": cty.StringVal("running")}, wantSummary: "Invalid state", wantAttr: "state"},
+		{name: "port state for a service", attrs: map[string]cty.Value{"service": svc, "state": cty.StringVal("open")}, wantSummary: "Invalid state", wantAttr: "state"},
+		{name: "port zero", attrs: map[string]cty.Value{"port": cty.NumberIntVal(0)}, wantSummary: "Invalid port", wantAttr: "port"},
+		{name: "port too big", attrs: map[string]cty.Value{"port": cty.NumberIntVal(65536)}, wantSummary: "Invalid port", wantAttr: "port"},
+		{name: "fractional port", attrs: map[string]cty.Value{"port": cty.NumberFloatVal(80.5)}, wantSummary: "Invalid port", wantAttr: "port"},
+		{name: "host without port", attrs: map[string]cty.Value{"service": svc, "host": cty.StringVal("10.0.0.1")}, wantSummary: "host without port", wantAttr: "host"},
+		{name: "empty host", attrs: map[string]cty.Value{"port": cty.NumberIntVal(80), "host": cty.StringVal("")}, wantSummary: "Invalid host", wantAttr: "host"},
+		{name: "port and service", attrs: map[string]cty.Value{"service": svc, "port": cty.NumberIntVal(80)}, wantSummary: "Conflicting wait targets", wantAttr: "port"},
 		{name: "bad state", attrs: map[string]cty.Value{"service": svc, "state": cty.StringVal("started")}, wantSummary: "Invalid state", wantAttr: "state"},
 		{name: "bad service", attrs: map[string]cty.Value{"service": cty.StringVal(`a\b`)}, wantSummary: "Invalid service name", wantAttr: "service"},
 		{name: "relative file", attrs: map[string]cty.Value{"file": cty.StringVal("kubeconfig")}, wantSummary: "Invalid Windows path", wantAttr: "file"},

@@ -84,6 +84,7 @@ func TestWineAgent(t *testing.T) {
 	c, err = client.Dial(ctx, stdout, stdin)
 	require.NoError(t, err)
 	var h host.Host = c
+	assert.Equal(t, "windows", c.Hello().Platform, "the native backend names its OS")
 
 	f, err := h.Facts(ctx)
 	require.NoError(t, err)
@@ -106,6 +107,16 @@ func TestWineAgent(t *testing.T) {
 	onDisk, err := os.ReadFile(pr.p.LinuxPath(path))
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(data, onDisk))
+	// Chmod on Windows is the read-only attribute: 0444 sets it, anything
+	// writable clears it, and Stat reports it as Go does (0444 / 0666).
+	require.NoError(t, h.Chmod(ctx, path, 0o444))
+	fi, err := h.Stat(ctx, path)
+	require.NoError(t, err)
+	assert.Equal(t, fs.FileMode(0o444), fi.Mode.Perm(), "read-only")
+	require.NoError(t, h.Chmod(ctx, path, 0o644))
+	fi, err = h.Stat(ctx, path)
+	require.NoError(t, err)
+	assert.Equal(t, fs.FileMode(0o666), fi.Mode.Perm(), "writable again")
 	ents, err := h.ReadDir(ctx, `C:\K\AGENT DIR`, 0)
 	require.NoError(t, err)
 	require.Len(t, ents, 1)
@@ -161,6 +172,7 @@ func TestWineAgent(t *testing.T) {
 	err = h.DialTCP(ctx, closed, 10*time.Second)
 	require.Error(t, err, "nothing listens on %s any more", closed)
 	assert.Contains(t, err.Error(), closed)
+	assert.ErrorIs(t, err, host.ErrUnreachable, "an answer about the port, not a failed agent")
 
 	_, err = h.HNSNetworks(ctx)
 	assert.ErrorIs(t, err, host.ErrNotSupported)

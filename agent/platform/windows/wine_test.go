@@ -15,6 +15,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -634,8 +635,12 @@ func TestWineFactsAndHNS(t *testing.T) {
 	assert.Equal(t, "10.0", f.Version, "the template prefix reports Windows 10")
 	assert.Equal(t, "18362", f.Build)
 	assert.Equal(t, "amd64", f.Architecture)
-	assert.NotEmpty(t, f.Hostname)
-	assert.NotEmpty(t, f.FQDN)
+	// Wine answers from the Linux machine it runs on.
+	linuxName, err := os.Hostname()
+	require.NoError(t, err)
+	assert.True(t, strings.EqualFold(linuxName, f.Hostname), "hostname %q, Linux says %q", f.Hostname, linuxName)
+	assert.True(t, strings.HasPrefix(strings.ToLower(f.FQDN), strings.ToLower(f.Hostname)), "FQDN %q starts with the hostname", f.FQDN)
+	assert.Equal(t, linuxDefaultIPv4(t), f.IPv4, "IPv4 of the interface holding the default route")
 	t.Logf("facts under Wine: %+v", f)
 	// Wine has no computenetwork.dll: every HNS call says so.
 	for i, r := range rs[1:] {
@@ -643,4 +648,29 @@ func TestWineFactsAndHNS(t *testing.T) {
 		assert.True(t, r.NotSupported, "HNS step %d: %q", i+1, r.Error)
 		assert.Contains(t, r.Error, "no Host Networking Service API")
 	}
+}
+
+// linuxDefaultIPv4 is the first IPv4 address of the interface that holds
+// the default route in /proc/net/route ("" without one), which is what the
+// Windows code must find through Wine's GetBestInterface.
+func linuxDefaultIPv4(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/route")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 8 || f[1] != "00000000" || f[7] != "00000000" {
+			continue
+		}
+		ifc, err := net.InterfaceByName(f[0])
+		require.NoError(t, err)
+		addrs, err := ifc.Addrs()
+		require.NoError(t, err)
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
+				return ipn.IP.String()
+			}
+		}
+	}
+	return ""
 }
