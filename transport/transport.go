@@ -27,7 +27,7 @@ type Registry struct{ dialers map[string]Dialer }
 // NewRegistry returns the transports this build supports.
 func NewRegistry() *Registry {
 	return &Registry{dialers: map[string]Dialer{
-		"local": func(context.Context, string, map[string]inventory.Var) (host.Host, error) { return local.New(), nil },
+		"local": local.Dial,
 		"ssh":   ssh.Dial,
 		"winrm": winrm.Dial,
 	}}

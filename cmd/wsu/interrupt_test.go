@@ -21,7 +21,11 @@ import (
 // (WSU_TEST_RUN_MAIN=1): signals then reach it as they would from a shell.
 func TestMain(m *testing.M) {
 	if os.Getenv("WSU_TEST_RUN_MAIN") == "1" {
-		os.Args = append([]string{"wsu"}, strings.Fields(os.Getenv("WSU_TEST_ARGS"))...)
+		// The run's local agent is this binary again, started as
+		// `<test binary> agent`: it keeps its own arguments.
+		if len(os.Args) < 2 || os.Args[1] != "agent" {
+			os.Args = append([]string{"wsu"}, strings.Fields(os.Getenv("WSU_TEST_ARGS"))...)
+		}
 		main()
 		return
 	}

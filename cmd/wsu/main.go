@@ -6,9 +6,16 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/wsu-project/wsu/transport/local"
 )
 
 func main() {
+	// connection = local runs this binary as `wsu agent`; a library user
+	// of the engine keeps the in-process host.
+	if exe, err := os.Executable(); err == nil {
+		local.AgentExecutable = exe
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := Execute(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
