@@ -7,6 +7,7 @@ import (
 	"github.com/wsu-project/wsu/host"
 )
 
-// On the node itself (wsu apply --local, cloudbase-init) the agent's Win32
-// platform serves in-process: no agent process, no RPC hop.
+// The machine itself on Windows is the agent's Win32 platform: what
+// `wsu agent` serves (and so `wsu apply --local` on a node, through its
+// agent child), and what a library user of New gets in-process.
 func newNative() host.Host { return windows.New() }
