@@ -22,6 +22,7 @@ func sampleFrames() []Frame {
 		{Kind: KindDataEnd, ID: 7},
 		{Kind: KindDataEnd, ID: 8, Payload: []byte("client aborted")},
 		{Kind: KindCancel, ID: 1<<64 - 1},
+		{Kind: KindWindow, ID: 7, Payload: WindowPayload(256 << 10)},
 		{Kind: KindData, ID: 9, Payload: bytes.Repeat([]byte{0xa5}, MaxPayload)},
 	}
 }
