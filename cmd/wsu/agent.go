@@ -34,9 +34,7 @@ serves a Windows host SIMULATED under --sim-root, for tests and the demo only.`,
 			case "native":
 				backend = nativeHost()
 				if cacheFile == "" {
-					if exe, err := os.Executable(); err == nil {
-						cacheFile = filepath.Join(filepath.Dir(exe), "wsu-hash-cache.json")
-					}
+					cacheFile = nativeCacheFile()
 				}
 			case "sim":
 				if simRoot == "" {
@@ -72,7 +70,7 @@ serves a Windows host SIMULATED under --sim-root, for tests and the demo only.`,
 	f.StringVar(&simRoot, "sim-root", "", "directory holding the simulated host's state (--platform sim)")
 	f.StringVar(&simHostname, "sim-hostname", "sim-host", "hostname the simulated host reports")
 	f.StringVar(&simIPv4, "sim-ipv4", "127.0.0.1", "IPv4 address the simulated host reports")
-	f.StringVar(&cacheFile, "hash-cache", "", "file keeping sha256 results between runs (default: beside the agent binary, or in the sim state)")
+	f.StringVar(&cacheFile, "hash-cache", "", "file keeping sha256 results between runs (default: beside the agent binary on Windows, the user cache directory elsewhere, or the sim state)")
 	return cmd
 }
 
@@ -93,4 +91,27 @@ func helloPlatform(flag string) string {
 		return runtime.GOOS
 	}
 	return flag
+}
+
+// nativeCacheFile is where the native agent keeps its hash cache: beside
+// the agent on a Windows node (C:\k\wsu), in the user's cache directory
+// elsewhere (a --local run on Linux must not write beside /usr/local/bin/wsu).
+// "" (no cache) when neither can be found.
+func nativeCacheFile() string {
+	if runtime.GOOS == "windows" {
+		exe, err := os.Executable()
+		if err != nil {
+			return ""
+		}
+		return filepath.Join(filepath.Dir(exe), "wsu-hash-cache.json")
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	dir = filepath.Join(dir, "wsu")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "hash-cache.json")
 }
