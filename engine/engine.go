@@ -586,6 +586,18 @@ func (r *runner) recordPlan(hs *hostState, addr string, status Status, summary s
 	ph.Tasks = append(ph.Tasks, planfile.Task{Address: addr, Status: string(status), Summary: summary, Fingerprint: fp})
 }
 
+// recordRead puts a file that file(), templatefile() and friends read
+// into the plan's sources, so a saved plan goes stale, naming the file,
+// when a template changes.
+func (r *runner) recordRead(name string, data []byte) {
+	if r.req.Mode != ModePlan {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.result.Plan.Sources[name] = hashString(string(data))
+}
+
 func (r *runner) recordVars(hs *hostState, inst *instance, vals map[string]cty.Value) {
 	if r.req.Mode != ModePlan {
 		return

@@ -128,7 +128,7 @@ func (r *runner) newScope(inst *instance, hs *hostState) *scope {
 		tasks:    map[string]cty.Value{},
 		includes: map[string]cty.Value{},
 		locals:   map[string]cty.Value{},
-		funcs:    funcs.Table(inst.pb.Dir, inst.pb.FS),
+		funcs:    funcs.TableWithReads(inst.pb.Dir, inst.pb.FS, r.recordRead),
 		hostVal:  cty.UnknownVal(playbook.HostType),
 	}
 	for name, t := range inst.pb.Tasks {

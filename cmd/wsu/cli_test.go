@@ -191,6 +191,11 @@ func TestSavedPlan(t *testing.T) {
 			src, _ := os.ReadFile(pb)
 			os.WriteFile(pb, append(src, []byte("\n# edited\n")...), 0o644)
 		}, "file " + pb + " changed"},
+		{"template", func() {
+			tpl := filepath.Join(dir, "templates", "kubelet.conf.tftpl")
+			src, _ := os.ReadFile(tpl)
+			os.WriteFile(tpl, append(src, []byte("# edited\n")...), 0o644)
+		}, "file " + filepath.Join(dir, "templates", "kubelet.conf.tftpl") + " changed"},
 		{"host state", func() { os.WriteFile(filepath.Join(root, "etc", "kubelet.conf"), []byte("tampered"), 0o644) }, `task["kubelet_config"]: planned no change, now ~ update`},
 		{"env var", func() {}, "variable " + pb + ":cluster_dns changed"},
 	}

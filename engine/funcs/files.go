@@ -23,6 +23,7 @@ import (
 type fileSource struct {
 	baseDir string
 	fsys    fs.FS
+	onRead  ReadHook
 }
 
 func newFileSource(baseDir string, fsys fs.FS) *fileSource {
@@ -83,6 +84,9 @@ func (s *fileSource) read(p string) ([]byte, string, error) {
 			return nil, name, fmt.Errorf("no file exists at %s", name)
 		}
 		return nil, name, fmt.Errorf("failed to read %s: %w", name, err)
+	}
+	if s.onRead != nil {
+		s.onRead(name, data)
 	}
 	return data, name, nil
 }

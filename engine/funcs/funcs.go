@@ -20,7 +20,17 @@ import (
 // the OS filesystem (playbooks embedded in the binary); paths are then slash
 // paths inside fsys relative to baseDir.
 func Table(baseDir string, fsys fs.FS) map[string]function.Function {
+	return TableWithReads(baseDir, fsys, nil)
+}
+
+// ReadHook is told of every file a file function read, by resolved name,
+// with its content: a saved plan fingerprints them like the playbook.
+type ReadHook func(name string, data []byte)
+
+// TableWithReads is Table with a hook on file reads (nil: none).
+func TableWithReads(baseDir string, fsys fs.FS, onRead ReadHook) map[string]function.Function {
 	files := newFileSource(baseDir, fsys)
+	files.onRead = onRead
 	t := baseTable()
 
 	t["file"] = makeFileFunc(files)

@@ -34,8 +34,8 @@ type Plan struct {
 	Kubeconfig  string `json:"kubeconfig,omitempty"`
 	KubeContext string `json:"kube_context,omitempty"`
 
-	// Sources maps every playbook, var file and inventory file read to its
-	// sha256.
+	// Sources maps every playbook, var file and inventory file read, and
+	// every file the file functions read while planning, to its sha256.
 	Sources map[string]string `json:"sources"`
 	Hosts   map[string]*Host  `json:"hosts"`
 }
