@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/transport/notify"
 )
 
 // EventSchema versions the event stream (`--output json`). Add fields freely;
@@ -22,6 +24,8 @@ const (
 	EventTaskResult   EventType = "task_result"
 	EventUnreachable  EventType = "host_unreachable"
 	EventReconnecting EventType = "host_reconnecting"
+	EventHostWarning  EventType = "host_warning"
+	EventConnectRetry EventType = "host_connect_retry"
 	EventHostFailed   EventType = "host_failed"
 	EventPlayAborted  EventType = "play_aborted"
 	EventDiagnostic   EventType = "diagnostic"
@@ -61,8 +65,13 @@ type Event struct {
 	Status  Status      `json:"status,omitempty"`
 	Change  *ChangeView `json:"change,omitempty"`
 	// Message is what a task asks to show (print's msg).
-	Message     string           `json:"message,omitempty"`
-	Attempts    int              `json:"attempts,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Attempts is a task's attempts (task_result), or the number of the
+	// connection attempt that failed (host_connect_retry).
+	Attempts int `json:"attempts,omitempty"`
+	// RetryInMS is how long the transport waits before its next connection
+	// attempt (host_connect_retry).
+	RetryInMS   int64            `json:"retry_in_ms,omitempty"`
 	DurationMS  int64            `json:"duration_ms,omitempty"`
 	Hosts       []string         `json:"hosts,omitempty"`
 	Batches     [][]string       `json:"batches,omitempty"`
@@ -158,6 +167,28 @@ type HooksFunc func(Event)
 
 // Event implements Hooks.
 func (f HooksFunc) Event(e Event) { f(e) }
+
+// notifier turns what a transport reports while connecting to a host into
+// events: warnings become host_warning, failed attempts that will be
+// retried host_connect_retry.
+func (r *runner) notifier(hostName string) notify.Func {
+	return func(n notify.Notice) {
+		e := Event{Host: hostName, Message: n.Summary}
+		switch n.Kind {
+		case notify.Retry:
+			e.Type = EventConnectRetry
+			e.Attempts = n.Attempt
+			e.RetryInMS = n.Wait.Milliseconds()
+			if n.Err != nil {
+				e.Diagnostics = []DiagnosticView{{Severity: "warning", Summary: fmt.Sprintf("Connection attempt %d failed", n.Attempt), Detail: n.Err.Error()}}
+			}
+		default:
+			e.Type = EventHostWarning
+			e.Diagnostics = []DiagnosticView{{Severity: "warning", Summary: n.Summary, Detail: n.Detail}}
+		}
+		r.emit(e)
+	}
+}
 
 // DiagViews flattens diagnostics for events.
 func DiagViews(diags hcl.Diagnostics) []DiagnosticView {

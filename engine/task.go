@@ -15,6 +15,7 @@ import (
 	"github.com/wsu-project/wsu/engine/playbook"
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/modules"
+	"github.com/wsu-project/wsu/transport/notify"
 )
 
 // playOnHost runs a play's tasks, then its notified handlers, on one host.
@@ -547,6 +548,9 @@ func (r *runner) connect(ctx context.Context, hs *hostState) (host.Host, error) 
 	if r.req.Connector == nil {
 		return nil, fmt.Errorf("no transport configured")
 	}
+	// What the transport reports while connecting (a host key recorded on
+	// first use, retries) becomes host_warning and host_connect_retry.
+	ctx = notify.With(ctx, r.notifier(hs.name))
 	h, err := r.req.Connector.Connect(ctx, Target{Name: hs.name, Vars: hs.vars})
 	if err != nil {
 		return nil, err

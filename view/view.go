@@ -148,6 +148,10 @@ func (h *Human) Event(e engine.Event) {
 		h.printf("  %s%s\n%s", h.paint(cRed, "error"), where, h.diagBlock(e.Diagnostics, "    "))
 	case engine.EventReconnecting:
 		h.printf("  %s [%s] %s\n", h.paint(cYellow, "reconnecting"), e.Host, e.Message)
+	case engine.EventConnectRetry:
+		h.printf("  %s [%s] %s\n", h.paint(cYellow, "retrying"), e.Host, e.Message)
+	case engine.EventHostWarning:
+		h.printf("  %s [%s]\n%s", h.paint(cYellow, "warning"), e.Host, h.diagBlock(e.Diagnostics, "    "))
 	case engine.EventRunCancelled:
 		h.printf("\n%s\n", h.paint(cYellow, "Interrupted: tasks in flight finished or were stopped (file writes roll back); nothing else was started."))
 	case engine.EventRecap:

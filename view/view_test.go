@@ -79,3 +79,36 @@ func TestHumanPlanShowsWarningsOfUnchangedTasks(t *testing.T) {
 	assert.Contains(t, got, "on remove.hcl line 80, column 7\n")
 	assert.NotContains(t, got, "quiet", "an unchanged task without warnings stays unlisted")
 }
+
+// What a transport reports while connecting is shown as it happens: each
+// retry and each warning (a host key recorded on first use) on its own
+// line in the human view, and as host_connect_retry / host_warning events
+// in the JSON view.
+func TestConnectNotices(t *testing.T) {
+	retry := engine.Event{Type: engine.EventConnectRetry, Host: "win01", Attempts: 2, RetryInMS: 1900,
+		Message:     "connection attempt 2 to admin@10.0.0.5:22 failed: dial tcp 10.0.0.5:22: connect: connection refused; retrying in 1.9s (connect_retry_window = 5m0s, 4m57s left)",
+		Diagnostics: []engine.DiagnosticView{{Severity: "warning", Summary: "Connection attempt 2 failed", Detail: "dial tcp 10.0.0.5:22: connect: connection refused"}}}
+	warn := engine.Event{Type: engine.EventHostWarning, Host: "win01",
+		Message:     "Permanently added the host key of '10.0.0.5' (ssh-ed25519 SHA256:abc) to the list of known hosts /root/.ssh/known_hosts",
+		Diagnostics: []engine.DiagnosticView{{Severity: "warning", Summary: "Permanently added the host key of '10.0.0.5' (ssh-ed25519 SHA256:abc) to the list of known hosts /root/.ssh/known_hosts", Detail: "Compare SHA256:abc with the host's own fingerprint."}}}
+
+	var out bytes.Buffer
+	h := NewHuman(&out, HumanOptions{})
+	h.Event(retry)
+	h.Event(warn)
+	assert.Equal(t, "  retrying [win01] "+retry.Message+"\n"+
+		"  warning [win01]\n    Warning: "+warn.Diagnostics[0].Summary+"\n      Compare SHA256:abc with the host's own fingerprint.\n", out.String())
+
+	out.Reset()
+	j := NewJSON(&out)
+	j.Event(retry)
+	j.Event(warn)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if assert.Len(t, lines, 2) {
+		assert.Contains(t, lines[0], `"type":"host_connect_retry"`)
+		assert.Contains(t, lines[0], `"attempts":2,"retry_in_ms":1900`)
+		assert.Contains(t, lines[0], `"detail":"dial tcp 10.0.0.5:22: connect: connection refused"`)
+		assert.Contains(t, lines[1], `"type":"host_warning"`)
+		assert.Contains(t, lines[1], `SHA256:abc`)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/transport/notify"
 	"github.com/wsu-project/wsu/version"
 )
 
@@ -99,6 +100,16 @@ type Config struct {
 	AgentArgs []string
 	// AgentBinary is the local file uploaded as the agent.
 	AgentBinary string
+
+	// Notify receives what the user must see while connecting: a host key
+	// recorded by trust on first use, each failed attempt that will be
+	// retried, inventory options wsu ignores (Warnings). Dial sets it from
+	// the context (notify.With); nil means notify.From(ctx) at Connect,
+	// which writes to stderr when the context carries no hook.
+	Notify notify.Func
+	// Warnings are found by ParseConfig (options in ansible_ssh_*_args wsu
+	// does not act on); Connect reports them through Notify.
+	Warnings []string
 }
 
 // JumpHost is a bastion from proxy_jump ("user@host:port").

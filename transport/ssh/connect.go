@@ -13,6 +13,8 @@ import (
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/wsu-project/wsu/transport/notify"
 )
 
 // Backoff between connection attempts: doubling from the first, capped.
@@ -244,6 +246,11 @@ func connect(ctx context.Context, cfg Config) (*conn, error) {
 		cerr.Addr += " via " + cfg.ProxyJump.User + "@" + cfg.ProxyJump.Addr()
 	}
 	backoff := firstBackoff
+	cfg.Notify = cfg.notifier(ctx)
+	report := cfg.Notify
+	for _, w := range cfg.Warnings {
+		report(notify.Notice{Kind: notify.Warning, Host: cfg.Name, Summary: w})
+	}
 	for {
 		c, err := dialOnce(ctx, cfg, creds)
 		if err == nil {
@@ -279,6 +286,16 @@ func connect(ctx context.Context, cfg Config) (*conn, error) {
 			}
 			return nil, cerr
 		}
+		last := cerr.Attempts[len(cerr.Attempts)-1].err
+		report(notify.Notice{
+			Kind:    notify.Retry,
+			Host:    cfg.Name,
+			Attempt: len(cerr.Attempts),
+			Err:     last,
+			Wait:    wait,
+			Summary: fmt.Sprintf("connection attempt %d to %s failed: %v; retrying in %s (%s, %s left)",
+				len(cerr.Attempts), cerr.Addr, last, round(wait), windowName(classify(err), window), round(window-elapsed)),
+		})
 		select {
 		case <-ctx.Done():
 			cerr.Why = fmt.Sprintf("stopped retrying: %v", ctx.Err())
@@ -287,6 +304,14 @@ func connect(ctx context.Context, cfg Config) (*conn, error) {
 		}
 		backoff = min(backoff*2, maxBackoff)
 	}
+}
+
+// notifier is cfg.Notify, or the context's hook (stderr without one).
+func (c Config) notifier(ctx context.Context) notify.Func {
+	if c.Notify != nil {
+		return c.Notify
+	}
+	return notify.From(ctx)
 }
 
 func windowName(k errKind, d time.Duration) string {
@@ -309,7 +334,7 @@ func authHint(err error, cr *credentials) error {
 func dialOnce(ctx context.Context, cfg Config, creds *credentials) (*conn, error) {
 	var nc net.Conn
 	var jump *gossh.Client
-	policy := hostKeyPolicy{knownHosts: cfg.KnownHostsFile, tofu: cfg.TrustOnFirstUse}
+	policy := hostKeyPolicy{knownHosts: cfg.KnownHostsFile, tofu: cfg.TrustOnFirstUse, name: cfg.Name, notify: cfg.Notify, jump: true}
 	if j := cfg.ProxyJump; j != nil {
 		jnc, err := dialTCP(ctx, j.Addr(), cfg.ConnectTimeout)
 		if err != nil {
@@ -332,7 +357,7 @@ func dialOnce(ctx context.Context, cfg Config, creds *credentials) (*conn, error
 			return nil, err
 		}
 	}
-	policy.pinned = cfg.HostKey
+	policy.pinned, policy.jump = cfg.HostKey, false
 	client, err := handshake(ctx, nc, cfg.Addr(), cfg.User, creds.target, policy, cfg.ConnectTimeout)
 	if err != nil {
 		if jump != nil {

@@ -14,6 +14,8 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/wsu-project/wsu/transport/notify"
 )
 
 // HostKeyError is a host key wsu refused. It is never retried: waiting
@@ -33,6 +35,11 @@ type hostKeyPolicy struct {
 	knownHosts string
 	pinned     gossh.PublicKey
 	tofu       bool
+	// name (the inventory name) and notify report a key recorded by trust
+	// on first use; jump is set for the jump host's key.
+	name   string
+	notify notify.Func
+	jump   bool
 }
 
 // knownHostsMu serialises TOFU appends from hosts dialled in parallel.
@@ -78,7 +85,11 @@ func (p hostKeyPolicy) callback(addr string) (gossh.HostKeyCallback, []string, e
 				addr, describeKey(key), strings.Join(want, " or "), shellQuote(knownhosts.Normalize(addr)), p.knownHosts)}
 		case errors.As(err, &ke):
 			if p.tofu {
-				return p.record(addr, key)
+				added, err := p.record(addr, key)
+				if added {
+					p.warnRecorded(addr, key)
+				}
+				return err
 			}
 			return &HostKeyError{Addr: addr, Offered: key, msg: unknownKeyMessage(addr, key, p.knownHosts)}
 		default:
@@ -109,25 +120,26 @@ func (p hostKeyPolicy) load() (gossh.HostKeyCallback, error) {
 }
 
 // record appends an unknown key (trust on first use), creating the file
-// 0600 and its directory 0700 as OpenSSH does.
-func (p hostKeyPolicy) record(addr string, key gossh.PublicKey) error {
+// 0600 and its directory 0700 as OpenSSH does. added is false when a
+// parallel dial of the same host recorded it first.
+func (p hostKeyPolicy) record(addr string, key gossh.PublicKey) (added bool, err error) {
 	if p.knownHosts == "" {
-		return fmt.Errorf("ssh_trust_on_first_use: no known hosts file to record %s's key in (set ssh_known_hosts_file)", addr)
+		return false, fmt.Errorf("ssh_trust_on_first_use: no known hosts file to record %s's key in (set ssh_known_hosts_file)", addr)
 	}
 	knownHostsMu.Lock()
 	defer knownHostsMu.Unlock()
 	if err := os.MkdirAll(filepath.Dir(p.knownHosts), 0o700); err != nil {
-		return fmt.Errorf("ssh_trust_on_first_use: %w", err)
+		return false, fmt.Errorf("ssh_trust_on_first_use: %w", err)
 	}
 	f, err := os.OpenFile(p.knownHosts, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
 	if err != nil {
-		return fmt.Errorf("ssh_trust_on_first_use: %w", err)
+		return false, fmt.Errorf("ssh_trust_on_first_use: %w", err)
 	}
 	defer f.Close()
 	// A parallel dial of the same host may have recorded it meanwhile.
 	if db, err := knownhosts.New(p.knownHosts); err == nil {
 		if err := db(addr, &net.TCPAddr{}, key); err == nil {
-			return nil
+			return false, nil
 		}
 	}
 	line := knownhosts.Line([]string{knownhosts.Normalize(addr)}, key) + "\n"
@@ -138,9 +150,33 @@ func (p hostKeyPolicy) record(addr string, key gossh.PublicKey) error {
 		}
 	}
 	if _, err := f.WriteString(line); err != nil {
-		return fmt.Errorf("ssh_trust_on_first_use: recording the key: %w", err)
+		return false, fmt.Errorf("ssh_trust_on_first_use: recording the key: %w", err)
 	}
-	return nil
+	return true, nil
+}
+
+// warnRecorded says, as OpenSSH's "Permanently added ... to the list of
+// known hosts" does, that trust on first use accepted and recorded a key:
+// the one moment a man in the middle would go unnoticed.
+func (p hostKeyPolicy) warnRecorded(addr string, key gossh.PublicKey) {
+	if p.notify == nil {
+		return
+	}
+	entry := knownhosts.Normalize(addr)
+	what := "the host key of '" + entry + "'"
+	if p.jump {
+		what = "the host key of the jump host '" + entry + "'"
+	}
+	p.notify(notify.Notice{
+		Kind: notify.Warning,
+		Host: p.name,
+		Summary: fmt.Sprintf("Permanently added %s (%s) to the list of known hosts %s",
+			what, describeKey(key), p.knownHosts),
+		Detail: fmt.Sprintf("ssh_trust_on_first_use=true accepted a key wsu had never seen for %s and wrote it to %s. "+
+			"Compare %s with the host's own fingerprint (ssh-keygen -lf <host key file>; on Windows C:\\ProgramData\\ssh\\ssh_host_ed25519_key.pub). "+
+			"If they differ, remove the entry (ssh-keygen -R %s -f %s): the connection may have been intercepted.",
+			entry, p.knownHosts, gossh.FingerprintSHA256(key), shellQuote(entry), p.knownHosts),
+	})
 }
 
 func unknownKeyMessage(addr string, key gossh.PublicKey, file string) string {

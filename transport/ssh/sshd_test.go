@@ -30,6 +30,7 @@ import (
 	"github.com/wsu-project/wsu/modules"
 	"github.com/wsu-project/wsu/modules/generic"
 	sshdtest "github.com/wsu-project/wsu/test/sshd"
+	"github.com/wsu-project/wsu/transport/notify"
 )
 
 // connectOnly opens (and the cleanup closes) an SSH connection, without
@@ -214,10 +215,60 @@ func TestHostKeyPolicy(t *testing.T) {
 	}
 }
 
+// notices collects what a transport reports, for tests.
+type notices struct {
+	mu   sync.Mutex
+	list []notify.Notice
+	// arrived is signalled (without blocking) on every notice.
+	arrived chan struct{}
+}
+
+func newNotices() *notices { return &notices{arrived: make(chan struct{}, 1)} }
+
+func (n *notices) add(x notify.Notice) {
+	n.mu.Lock()
+	n.list = append(n.list, x)
+	n.mu.Unlock()
+	select {
+	case n.arrived <- struct{}{}:
+	default:
+	}
+}
+
+func (n *notices) get() []notify.Notice {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]notify.Notice(nil), n.list...)
+}
+
 func TestTrustOnFirstUse(t *testing.T) {
 	r := newRig(t)
 	file := filepath.Join(t.TempDir(), "new", "known_hosts")
-	require.NoError(t, connectOnly(t, r.config(t, map[string]string{"ssh_known_hosts_file": file, "ssh_trust_on_first_use": "true"})))
+	got := newNotices()
+	cfg := r.config(t, map[string]string{"ssh_known_hosts_file": file, "ssh_trust_on_first_use": "true"})
+	cfg.Notify = got.add
+	require.NoError(t, connectOnly(t, cfg))
+
+	// The key was recorded, and the user was told so, as OpenSSH's
+	// "Permanently added ... to the list of known hosts" does.
+	ws := got.get()
+	require.Len(t, ws, 1, "one warning for the recorded key: %v", ws)
+	w := ws[0]
+	assert.Equal(t, notify.Warning, w.Kind)
+	assert.Equal(t, "win01", w.Host)
+	var fingerprints []string
+	for _, k := range r.srv.HostKeys {
+		fingerprints = append(fingerprints, k.Type()+" "+gossh.FingerprintSHA256(k))
+	}
+	text := w.String()
+	assert.Contains(t, text, "Permanently added the host key of '[127.0.0.1]:"+strconv.Itoa(r.srv.Port)+"'")
+	assert.Contains(t, text, "list of known hosts "+file)
+	assert.Contains(t, text, "ssh-keygen -R '[127.0.0.1]:"+strconv.Itoa(r.srv.Port)+"' -f "+file)
+	found := false
+	for _, fp := range fingerprints {
+		found = found || strings.Contains(text, fp)
+	}
+	assert.True(t, found, "the warning %q names the key type and SHA256 fingerprint of one of the host's keys %v", text, fingerprints)
 
 	fi, err := os.Stat(file)
 	require.NoError(t, err)
@@ -225,8 +276,13 @@ func TestTrustOnFirstUse(t *testing.T) {
 	b, _ := os.ReadFile(file)
 	assert.Contains(t, string(b), "[127.0.0.1]:"+strconv.Itoa(r.srv.Port)+" ")
 
-	// The recorded key is now trusted without TOFU.
+	// The recorded key is now trusted without TOFU, and a known key
+	// warns of nothing.
+	cfg = r.config(t, map[string]string{"ssh_known_hosts_file": file, "ssh_trust_on_first_use": "true"})
+	cfg.Notify = got.add
+	require.NoError(t, connectOnly(t, cfg))
 	require.NoError(t, connectOnly(t, r.config(t, map[string]string{"ssh_known_hosts_file": file})))
+	assert.Len(t, got.get(), 1, "no warning for a key already known")
 	// TOFU never overrides a mismatch.
 	other := sshdtest.NewKey(t, t.TempDir(), sshdtest.KeyOptions{}).Public
 	require.NoError(t, os.WriteFile(file, []byte("[127.0.0.1]:"+strconv.Itoa(r.srv.Port)+" "+string(gossh.MarshalAuthorizedKey(other))), 0o600))
