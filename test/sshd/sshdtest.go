@@ -20,7 +20,7 @@
 //   - SFTP is internal-sftp (sftp-server's code inside sshd) unless
 //     Options.ExternalSFTP: the external sftp-server is started through the
 //     user's login shell, whose rc files can take seconds (every exec pays
-//     that too).
+//     that too). Options.NoSFTP leaves the subsystem out: SFTP is refused.
 //   - sshd logs at VERBOSE to a file; the test's cleanup stops sshd and, if
 //     the test failed, prints the log.
 package sshdtest
@@ -147,6 +147,9 @@ type Options struct {
 	// SetEnv are environment variables (NAME=VALUE) sshd sets in every
 	// session, so programs a login starts see them (sshd_config SetEnv).
 	SetEnv []string
+	// NoSFTP leaves the Subsystem line out of sshd_config, so SFTP is
+	// refused, as on a Windows host whose administrator removed it.
+	NoSFTP bool
 }
 
 // Start runs a new sshd; the test's cleanup stops it.
@@ -209,6 +212,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.ExternalSFTP {
 		s.sftp = "/usr/lib/openssh/sftp-server"
+	}
+	if opts.NoSFTP {
+		s.sftp = ""
 	}
 	s.setEnv = opts.SetEnv
 	if err := s.setUp(); err != nil {
@@ -283,8 +289,10 @@ AllowTcpForwarding yes
 X11Forwarding no
 PrintMotd no
 LogLevel VERBOSE
-Subsystem sftp %s
-`, filepath.Join(s.Dir, "sshd.pid"), s.AuthorizedKeys, s.sftp)
+`, filepath.Join(s.Dir, "sshd.pid"), s.AuthorizedKeys)
+	if s.sftp != "" {
+		fmt.Fprintf(&cfg, "Subsystem sftp %s\n", s.sftp)
+	}
 	for _, kv := range s.setEnv {
 		fmt.Fprintf(&cfg, "SetEnv %q\n", kv)
 	}

@@ -93,3 +93,34 @@ func readFile(t *testing.T, name string) []byte {
 	}
 	return b
 }
+
+func TestNoSFTP(t *testing.T) {
+	for _, noSFTP := range []bool{false, true} {
+		s := StartWith(t, Options{NoSFTP: noSFTP})
+		key := NewKey(t, t.TempDir(), KeyOptions{})
+		s.Authorize(t, key.Public)
+		c, err := ssh.Dial("tcp", s.Addr, &ssh.ClientConfig{
+			User:              s.User,
+			Auth:              []ssh.AuthMethod{ssh.PublicKeys(loadSigner(t, key.File))},
+			HostKeyCallback:   ssh.FixedHostKey(s.HostKeys[0]),
+			HostKeyAlgorithms: []string{s.HostKeys[0].Type()},
+			Timeout:           10 * time.Second,
+		})
+		if err != nil {
+			t.Fatalf("dial: %v", err)
+		}
+		sess, err := c.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = sess.RequestSubsystem("sftp")
+		sess.Close()
+		c.Close()
+		if noSFTP && err == nil {
+			t.Error("NoSFTP: the sftp subsystem was granted")
+		}
+		if !noSFTP && err != nil {
+			t.Errorf("the sftp subsystem was refused: %v", err)
+		}
+	}
+}

@@ -44,6 +44,10 @@ type agentSession struct {
 	// uploaded is how much of the agent binary was sent to start this
 	// agent: 0 when the one in place was current.
 	uploaded int64
+	// deployMethod is how it was sent: deployNone, deploySFTP or
+	// deployExec; noSFTP why SFTP could not be used, for deployExec.
+	deployMethod string
+	noSFTP       error
 }
 
 // close ends the agent (its stdin closes) and waits up to grace for it to
@@ -155,13 +159,13 @@ func startOrDeploy(ctx context.Context, c *conn, cfg Config, wantSum func() (str
 		why = err.Error()
 	}
 
-	n, uerr := uploadAgent(ctx, c, cfg)
+	d, uerr := deployAgent(ctx, c, cfg)
 	if uerr != nil {
 		// Another run may have deployed the same build meanwhile (and on
 		// Windows be running it, so ours could not replace it).
 		if a, err := startAgent(ctx, c, cfg); err == nil {
 			if a.client.Hello().AgentSHA256 == want {
-				a.uploaded = n
+				a.uploaded, a.deployMethod, a.noSFTP = d.bytes, d.method, d.noSFTP
 				return a, nil
 			}
 			a.close(5 * time.Second)
@@ -174,11 +178,60 @@ func startOrDeploy(ctx context.Context, c *conn, cfg Config, wantSum func() (str
 	}
 	if got := a.client.Hello().AgentSHA256; got != want {
 		a.close(5 * time.Second)
-		return nil, fmt.Errorf("the agent deployed to %s reports sha256 %s, but %s has %s: the file was changed after the upload", cfg.AgentPath, got, cfg.AgentBinary, want)
+		return nil, fmt.Errorf("the agent deployed to %s (%s) reports sha256 %s, but %s has %s: the file was changed after the upload", cfg.AgentPath, deployName(d.method), got, cfg.AgentBinary, want)
 	}
-	a.uploaded = n
+	a.uploaded, a.deployMethod, a.noSFTP = d.bytes, d.method, d.noSFTP
 	return a, nil
 }
+
+// deployAgent uploads the agent binary over SFTP or, when the SFTP
+// subsystem cannot be started (sshd_config without `Subsystem sftp`),
+// through an exec session's stdin. The bytes sent are counted also when it
+// fails.
+func deployAgent(ctx context.Context, c *conn, cfg Config) (deployment, error) {
+	n, err := uploadAgent(ctx, c, cfg)
+	d := deployment{bytes: n, method: deploySFTP}
+	var ns *noSFTPError
+	if !errors.As(err, &ns) {
+		return d, err
+	}
+	if dead, derr := c.dead(); dead {
+		return d, fmt.Errorf("%w (%v)", err, derr)
+	}
+	if ctx.Err() != nil {
+		return d, err
+	}
+	d.method, d.noSFTP = deployExec, err
+	d.bytes, err = execUploadAgent(ctx, c, cfg)
+	if err != nil {
+		return d, fmt.Errorf("%v; through an exec session instead: %w", d.noSFTP, err)
+	}
+	return d, nil
+}
+
+// deployment is what deployAgent did.
+type deployment struct {
+	bytes  int64  // of the agent binary sent
+	method string // deploySFTP or deployExec
+	noSFTP error  // why SFTP was not used, for deployExec
+}
+
+func deployName(method string) string {
+	if method == deployExec {
+		return "through an exec session, without SFTP"
+	}
+	return "over SFTP"
+}
+
+// noSFTPError is SFTP that could not be started: the subsystem is missing
+// or refused. Nothing was written, so another way may be tried.
+type noSFTPError struct{ err error }
+
+func (e *noSFTPError) Error() string {
+	return "starting SFTP (is the sftp subsystem enabled in sshd_config?): " + e.err.Error()
+}
+
+func (e *noSFTPError) Unwrap() error { return e.err }
 
 // newSFTP opens the SFTP subsystem tuned for bulk uploads.
 func newSFTP(c *gossh.Client) (*sftp.Client, error) {
@@ -188,7 +241,7 @@ func newSFTP(c *gossh.Client) (*sftp.Client, error) {
 		sftp.MaxConcurrentRequestsPerFile(sftpConcurrency),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("starting SFTP (is the sftp subsystem enabled in sshd_config?): %w", err)
+		return nil, &noSFTPError{err}
 	}
 	return sc, nil
 }
