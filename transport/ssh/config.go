@@ -212,6 +212,9 @@ func ParseConfig(name string, vars map[string]inventory.Var) (Config, error) {
 		}
 		c.ProxyJump = j
 	}
+	// Ansible's ssh arguments: a jump host there counts unless proxy_jump
+	// is set; other options are errors or warnings (sshargs.go).
+	r.ansibleSSHArgs(&c)
 
 	switch c.RemoteOS {
 	case "windows", "linux":

@@ -423,13 +423,27 @@ func TestProxyJump(t *testing.T) {
 	bastion.AppendKnownHosts(t, target.knownHosts)
 	jump := bastion.User + "@" + bastion.Addr
 
-	h, err := Dial(testCtx(t, 2*time.Minute), "win01", target.vars(t, map[string]string{"proxy_jump": jump}))
-	require.NoError(t, err)
-	defer h.Close()
-	f, err := h.Facts(testCtx(t, time.Minute))
-	require.NoError(t, err)
-	assert.Equal(t, "windows", f.OS)
-	assert.Contains(t, bastion.Log(), "Accepted publickey for "+bastion.User, "the connection went through the bastion")
+	// wsu's proxy_jump, and the forms Ansible inventories use.
+	forms := []struct{ name, variable, value string }{
+		{"proxy_jump", "proxy_jump", jump},
+		{"ansible_ssh_common_args -o ProxyJump", "ansible_ssh_common_args", "-o ProxyJump=" + jump},
+		{"ansible_ssh_extra_args -J", "ansible_ssh_extra_args", "-J " + jump},
+		{"ansible_ssh_common_args ProxyCommand ssh -W", "ansible_ssh_common_args",
+			`-o ProxyCommand="ssh -W %h:%p -q -p ` + strconv.Itoa(bastion.Port) + " " + bastion.User + "@" + bastion.Host + `"`},
+	}
+	for _, form := range forms {
+		t.Run(form.name, func(t *testing.T) {
+			before := strings.Count(bastion.Log(), "Accepted publickey for "+bastion.User)
+			h, err := Dial(testCtx(t, 2*time.Minute), "win01", target.vars(t, map[string]string{form.variable: form.value}))
+			require.NoError(t, err)
+			defer h.Close()
+			assert.Equal(t, &JumpHost{User: bastion.User, Host: bastion.Host, Port: bastion.Port}, h.(*Host).cfg.ProxyJump)
+			f, err := h.Facts(testCtx(t, time.Minute))
+			require.NoError(t, err)
+			assert.Equal(t, "windows", f.OS)
+			assert.Equal(t, before+1, strings.Count(bastion.Log(), "Accepted publickey for "+bastion.User), "the connection went through the bastion")
+		})
+	}
 
 	t.Run("the jump host's key is verified too", func(t *testing.T) {
 		kh := filepath.Join(t.TempDir(), "known_hosts")
