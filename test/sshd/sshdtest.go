@@ -11,7 +11,9 @@
 //     separation directory /run/sshd, which is created if missing.
 //   - UsePAM is off, so sshd checks passwords against /etc/shadow itself and
 //     needs no PAM stack; StrictModes is off, so the temp files it reads
-//     may live under /tmp.
+//     may live under /tmp. Options.KbdInteractiveOnly is the exception: on
+//     Linux sshd offers keyboard-interactive only through PAM, so that sshd
+//     uses a PAM service of its own (PAMService, written to /etc/pam.d).
 //   - Root's password is never touched. Password tests log in as a
 //     dedicated local user, "wsutest", created on first use (useradd) with a
 //     random password set by chpasswd and kept, mode 0600, in
@@ -130,6 +132,8 @@ type Server struct {
 	Dir string
 
 	config   string
+	binary   string // SSHD, or a symlink to it (KbdInteractiveOnly)
+	kbdint   bool
 	sftp     string
 	setEnv   []string
 	cmd      *exec.Cmd
@@ -150,6 +154,36 @@ type Options struct {
 	// NoSFTP leaves the Subsystem line out of sshd_config, so SFTP is
 	// refused, as on a Windows host whose administrator removed it.
 	NoSFTP bool
+	// KbdInteractiveOnly allows keyboard-interactive authentication only
+	// (AuthenticationMethods keyboard-interactive). On Linux sshd answers
+	// it only through PAM, so this sshd runs with UsePAM yes and the PAM
+	// service PAMService (pam_unix: the password in /etc/shadow), which it
+	// writes to /etc/pam.d as root. sshd names its PAM service after its
+	// program name, so it runs through a symlink called PAMService; the
+	// system's own "sshd" service is not touched.
+	KbdInteractiveOnly bool
+}
+
+// PAMService is the PAM service of a KbdInteractiveOnly sshd.
+const PAMService = "wsu-sshdtest-kbdint"
+
+const pamConfig = `# Written by wsu's test/sshd (sshdtest) for its keyboard-interactive test sshd.
+auth     required pam_unix.so
+account  required pam_unix.so
+session  required pam_permit.so
+password required pam_deny.so
+`
+
+// ensurePAMService writes /etc/pam.d/PAMService unless it holds pamConfig.
+func ensurePAMService() error {
+	file := filepath.Join("/etc/pam.d", PAMService)
+	if b, err := os.ReadFile(file); err == nil && string(b) == pamConfig {
+		return nil
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("a keyboard-interactive sshd needs the PAM service %s, which only root can write: run the tests as root (CI does), or write this to it:\n%s", file, pamConfig)
+	}
+	return os.WriteFile(file, []byte(pamConfig), 0o644)
 }
 
 // Start runs a new sshd; the test's cleanup stops it.
@@ -217,6 +251,19 @@ func New(opts Options) (*Server, error) {
 		s.sftp = ""
 	}
 	s.setEnv = opts.SetEnv
+	s.binary = SSHD
+	if opts.KbdInteractiveOnly {
+		s.kbdint = true
+		s.binary = filepath.Join(dir, PAMService)
+		if err := ensurePAMService(); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		if err := os.Symlink(SSHD, s.binary); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
 	if err := s.setUp(); err != nil {
 		s.Close()
 		return nil, err
@@ -276,14 +323,15 @@ func (s *Server) start(hostKeys []string) error {
 	for _, k := range hostKeys {
 		fmt.Fprintf(&cfg, "HostKey %s\n", k)
 	}
+	if s.kbdint {
+		cfg.WriteString("PubkeyAuthentication no\nPasswordAuthentication no\nKbdInteractiveAuthentication yes\nUsePAM yes\nAuthenticationMethods keyboard-interactive\n")
+	} else {
+		cfg.WriteString("PubkeyAuthentication yes\nPasswordAuthentication yes\nKbdInteractiveAuthentication no\nUsePAM no\n")
+	}
 	fmt.Fprintf(&cfg, `PidFile %s
 AuthorizedKeysFile %s
-PubkeyAuthentication yes
-PasswordAuthentication yes
-KbdInteractiveAuthentication no
 PermitRootLogin yes
 PermitEmptyPasswords no
-UsePAM no
 StrictModes no
 AllowTcpForwarding yes
 X11Forwarding no
@@ -300,7 +348,7 @@ LogLevel VERBOSE
 	if err := os.WriteFile(s.config, []byte(cfg.String()), 0o644); err != nil {
 		return err
 	}
-	if out, err := exec.Command(SSHD, "-t", "-f", s.config).CombinedOutput(); err != nil {
+	if out, err := exec.Command(s.binary, "-t", "-f", s.config).CombinedOutput(); err != nil {
 		return fmt.Errorf("sshd -t rejects the config: %v\n%s", err, out)
 	}
 	return s.run()
@@ -313,7 +361,7 @@ func (s *Server) run() error {
 		return err
 	}
 	defer log.Close()
-	cmd := exec.Command(SSHD, "-D", "-e", "-f", s.config)
+	cmd := exec.Command(s.binary, "-D", "-e", "-f", s.config)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		return err

@@ -742,3 +742,52 @@ func agentRunning(path string) bool {
 	}
 	return false
 }
+
+// TestKeyboardInteractiveAuth: the password is also offered as
+// keyboard-interactive (Windows and PAM setups that offer only that),
+// against a real sshd that allows nothing else (AuthenticationMethods
+// keyboard-interactive, answered by PAM's pam_unix); a wrong password is
+// refused.
+func TestKeyboardInteractiveAuth(t *testing.T) {
+	srv := sshdtest.StartWith(t, sshdtest.Options{KbdInteractiveOnly: true})
+	user, pw := sshdtest.PasswordUser(t)
+	dir := sshdtest.UserDir(t)
+	kh := filepath.Join(t.TempDir(), "known_hosts")
+	srv.AppendKnownHosts(t, kh)
+	t.Setenv("SSH_AUTH_SOCK", "")
+	for _, tt := range []struct {
+		name, pw, wantErr string
+	}{
+		{"right password", pw, ""},
+		{"wrong password", pw + "x", "unable to authenticate"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := ParseConfig("win01", vars(map[string]string{
+				"ansible_host":         srv.Host,
+				"ansible_port":         strconv.Itoa(srv.Port),
+				"ansible_user":         user,
+				"ansible_password":     tt.pw,
+				"ssh_known_hosts_file": kh,
+				"connect_retry_window": "0s",
+				"wsu_remote_os":        "linux",
+				"wsu_agent_path":       filepath.Join(dir, "wsu"),
+				"wsu_agent_binary":     agentBinary(t),
+				"wsu_agent_args":       "--platform sim --sim-root " + filepath.Join(dir, "sim"),
+			}))
+			require.NoError(t, err)
+			accepted := "Accepted keyboard-interactive/pam for " + user
+			before := strings.Count(srv.Log(), accepted)
+			err = connectOnly(t, cfg)
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				assert.Contains(t, err.Error(), "keyboard-interactive", "the server offered keyboard-interactive only")
+				assert.Equal(t, before, strings.Count(srv.Log(), accepted))
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, before+1, strings.Count(srv.Log(), accepted))
+			assert.NotContains(t, srv.Log(), "Accepted password", "password authentication is off on this sshd")
+		})
+	}
+}
