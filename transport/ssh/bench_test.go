@@ -4,9 +4,10 @@ package ssh
 
 // Benchmarks against the REAL OpenSSH sshd. wsu's SFTP upload is compared
 // with the system client's `ssh host 'cat > file'`, both including the
-// connection set-up, into the same sshd as the same user:
+// connection set-up, into the same sshd as the same user; and SFTP with the
+// agent stream (Host.WriteFile), the two ways a payload file can travel:
 //
-//	go test -run '^$' -bench . -benchtime 3x ./transport/ssh
+//	go test -run '^$' -bench 'Upload|WriteFile' -benchtime 3x ./transport/ssh
 
 import (
 	"context"
@@ -191,6 +192,104 @@ func BenchmarkUploadVsCat300MB(b *testing.B) {
 	b.ReportMetric(mbps(b.N, cat), "cat-MB/s")
 	b.ReportMetric(ratio, "wsu/cat")
 	b.Logf("300 MB upload: wsu %.0f MB/s, ssh cat %.0f MB/s, time ratio wsu/cat %.2f (goal <= 1.2)", mbps(b.N, wsu), mbps(b.N, cat), ratio)
+}
+
+// connectedHost connects a Host (deploying the agent), with C:\k on the
+// simulated host.
+func (r *benchRig) connectedHost(b *testing.B, ctx context.Context) *Host {
+	b.Helper()
+	h, err := Connect(ctx, r.config(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { h.Close() })
+	if err := h.MkdirAll(ctx, `C:\k`, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	return h
+}
+
+// agentWrite is the agent stream's path: Host.WriteFile (fs.write) on a
+// connected host. The agent's hash cache hashes a file it wrote in the
+// background a little later; the wait after it keeps that work out of the
+// next measurement.
+func agentWrite(b *testing.B, ctx context.Context, h *Host, local, path string) time.Duration {
+	f, err := os.Open(local)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	start := time.Now()
+	if err := h.WriteFile(ctx, path, f, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	d := time.Since(start)
+	time.Sleep(5 * time.Second)
+	return d
+}
+
+// sftpWrite is SFTP on the same connection: the path the agent names for
+// path (fs.native_path), temp file, fsync, rename.
+func sftpWrite(b *testing.B, ctx context.Context, h *Host, local, path string) time.Duration {
+	start := time.Now()
+	native, err := h.agent.client.NativePath(ctx, path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc, err := newSFTP(h.conn.client)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sc.Close()
+	if _, err := uploadFile(sc, local, sftpPath(h.cfg.RemoteOS, native), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(start)
+}
+
+// BenchmarkWriteFile300MB is the agent stream: Host.WriteFile of 300 MB
+// through the agent (fs.write data frames in the agent's session), on a
+// connection made before the timer starts.
+func BenchmarkWriteFile300MB(b *testing.B) {
+	r := newBenchRig(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	h, local := r.connectedHost(b, ctx), bigFile(b)
+	b.ResetTimer()
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		total += agentWrite(b, ctx, h, local, `C:\k\agent-write.bin`)
+	}
+	b.ReportMetric(mbps(b.N, total), "MB/s")
+}
+
+// BenchmarkUploadVsWriteFile300MB alternates the two payload paths on one
+// connection (SFTP with its own session started each time, and the agent
+// stream) and reports the ratio of their times: sftp / agent. Below 1 SFTP
+// is faster.
+func BenchmarkUploadVsWriteFile300MB(b *testing.B) {
+	r := newBenchRig(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	h, local := r.connectedHost(b, ctx), bigFile(b)
+	b.ResetTimer()
+	var viaSFTP, viaAgent time.Duration
+	for i := 0; i < b.N; i++ {
+		// Alternate which goes first, so neither always follows the
+		// other's leftovers (page cache, the server's dirty pages).
+		if i%2 == 0 {
+			viaSFTP += sftpWrite(b, ctx, h, local, `C:\k\sftp-write.bin`)
+			viaAgent += agentWrite(b, ctx, h, local, `C:\k\agent-write.bin`)
+		} else {
+			viaAgent += agentWrite(b, ctx, h, local, `C:\k\agent-write.bin`)
+			viaSFTP += sftpWrite(b, ctx, h, local, `C:\k\sftp-write.bin`)
+		}
+	}
+	ratio := viaSFTP.Seconds() / viaAgent.Seconds()
+	b.ReportMetric(mbps(b.N, viaSFTP), "sftp-MB/s")
+	b.ReportMetric(mbps(b.N, viaAgent), "agent-MB/s")
+	b.ReportMetric(ratio, "sftp/agent")
+	b.Logf("300 MB payload: SFTP %.0f MB/s, agent stream %.0f MB/s, time ratio sftp/agent %.2f", mbps(b.N, viaSFTP), mbps(b.N, viaAgent), ratio)
 }
 
 // BenchmarkAgentRoundTripSSH is fs.stat round trips through the agent
