@@ -19,9 +19,12 @@ import (
 
 // Config is everything the transport needs to reach one host.
 type Config struct {
-	Name     string // inventory name, for messages
-	Host     string
-	Port     int
+	Name string // inventory name, for messages
+	Host string
+	Port int
+	// HTTPS is the default whatever the port; plain HTTP only with an
+	// explicit ansible_winrm_scheme=http and
+	// ansible_winrm_message_encryption=never.
 	HTTPS    bool
 	User     string
 	Password string
@@ -51,6 +54,10 @@ type Config struct {
 	// AgentBinary is the local file uploaded as the agent (the GOOS=windows
 	// build of wsu).
 	AgentBinary string
+
+	// Warnings are what ConfigFromVars found the user must see (plain
+	// HTTP); Connect reports them through the context's notify hook.
+	Warnings []string
 }
 
 // Defaults, as Ansible's winrm connection has them.
@@ -98,17 +105,38 @@ func ConfigFromVars(name string, vars map[string]inventory.Var) (Config, error) 
 	cfg.Password, _ = r.str("ansible_password")
 
 	port, portSet := r.integer("ansible_port", 1, 65535)
+	// HTTPS whatever the port. Ansible picks http for port 5985; wsu does
+	// not, because wsu does not implement WinRM message encryption, which
+	// is what keeps pywinrm's http private (ansible_winrm_message_encryption
+	// "auto" encrypts NTLM messages over http). So plain HTTP takes both an
+	// explicit scheme and Ansible's own word for unencrypted messages.
 	scheme := "https"
-	if portSet && port == 5985 {
-		scheme = "http" // Ansible's rule: the HTTP port implies HTTP
-	}
 	if v, ok := r.str("ansible_winrm_scheme"); ok {
-		scheme = strings.ToLower(v)
+		scheme = strings.ToLower(strings.TrimSpace(v))
 		if scheme != "https" && scheme != "http" {
 			r.fail("ansible_winrm_scheme", "must be https or http, not %q", v)
 		}
 	}
 	cfg.HTTPS = scheme == "https"
+	encryption := "auto"
+	if v, ok := r.str("ansible_winrm_message_encryption"); ok {
+		switch encryption = strings.ToLower(strings.TrimSpace(v)); encryption {
+		case "auto", "never":
+		case "always":
+			r.fail("ansible_winrm_message_encryption", "is always, but wsu does not implement WinRM message encryption: use HTTPS (the default scheme) for an encrypted connection")
+		default:
+			r.fail("ansible_winrm_message_encryption", "must be auto, always or never, not %q", v)
+		}
+	}
+	if !cfg.HTTPS && encryption != "never" {
+		r.fail("ansible_winrm_scheme", "is http, which would send every message, and with ansible_winrm_transport=basic the password, "+
+			"unencrypted: wsu does not implement the WinRM message encryption Ansible uses over http. Use HTTPS (port 5986), "+
+			"or accept plain text explicitly with ansible_winrm_message_encryption=never (the host needs AllowUnencrypted=true)")
+	}
+	if !cfg.HTTPS && encryption == "never" {
+		cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("WinRM over plain HTTP (%sansible_winrm_scheme=http, ansible_winrm_message_encryption=never): "+
+			"commands, files and credentials go to %s unencrypted", r.where("ansible_winrm_scheme"), name))
+	}
 	switch {
 	case portSet:
 		cfg.Port = port
@@ -221,6 +249,14 @@ func defaultAgentBinary() (string, error) {
 type reader struct {
 	vars map[string]inventory.Var
 	err  error
+}
+
+// where is "file:line:col: " for where key was set, or "".
+func (r *reader) where(key string) string {
+	if v, ok := r.vars[key]; ok && v.Range.Filename != "" {
+		return v.Range.String() + ": "
+	}
+	return ""
 }
 
 func (r *reader) fail(key, format string, args ...any) {

@@ -58,17 +58,48 @@ func TestConfigFromVars(t *testing.T) {
 					t.Errorf("%+v", c)
 				}
 			}},
-		{name: "port 5985 means http",
+		{name: "port 5985 alone is still https (unlike Ansible)",
 			vars: map[string]string{"ansible_port": "5985"},
+			check: func(t *testing.T, c Config) {
+				if !c.HTTPS || c.Port != 5985 || len(c.Warnings) != 0 {
+					t.Errorf("%+v", c)
+				}
+			}},
+		{name: "port 5985 with Basic is still https",
+			vars: map[string]string{"ansible_port": "5985", "ansible_winrm_transport": "basic"},
+			check: func(t *testing.T, c Config) {
+				if !c.HTTPS || c.Auth != "basic" {
+					t.Errorf("%+v", c)
+				}
+			}},
+		{name: "scheme http with message encryption never, default port",
+			vars: map[string]string{"ansible_winrm_scheme": "http", "ansible_winrm_message_encryption": "never"},
 			check: func(t *testing.T, c Config) {
 				if c.HTTPS || c.Port != 5985 {
 					t.Errorf("%+v", c)
 				}
+				if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "unencrypted") {
+					t.Errorf("want a warning about plain text: %q", c.Warnings)
+				}
 			}},
-		{name: "scheme http, default port",
-			vars: map[string]string{"ansible_winrm_scheme": "http"},
+		{name: "basic over http with message encryption never",
+			vars: map[string]string{"ansible_winrm_scheme": "HTTP", "ansible_winrm_message_encryption": "Never", "ansible_winrm_transport": "basic", "ansible_port": "5985"},
 			check: func(t *testing.T, c Config) {
-				if c.HTTPS || c.Port != 5985 {
+				if c.HTTPS || c.Auth != "basic" || len(c.Warnings) != 1 {
+					t.Errorf("%+v", c)
+				}
+			}},
+		{name: "message encryption auto over https",
+			vars: map[string]string{"ansible_winrm_message_encryption": "auto"},
+			check: func(t *testing.T, c Config) {
+				if !c.HTTPS || len(c.Warnings) != 0 {
+					t.Errorf("%+v", c)
+				}
+			}},
+		{name: "message encryption never over https changes nothing",
+			vars: map[string]string{"ansible_winrm_message_encryption": "never"},
+			check: func(t *testing.T, c Config) {
+				if !c.HTTPS || len(c.Warnings) != 0 {
 					t.Errorf("%+v", c)
 				}
 			}},
@@ -124,6 +155,14 @@ func TestConfigFromVars(t *testing.T) {
 		{name: "windows", vars: map[string]string{"wsu_remote_os": "Windows"}},
 
 		{name: "bad scheme", vars: map[string]string{"ansible_winrm_scheme": "ftp"}, err: "ansible_winrm_scheme"},
+		{name: "http without opting in to plain text", vars: map[string]string{"ansible_winrm_scheme": "http"},
+			err: "ansible_winrm_scheme is http, which would send every message"},
+		{name: "basic over http with message encryption auto", vars: map[string]string{"ansible_winrm_scheme": "http", "ansible_port": "5985", "ansible_winrm_transport": "basic", "ansible_winrm_message_encryption": "auto"},
+			err: "ansible_winrm_message_encryption=never"},
+		{name: "message encryption always", vars: map[string]string{"ansible_winrm_message_encryption": "always"},
+			err: "ansible_winrm_message_encryption is always, but wsu does not implement WinRM message encryption"},
+		{name: "bad message encryption", vars: map[string]string{"ansible_winrm_message_encryption": "sometimes"},
+			err: "must be auto, always or never"},
 		{name: "bad port", vars: map[string]string{"ansible_port": "70000"}, err: "ansible_port"},
 		{name: "kerberos", vars: map[string]string{"ansible_winrm_transport": "kerberos"}, err: "use ntlm or basic"},
 		{name: "bad validation", vars: map[string]string{"ansible_winrm_server_cert_validation": "no"}, err: "validate or ignore"},
@@ -169,7 +208,7 @@ func TestConfigTypedVars(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Port != 5985 || cfg.HTTPS || strings.Join(cfg.AgentArgs, " ") != "--sim-hostname n1" {
+	if cfg.Port != 5985 || !cfg.HTTPS || strings.Join(cfg.AgentArgs, " ") != "--sim-hostname n1" {
 		t.Errorf("%+v", cfg)
 	}
 
@@ -181,6 +220,17 @@ func TestConfigTypedVars(t *testing.T) {
 	_, err = ConfigFromVars("win01", vars)
 	if err == nil || !strings.HasPrefix(err.Error(), "hosts.ini:3,9") {
 		t.Fatalf("err = %v, want it located at hosts.ini:3,9", err)
+	}
+
+	// Plain HTTP without the opt-in names the scheme and where it was set.
+	vars = map[string]inventory.Var{
+		"ansible_winrm_scheme":    {Value: cty.StringVal("http"), Range: hcl.Range{Filename: "hosts.ini", Start: hcl.Pos{Line: 7, Column: 1}, End: hcl.Pos{Line: 7, Column: 25}}},
+		"ansible_winrm_transport": {Value: cty.StringVal("basic")},
+		"wsu_agent_binary":        {Value: cty.StringVal("/opt/wsu.exe")},
+	}
+	_, err = ConfigFromVars("win01", vars)
+	if err == nil || !strings.HasPrefix(err.Error(), "hosts.ini:7,1") || !strings.Contains(err.Error(), "ansible_winrm_scheme is http") {
+		t.Fatalf("err = %v, want it located at hosts.ini:7,1 and naming ansible_winrm_scheme", err)
 	}
 }
 

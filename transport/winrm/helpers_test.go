@@ -109,6 +109,7 @@ func (f *fixture) vars(tb testing.TB, extra map[string]string) map[string]invent
 		m["winrm_ca_file"] = f.caFile
 	} else {
 		m["ansible_winrm_scheme"] = "http"
+		m["ansible_winrm_message_encryption"] = "never"
 	}
 	for k, v := range extra {
 		if v == "" {

@@ -22,6 +22,7 @@ import (
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/host/osfs"
 	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/transport/notify"
 )
 
 // bootstrapCommand is the only PowerShell wsu runs on a host, once per
@@ -155,7 +156,17 @@ func (h *Host) Close() error {
 
 // Connect opens a shell on the host, puts the agent in place and starts it.
 func Connect(ctx context.Context, cfg Config) (*Host, error) {
-	fail := func(err error) (*Host, error) { return nil, fmt.Errorf("host %s: %w", cfg.Name, err) }
+	fail := func(err error) (*Host, error) {
+		if cfg.HTTPS && strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
+			err = fmt.Errorf("%w: the listener on port %d speaks plain HTTP. wsu uses HTTPS whatever the port (5985 does not imply HTTP, as it does in Ansible): "+
+				"point ansible_port at an HTTPS listener (5986), or set ansible_winrm_scheme=http and ansible_winrm_message_encryption=never to send in plain text", err, cfg.Port)
+		}
+		return nil, fmt.Errorf("host %s: %w", cfg.Name, err)
+	}
+	report := notify.From(ctx)
+	for _, w := range cfg.Warnings {
+		report(notify.Notice{Kind: notify.Warning, Host: cfg.Name, Summary: w})
+	}
 	if cfg.AgentBinary == "" {
 		return fail(errors.New("no agent binary to deploy: set wsu_agent_binary to the GOOS=windows build of wsu"))
 	}

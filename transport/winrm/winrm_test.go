@@ -18,6 +18,7 @@ import (
 
 	"github.com/wsu-project/wsu/host"
 	wsmantest "github.com/wsu-project/wsu/test/wsman"
+	"github.com/wsu-project/wsu/transport/notify"
 )
 
 func sha256File(t *testing.T, path string) string {
@@ -95,11 +96,47 @@ func TestNTLMOverHTTPS(t *testing.T) {
 	}
 }
 
+// TestPlainHTTP: plain HTTP only when asked for by scheme and by
+// ansible_winrm_message_encryption=never, and then with a warning; the
+// HTTP port alone does not choose it.
 func TestPlainHTTP(t *testing.T) {
 	f := newFixture(t, wsmantest.Options{HTTP: true})
-	h := f.dial(t, nil)
+	var warnings []notify.Notice
+	ctx := notify.With(context.Background(), func(n notify.Notice) { warnings = append(warnings, n) })
+	hh, err := Dial(ctx, "win01", f.vars(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hh.(*Host)
+	defer h.Close()
 	if _, err := h.Stat(context.Background(), `C:\`); err != nil {
 		t.Fatal(err)
+	}
+	if len(warnings) != 1 || warnings[0].Kind != notify.Warning || !strings.Contains(warnings[0].Summary, "unencrypted") {
+		t.Errorf("want one warning about plain text, got %+v", warnings)
+	}
+
+	t.Run("the port alone means https", func(t *testing.T) {
+		before := f.srv.Stats().Shells
+		_, err := f.tryDial(t, map[string]string{"ansible_winrm_scheme": "", "ansible_winrm_message_encryption": ""})
+		if err == nil || !strings.Contains(err.Error(), "speaks plain HTTP") || !strings.Contains(err.Error(), "ansible_winrm_scheme=http") {
+			t.Fatalf("err = %v, want the HTTPS client's refusal with the fix", err)
+		}
+		if f.srv.Stats().Shells != before {
+			t.Error("a shell was created over plain HTTP")
+		}
+	})
+	for _, auth := range []string{"basic", "ntlm"} {
+		t.Run("http without message_encryption=never is refused: "+auth, func(t *testing.T) {
+			before := f.srv.Stats()
+			_, err := f.tryDial(t, map[string]string{"ansible_winrm_message_encryption": "", "ansible_winrm_transport": auth})
+			if err == nil || !strings.Contains(err.Error(), "ansible_winrm_message_encryption=never") {
+				t.Fatalf("err = %v", err)
+			}
+			if after := f.srv.Stats(); after.Requests != before.Requests || after.AuthFailures != before.AuthFailures {
+				t.Errorf("the endpoint was contacted: %+v -> %+v", before, after)
+			}
+		})
 	}
 }
 
