@@ -59,8 +59,8 @@ type cache struct {
 
 // Wrap returns h with SHA256 served from a cache persisted as JSON at
 // cacheFile, a path on the machine running this code (the agent's node).
-// Every other operation goes straight to h; WriteFile and Remove also drop
-// the cached entries they make stale.
+// Every other operation goes straight to h; WriteFile, Upload, Chmod and
+// Remove also drop the cached entries they may make stale.
 func Wrap(h host.Host, cacheFile string, opts ...Option) host.Host {
 	c := &cache{Host: h, path: cacheFile}
 	for _, o := range opts {
@@ -150,6 +150,31 @@ func (c *cache) SHA256(ctx context.Context, path string) (string, error) {
 
 func (c *cache) WriteFile(ctx context.Context, path string, content io.Reader, mode fs.FileMode) error {
 	err := c.Host.WriteFile(ctx, path, content, mode)
+	c.forget(path, false)
+	if err == nil && c.warm {
+		c.warmLater(path)
+	}
+	return err
+}
+
+// Upload is WriteFile by the wrapped host's other way (host.Uploader),
+// with the same bookkeeping.
+func (c *cache) Upload(ctx context.Context, path string, content io.Reader, mode fs.FileMode) error {
+	err := host.Upload(ctx, c.Host, path, content, mode)
+	c.forget(path, false)
+	if err == nil && c.warm {
+		c.warmLater(path)
+	}
+	return err
+}
+
+// Chmod also drops path's entry: a transport that replaced the file behind
+// the agent's back (the SSH transport's SFTP upload) sets its mode through
+// the agent next, and a sum cached for the old content must not be served
+// even if size and mtime happened to match. Like WriteFile it warms the
+// new content's sum.
+func (c *cache) Chmod(ctx context.Context, path string, mode fs.FileMode) error {
+	err := c.Host.Chmod(ctx, path, mode)
 	c.forget(path, false)
 	if err == nil && c.warm {
 		c.warmLater(path)

@@ -69,6 +69,16 @@ func TestSHA256(t *testing.T) {
 			require.NoError(t, h.WriteFile(ctx, p, bytes.NewReader([]byte("kube-proxy v3")), 0o644))
 			require.NoError(t, os.Chtimes(p, old, old)) // only the invalidation can tell
 		}, []byte("kube-proxy v3"), true},
+		{"same size and mtime, uploaded through the wrapper", func(t *testing.T, h host.Host, p string) {
+			require.NoError(t, host.Upload(ctx, h, p, bytes.NewReader([]byte("kube-proxy v5")), 0o644))
+			require.NoError(t, os.Chtimes(p, old, old))
+		}, []byte("kube-proxy v5"), true},
+		{"same size and mtime, replaced behind the wrapper, then chmod through it", func(t *testing.T, h host.Host, p string) {
+			// What the SSH transport's SFTP upload does: the agent only
+			// sees the chmod that follows.
+			writeOld(t, p, []byte("kube-proxy v6"), old)
+			require.NoError(t, h.Chmod(ctx, p, 0o644))
+		}, []byte("kube-proxy v6"), true},
 		{"same size and mtime, removed through the wrapper", func(t *testing.T, h host.Host, p string) {
 			require.NoError(t, h.Remove(ctx, filepath.Dir(p), true))
 			require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))

@@ -361,7 +361,9 @@ func (Copy) write(ctx context.Context, h host.Host, cfg modules.Config, local lo
 	// The file may have changed since it was hashed: the reader fails
 	// rather than end then, and the host keeps its old file.
 	r := newSendReader(f, local, local.sha)
-	if err := h.WriteFile(ctx, dest, r, 0o755); err != nil {
+	// The host's faster way for large files when it has one (SSH: SFTP),
+	// with WriteFile's semantics.
+	if err := host.Upload(ctx, h, dest, r, 0o755); err != nil {
 		detail := err.Error()
 		if r.changed != nil {
 			return r.n, "", hcl.Diagnostics{cfg.Error("src", "Source changed during the copy", r.changed.Error())}

@@ -100,6 +100,9 @@ type Config struct {
 	AgentArgs []string
 	// AgentBinary is the local file uploaded as the agent.
 	AgentBinary string
+	// UploadMethod is how payload files travel (wsu_upload_method, upload.go):
+	// auto, agent or sftp.
+	UploadMethod string
 
 	// Notify receives what the user must see while connecting: a host key
 	// recorded by trust on first use, each failed attempt that will be
@@ -231,6 +234,7 @@ func ParseConfig(name string, vars map[string]inventory.Var) (Config, error) {
 			break
 		}
 	}
+	c.UploadMethod = r.uploadMethod()
 	c.AgentBinary = r.path(varAgentBinary, "")
 	if c.AgentBinary == "" && r.err == nil {
 		bin, err := defaultAgentBinary(c.RemoteOS)

@@ -48,11 +48,14 @@ type agentSession struct {
 	// deployExec; noSFTP why SFTP could not be used, for deployExec.
 	deployMethod string
 	noSFTP       error
+	// up is the connection's payload uploads over SFTP (upload.go).
+	up uploads
 }
 
 // close ends the agent (its stdin closes) and waits up to grace for it to
 // exit, so a Windows image is unlocked before anyone replaces it.
 func (a *agentSession) close(grace time.Duration) {
+	a.up.close()
 	if a.client != nil {
 		a.client.Close()
 	}
@@ -270,18 +273,25 @@ func uploadAgent(ctx context.Context, c *conn, cfg Config) (int64, error) {
 
 // uploadFile copies local to remote (an SFTP path) through a temp file
 // beside it that is synced and renamed over remote, so remote is always
-// either the old file or the complete new one. mode 0 leaves the
-// permissions alone (Windows). It returns the bytes written, also when it
-// fails, for the transport's counters.
+// either the old file or the complete new one; missing directories are
+// created. mode 0 leaves the permissions alone (Windows). It returns the
+// bytes written, also when it fails, for the transport's counters.
 func uploadFile(sc *sftp.Client, local, remote string, mode fs.FileMode) (int64, error) {
 	src, err := os.Open(local)
 	if err != nil {
 		return 0, err
 	}
 	defer src.Close()
+	return putFile(sc, src, remote, mode, true)
+}
+
+// putFile writes src to remote as uploadFile does; with mkdir false a
+// missing parent directory is an error (fs.ErrNotExist), as for
+// Host.WriteFile. A read error of src fails it and leaves remote alone.
+func putFile(sc *sftp.Client, src io.Reader, remote string, mode fs.FileMode, mkdir bool) (int64, error) {
 	dir, base := path.Split(remote)
 	dir = strings.TrimSuffix(dir, "/")
-	if dir != "" {
+	if dir != "" && mkdir {
 		if err := sc.MkdirAll(dir); err != nil {
 			return 0, fmt.Errorf("creating %s: %w", dir, err)
 		}
@@ -304,12 +314,22 @@ func uploadFile(sc *sftp.Client, local, remote string, mode fs.FileMode) (int64,
 	return n, nil
 }
 
-func writeRemote(sc *sftp.Client, src *os.File, tmp string, mode fs.FileMode) (int64, error) {
-	f, err := sc.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+// writeRemote creates tmp, sets its mode (unless 0) before any content is
+// in it, and writes src with concurrent requests.
+func writeRemote(sc *sftp.Client, src io.Reader, tmp string, mode fs.FileMode) (int64, error) {
+	f, err := sc.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
 	if err != nil {
 		return 0, fmt.Errorf("creating %s: %w", tmp, err)
 	}
-	n, err := f.ReadFrom(src)
+	if mode != 0 {
+		if err := f.Chmod(mode); err != nil {
+			f.Close()
+			return 0, fmt.Errorf("chmod %s: %w", tmp, err)
+		}
+	}
+	// Concurrent whatever src is: ReadFrom would write a reader of unknown
+	// size one request at a time.
+	n, err := f.ReadFromWithConcurrency(src, 0)
 	if err != nil {
 		f.Close()
 		return n, fmt.Errorf("writing %s: %w", tmp, err)
@@ -322,11 +342,6 @@ func writeRemote(sc *sftp.Client, src *os.File, tmp string, mode fs.FileMode) (i
 	}
 	if err := f.Close(); err != nil {
 		return n, fmt.Errorf("closing %s: %w", tmp, err)
-	}
-	if mode != 0 {
-		if err := sc.Chmod(tmp, mode); err != nil {
-			return n, fmt.Errorf("chmod %s: %w", tmp, err)
-		}
 	}
 	return n, nil
 }

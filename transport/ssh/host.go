@@ -34,6 +34,7 @@ var (
 func (h *Host) Counters() host.Counters {
 	c := h.agent.client.Counters()
 	c.AgentBytes += h.agent.uploaded
+	c.BytesSent += h.agent.up.sent.Load() // payload sent over SFTP (upload.go)
 	return c
 }
 
