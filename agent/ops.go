@@ -74,7 +74,7 @@ var handlers = map[string]handler{
 			p, err := np.NativePath(r.ctx, a.Path)
 			return proto.PathResult{Path: p}, err
 		}
-		return proto.PathResult{Path: a.Path}, nil
+		return proto.PathResult(a), nil // no native form: the path as given
 	}),
 
 	proto.OpRun:  with(run),
