@@ -18,7 +18,7 @@
 //     dedicated local user, "wsutest", created on first use (useradd) with a
 //     random password set by chpasswd and kept, mode 0600, in
 //     ~/.cache/wsu/sshd so later runs reuse it. Without root there is no
-//     such user and PasswordUser skips the test.
+//     such user and PasswordUser fails the test, naming the fix.
 //   - SFTP is internal-sftp (sftp-server's code inside sshd) unless
 //     Options.ExternalSFTP: the external sftp-server is started through the
 //     user's login shell, whose rc files can take seconds (every exec pays

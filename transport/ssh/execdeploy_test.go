@@ -20,6 +20,7 @@ import (
 
 	"github.com/wsu-project/wsu/host"
 	sshdtest "github.com/wsu-project/wsu/test/sshd"
+	"github.com/wsu-project/wsu/transport/notify"
 )
 
 // newRigWith is newRig with sshd options (NoSFTP: a host without the sftp
@@ -53,12 +54,18 @@ func TestExecDeployWithoutSFTP(t *testing.T) {
 	require.NoError(t, err)
 	agentPath := filepath.Join(r.dir, "agent", "wsu-test")
 
-	// The agent is missing: deployed through exec, and a whole session works.
-	hh, err := Dial(ctx, "win01", r.vars(t, nil))
+	// The agent is missing: deployed through exec (and the user warned),
+	// and a whole session works.
+	got0 := newNotices()
+	hh, err := Dial(notify.With(ctx, got0.add), "win01", r.vars(t, nil))
 	require.NoError(t, err)
 	h := hh.(*Host)
 	assert.Equal(t, "exec", h.AgentDeployMethod())
 	assert.Contains(t, h.AgentDeployNote(), "through an exec session")
+	if ns := got0.get(); assert.Len(t, ns, 1) {
+		assert.Equal(t, notify.Warning, ns[0].Kind)
+		assert.Equal(t, h.AgentDeployNote(), ns[0].Summary)
+	}
 	assert.Contains(t, h.AgentDeployNote(), "is the sftp subsystem enabled in sshd_config?")
 	assert.Equal(t, want, h.Hello().AgentSHA256)
 	assert.Equal(t, fi.Size(), h.Counters().AgentBytes)

@@ -1,8 +1,10 @@
 // Package ssh is wsu's SSH transport: it connects to a host with
 // golang.org/x/crypto/ssh (host keys verified against known_hosts or a
 // pinned key), makes sure the right agent binary is in place (compared by
-// sha256, uploaded over SFTP when not), starts `wsu agent` and returns the
-// agent client as a host.Host. See docs/transports.md.
+// sha256; uploaded over SFTP when not, or through an exec session's stdin
+// when sshd has no sftp subsystem), starts `wsu agent` and returns the agent
+// client as a host.Host. Payload files go over SFTP too (Host.Upload). See
+// docs/transports.md.
 package ssh
 
 import (
@@ -12,6 +14,7 @@ import (
 
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/transport/notify"
 )
 
 // Dial is the transport's Dialer: it reads the host's settings from its
@@ -44,5 +47,11 @@ func Connect(ctx context.Context, cfg Config) (*Host, error) {
 		c.Close()
 		return nil, fmt.Errorf("ssh: host %s: %w", cfg.Name, err)
 	}
-	return &Host{cfg: cfg, conn: c, agent: a}, nil
+	h := &Host{cfg: cfg, conn: c, agent: a}
+	if a.deployMethod == deployExec {
+		// Works, but the admin should know the host's sshd lacks SFTP:
+		// payload uploads fall back to the slower agent stream too.
+		cfg.notifier(ctx)(notify.Notice{Kind: notify.Warning, Host: cfg.Name, Summary: h.AgentDeployNote()})
+	}
+	return h, nil
 }
