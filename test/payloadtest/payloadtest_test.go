@@ -246,3 +246,27 @@ func TestSweep(t *testing.T) {
 	_, err = os.Stat(filepath.Join(cache.dir, "windows", "service.exe"))
 	assert.NoError(t, err, "this process's directory must stay")
 }
+
+// TestRealisticSizesFitStandins keeps the benchmarks' sizes above the
+// stand-in binaries: a dependency that grows a stand-in past a component's
+// realistic size fails here, not in a 300 MB benchmark run.
+func TestRealisticSizesFitStandins(t *testing.T) {
+	for _, goos := range []string{"linux", "windows"} {
+		pkgs := map[string]bool{}
+		for _, c := range components {
+			pkgs[standinFor(c, goos)] = true
+		}
+		bins, err := standins(context.Background(), goos, pkgs)
+		require.NoError(t, err)
+		for _, c := range components {
+			size, ok := RealisticSizes[c.name]
+			if !ok {
+				continue
+			}
+			fi, err := os.Stat(bins[standinFor(c, goos)])
+			require.NoError(t, err)
+			assert.Less(t, fi.Size(), size, "%s/%s: the %s stand-in is %d bytes, above RealisticSizes' %d",
+				goos, c.name, standinFor(c, goos), fi.Size(), size)
+		}
+	}
+}

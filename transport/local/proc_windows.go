@@ -7,10 +7,6 @@ import (
 	"syscall"
 )
 
-// killTree keeps exec's default: kill the direct child; WaitDelay covers any
-// grandchild still holding the pipes.
-func killTree(cmd *exec.Cmd) {}
-
 // detach starts a long-lived child (the agent) in a new process group,
 // which Windows exempts from the console's Ctrl-C: that is wsu's to handle.
 func detach(cmd *exec.Cmd) {

@@ -14,7 +14,7 @@ import (
 var waitDelay = osexec.DefaultWaitDelay
 
 func (h *localHost) Run(ctx context.Context, req host.RunRequest) (host.RunResult, error) {
-	return osexec.Run(ctx, req, osexec.Options{WaitDelay: waitDelay, Prepare: killTree})
+	return osexec.Run(ctx, req, osexec.Options{WaitDelay: waitDelay, Prepare: osexec.KillProcessGroup})
 }
 
 // DialTCP dials from this machine, which is the host.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/host/osexec"
 	"github.com/wsu-project/wsu/host/osnet"
 )
 
@@ -82,7 +83,7 @@ func (h *Host) Run(ctx context.Context, req host.RunRequest) (host.RunResult, er
 		}()
 	}
 	for try := 1; ; try++ {
-		res, err := h.runner.Run(ctx, r)
+		res, err := osexec.Run(ctx, r, osexec.Options{Prepare: osexec.KillProcessGroup})
 		if err != nil && textBusy(err) && try < 10 && ctx.Err() == nil {
 			time.Sleep(time.Duration(try) * 10 * time.Millisecond)
 			continue

@@ -25,7 +25,6 @@ import (
 	"sync"
 
 	"github.com/wsu-project/wsu/host"
-	"github.com/wsu-project/wsu/transport/local"
 )
 
 // EnvRoot is set in the environment of every process the simulation starts
@@ -66,7 +65,6 @@ type Host struct {
 	stateDir string
 	logDir   string
 	facts    host.Facts
-	runner   host.Host // transport/local: runs processes, the fs side is unused
 
 	// Binaries of Run calls in flight in this process: like a service's
 	// binary they cannot be replaced while they run.
@@ -102,7 +100,6 @@ func New(root string, opts Options) (*Host, error) {
 		fsRoot:   filepath.Join(abs, "fs"),
 		stateDir: filepath.Join(abs, "state"),
 		logDir:   filepath.Join(abs, "logs"),
-		runner:   local.New(),
 		runBin:   map[string]int{},
 		facts: host.Facts{
 			OS:           "windows",
