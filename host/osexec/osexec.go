@@ -1,7 +1,7 @@
 // Package osexec implements Run of the Host API with os/exec, once for the
 // hosts that start processes in-process: transport/local, the simulated
-// host and the agent's Win32 platform. Options hold what differs between them: how a
-// command's process tree is killed.
+// host and the agent's Win32 platform. Options hold what differs between
+// them: how a command's process tree is killed.
 package osexec
 
 import (

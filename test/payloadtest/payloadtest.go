@@ -208,6 +208,12 @@ var padBlock = func() []byte {
 	return b
 }()
 
+// trailer follows the stand-in binary in every file: it names the
+// component and version, so each file has its own sha256.
+func trailer(name, version string) string {
+	return fmt.Sprintf("\n\x00wsu-payloadtest TEST STAND-IN component=%s version=%s\n", name, version)
+}
+
 // writeComponent writes bin, a trailer and padding up to size (0: none)
 // to path, streaming, and returns the file's sha256.
 func writeComponent(path, bin, name, version string, size int64) (string, error) {
@@ -220,8 +226,8 @@ func writeComponent(path, bin, name, version string, size int64) (string, error)
 	if err != nil {
 		return "", err
 	}
-	trailer := fmt.Sprintf("\n\x00wsu-payloadtest TEST STAND-IN component=%s version=%s\n", name, version)
-	if used := fi.Size() + int64(len(trailer)); size > 0 && size < used {
+	mark := trailer(name, version)
+	if used := fi.Size() + int64(len(mark)); size > 0 && size < used {
 		return "", fmt.Errorf("size %d is below the stand-in binary and trailer's %d bytes", size, used)
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
@@ -234,7 +240,7 @@ func writeComponent(path, bin, name, version string, size int64) (string, error)
 	n, err := io.Copy(w, src)
 	if err == nil {
 		var k int
-		k, err = io.WriteString(w, trailer)
+		k, err = io.WriteString(w, mark)
 		n += int64(k)
 	}
 	for err == nil && n < size {
