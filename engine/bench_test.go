@@ -103,12 +103,12 @@ play "bench" {
     }
   }
 }`
-	pb, diags := playbook.NewLoader(all.Registry(), nil).LoadSource("bench.hcl", []byte(src))
+	pb, diags := playbook.NewLoader(all.Schemas(), nil).LoadSource("bench.hcl", []byte(src))
 	if diags.HasErrors() {
 		b.Fatal(diags)
 	}
 	req := engine.Request{
-		Playbook: pb, Inventory: inventory.FromList("win01,"), Mode: engine.ModeApply, Registry: all.Registry(),
+		Playbook: pb, Inventory: inventory.FromList("win01,"), Mode: engine.ModeApply, Registry: all.Schemas(),
 		Inputs: engine.Inputs{Vars: []string{"root=" + root}}, Connector: agentConnector(b),
 		Hooks: engine.HooksFunc(func(engine.Event) {}),
 	}

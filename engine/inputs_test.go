@@ -56,7 +56,7 @@ play "p" {
   }
 }
 `
-	reg := all.Registry()
+	reg := all.Schemas()
 	pb, diags := playbook.NewLoader(reg, nil).LoadSource("main.hcl", []byte(src))
 	if diags.HasErrors() {
 		t.Fatalf("playbook: %s", diags.Error())
@@ -276,14 +276,14 @@ func TestInputDiagnostics(t *testing.T) {
 }
 
 func TestMissingVarFile(t *testing.T) {
-	pb, diags := playbook.NewLoader(all.Registry(), nil).LoadSource("main.hcl", []byte(declX))
+	pb, diags := playbook.NewLoader(all.Schemas(), nil).LoadSource("main.hcl", []byte(declX))
 	if diags.HasErrors() {
 		t.Fatal(diags.Error())
 	}
 	res := Run(context.Background(), Request{
 		Playbook: pb,
 		Inputs:   Inputs{VarFiles: []string{"testdata/no-such-vars.hcl"}},
-		Registry: all.Registry(),
+		Registry: all.Schemas(),
 	})
 	if len(res.Diagnostics) != 1 || res.Diagnostics[0].Summary != "Cannot read variables file" ||
 		!strings.Contains(res.Diagnostics[0].Detail, "no-such-vars.hcl") {

@@ -90,7 +90,7 @@ func (f *fixture) run(mode engine.Mode, hooks ...engine.Hooks) (*engine.Result, 
 func (f *fixture) runCtx(ctx context.Context, mode engine.Mode, hooks ...engine.Hooks) (*engine.Result, *recorder) {
 	t := f.t
 	t.Helper()
-	loader := playbook.NewLoader(all.Registry(), nil)
+	loader := playbook.NewLoader(all.Schemas(), nil)
 	pb, diags := loader.Load(filepath.Join(f.dir, "play.hcl"))
 	require.False(t, diags.HasErrors(), "load: %s", diags)
 	inv, diags := inventory.ParseINI("inventory.ini", []byte(f.inv))
@@ -114,7 +114,7 @@ func (f *fixture) runCtx(ctx context.Context, mode engine.Mode, hooks ...engine.
 		Inventory: inv,
 		Inputs:    engine.Inputs{Vars: append([]string{"root=" + f.root}, f.vars...)},
 		Mode:      mode,
-		Registry:  all.Registry(),
+		Registry:  all.Schemas(),
 		Connector: connector,
 		Hooks:     h,
 		Forks:     f.forks,
@@ -631,14 +631,14 @@ play "p" {
     print { msg = "after" }
   }
 }`})
-	loader := playbook.NewLoader(all.Registry(), nil)
+	loader := playbook.NewLoader(all.Schemas(), nil)
 	pb, diags := loader.Load(filepath.Join(f.dir, "play.hcl"))
 	require.False(t, diags.HasErrors())
 	inv, _ := inventory.ParseINI("inv", []byte("win01 reconnect_timeout=10s\n"))
 	drop, dials := true, 0
 	rec := &recorder{}
 	res := engine.Run(context.Background(), engine.Request{
-		Playbook: pb, Inventory: inv, Mode: engine.ModeApply, Registry: all.Registry(), Hooks: rec,
+		Playbook: pb, Inventory: inv, Mode: engine.ModeApply, Registry: all.Schemas(), Hooks: rec,
 		Inputs: engine.Inputs{Vars: []string{"root=" + f.root}},
 		Connector: engine.ConnectorFunc(func(context.Context, engine.Target) (host.Host, error) {
 			dials++

@@ -135,7 +135,7 @@ func TestRerunTraffic(t *testing.T) {
 	f := newFixture(t, map[string]string{"play.hcl": rerunPlaybook})
 	blob := strings.Repeat("0123456789abcdef", 40<<10) // 640 KiB: several data frames
 	conf := "clusterDNS: 10.96.0.10\n"
-	loader := playbook.NewLoader(all.Registry(), nil)
+	loader := playbook.NewLoader(all.Schemas(), nil)
 	pb, diags := loader.Load(filepath.Join(f.dir, "play.hcl"))
 	require.False(t, diags.HasErrors(), "%v", diags)
 	inv, _ := inventory.ParseINI("inv", []byte("win01\n"))
@@ -143,7 +143,7 @@ func TestRerunTraffic(t *testing.T) {
 	run := func(mode engine.Mode) (*engine.Result, *recorder) {
 		rec := &recorder{}
 		res := engine.Run(context.Background(), engine.Request{
-			Playbook: pb, Inventory: inv, Mode: mode, Registry: all.Registry(), Hooks: rec, Connector: connector,
+			Playbook: pb, Inventory: inv, Mode: mode, Registry: all.Schemas(), Hooks: rec, Connector: connector,
 			Inputs: engine.Inputs{Vars: []string{"root=" + f.root, "blob=" + blob}},
 		})
 		require.False(t, res.Failed(), "%v %v", res.Diagnostics, rec.results(""))
@@ -295,14 +295,14 @@ play "p" {
     print { msg = "after" }
   }
 }`})
-			loader := playbook.NewLoader(all.Registry(), nil)
+			loader := playbook.NewLoader(all.Schemas(), nil)
 			pb, diags := loader.Load(filepath.Join(f.dir, "play.hcl"))
 			require.False(t, diags.HasErrors(), "%v", diags)
 			inv, _ := inventory.ParseINI("inv", []byte("win01 reconnect_timeout=10s\n"))
 			drop := tt.drop
 			rec := &recorder{}
 			res := engine.Run(context.Background(), engine.Request{
-				Playbook: pb, Inventory: inv, Mode: engine.ModeApply, Registry: all.Registry(), Hooks: rec,
+				Playbook: pb, Inventory: inv, Mode: engine.ModeApply, Registry: all.Schemas(), Hooks: rec,
 				Inputs: engine.Inputs{Vars: []string{"root=" + f.root}},
 				Connector: engine.ConnectorFunc(func(context.Context, engine.Target) (host.Host, error) {
 					if !tt.metered {

@@ -4,7 +4,6 @@
 package kube
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -29,18 +28,34 @@ type Client struct {
 	Source string
 }
 
-// Seams for tests: in-cluster configuration reads fixed paths under
-// /var/run/secrets, and the home directory is the real one.
-var (
-	inClusterConfig = rest.InClusterConfig
-	homeKubeconfig  = func() string {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return ""
-		}
-		return filepath.Join(home, clientcmd.RecommendedHomeDir, clientcmd.RecommendedFileName)
+// Finder finds cluster configurations. Its zero value uses the real
+// environment; tests replace the two functions, which read fixed paths
+// under /var/run/secrets and the real home directory.
+type Finder struct {
+	// InCluster returns the pod's service-account configuration
+	// (rest.InClusterConfig when nil).
+	InCluster func() (*rest.Config, error)
+	// HomeKubeconfig returns ~/.kube/config's path ("" when there is no home).
+	HomeKubeconfig func() string
+}
+
+func (f Finder) inCluster() (*rest.Config, error) {
+	if f.InCluster != nil {
+		return f.InCluster()
 	}
-)
+	return rest.InClusterConfig()
+}
+
+func (f Finder) home() string {
+	if f.HomeKubeconfig != nil {
+		return f.HomeKubeconfig()
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, clientcmd.RecommendedHomeDir, clientcmd.RecommendedFileName)
+}
 
 // ErrNoConfig is returned when no kubeconfig and no in-cluster configuration
 // can be found.
@@ -53,11 +68,13 @@ var ErrNoConfig = errors.New("no cluster configuration: set kubeconfig, set KUBE
 // selects a kubeconfig context ("" means the current one); it is an error
 // with in-cluster configuration, which has no contexts.
 func Load(kubeconfig, kubeContext string) (*rest.Config, error) {
-	cfg, _, err := load(kubeconfig, kubeContext)
+	cfg, _, err := Finder{}.Load(kubeconfig, kubeContext)
 	return cfg, err
 }
 
-func load(kubeconfig, kubeContext string) (*rest.Config, string, error) {
+// Load is the package's Load through f's seams; it also says where the
+// configuration came from ("kubeconfig /x", "in-cluster").
+func (f Finder) Load(kubeconfig, kubeContext string) (*rest.Config, string, error) {
 	rules := &clientcmd.ClientConfigLoadingRules{}
 	var source string
 	switch {
@@ -68,7 +85,7 @@ func load(kubeconfig, kubeContext string) (*rest.Config, string, error) {
 		rules.Precedence = filepath.SplitList(os.Getenv(clientcmd.RecommendedConfigPathEnvVar))
 		source = "KUBECONFIG " + os.Getenv(clientcmd.RecommendedConfigPathEnvVar)
 	default:
-		cfg, err := inClusterConfig()
+		cfg, err := f.inCluster()
 		switch {
 		case err == nil && kubeContext != "":
 			return nil, "", fmt.Errorf("context %q given, but the configuration is in-cluster, which has no contexts", kubeContext)
@@ -77,7 +94,7 @@ func load(kubeconfig, kubeContext string) (*rest.Config, string, error) {
 		case !errors.Is(err, rest.ErrNotInCluster):
 			return nil, "", fmt.Errorf("in-cluster configuration: %w", err)
 		}
-		home := homeKubeconfig()
+		home := f.home()
 		if home == "" {
 			return nil, "", ErrNoConfig
 		}
@@ -124,21 +141,52 @@ func NewClient(cfg *rest.Config, source string) (*Client, error) {
 
 // Cache holds one Client per kubeconfig and context, so that every task of a
 // run shares one connection pool and one rate limiter instead of building a
-// client per task.
+// client per task. A cache belongs to one run: the setup package makes one
+// per run with the run's --kubeconfig and --context, and hands it to the
+// cluster modules and the k8s:// inventory. Nothing is shared between runs,
+// so a controller's concurrent runs for different clusters never see each
+// other's clients, and credentials rotated between runs are picked up.
 type Cache struct {
+	defaults Defaults
+	finder   Finder
+
 	mu      sync.Mutex
 	clients map[cacheKey]*Client
 }
 
+// Defaults are the run's --kubeconfig and --context: what a task or an
+// inventory that names no cluster uses. Zero values change nothing.
+type Defaults struct {
+	// Kubeconfig is used whenever the caller names no kubeconfig, so it
+	// reaches every cluster module of the run and a k8s:// inventory alike.
+	Kubeconfig string
+	// Context is used whenever the caller names neither a kubeconfig nor a
+	// context: as kubectl's --context, it applies to the kubeconfig the
+	// flags and environment choose, not to a file a task names itself.
+	Context string
+}
+
 type cacheKey struct{ kubeconfig, context, env string }
 
-// NewCache returns an empty cache.
-func NewCache() *Cache { return &Cache{clients: map[cacheKey]*Client{}} }
+// NewCache returns an empty cache for a run with the given defaults.
+func NewCache(d Defaults) *Cache { return NewCacheWith(d, Finder{}) }
 
-// Get returns the cached client for kubeconfig and context, loading it on
-// first use. Failures are not cached: a kubeconfig written by an earlier
-// task may appear later in the run.
+// NewCacheWith is NewCache with f's seams (tests).
+func NewCacheWith(d Defaults, f Finder) *Cache {
+	return &Cache{defaults: d, finder: f, clients: map[cacheKey]*Client{}}
+}
+
+// Get returns the client for kubeconfig (default: the run's, else Load's
+// defaults) and context (default: the run's, else the kubeconfig's current
+// one), loading it on first use. Failures are not cached: a kubeconfig
+// written by an earlier task may appear later in the run.
 func (c *Cache) Get(kubeconfig, kubeContext string) (*Client, error) {
+	if kubeconfig == "" && kubeContext == "" {
+		kubeContext = c.defaults.Context
+	}
+	if kubeconfig == "" {
+		kubeconfig = c.defaults.Kubeconfig
+	}
 	key := cacheKey{kubeconfig: kubeconfig, context: kubeContext}
 	if kubeconfig == "" {
 		// The defaults depend on the environment, which tests change.
@@ -149,7 +197,7 @@ func (c *Cache) Get(kubeconfig, kubeContext string) (*Client, error) {
 	if cl, ok := c.clients[key]; ok {
 		return cl, nil
 	}
-	cfg, source, err := load(kubeconfig, kubeContext)
+	cfg, source, err := c.finder.Load(kubeconfig, kubeContext)
 	if err != nil {
 		return nil, err
 	}
@@ -159,60 +207,4 @@ func (c *Cache) Get(kubeconfig, kubeContext string) (*Client, error) {
 	}
 	c.clients[key] = cl
 	return cl, nil
-}
-
-type cacheCtxKey struct{}
-
-// WithCache makes Shared use cache for everything run under ctx; the
-// controller gives each run its own so credentials rotated between runs are
-// picked up.
-func WithCache(ctx context.Context, cache *Cache) context.Context {
-	return context.WithValue(ctx, cacheCtxKey{}, cache)
-}
-
-// processCache serves Shared when the context carries no cache: the CLI does
-// one run per process, so the process is the run.
-var processCache = NewCache()
-
-type kubeconfigCtxKey struct{}
-
-// WithKubeconfig makes Shared use path whenever its caller names no
-// kubeconfig: the CLI's --kubeconfig, which thereby reaches every cluster
-// module of the run and a k8s:// inventory alike. "" changes nothing.
-func WithKubeconfig(ctx context.Context, path string) context.Context {
-	if path == "" {
-		return ctx
-	}
-	return context.WithValue(ctx, kubeconfigCtxKey{}, path)
-}
-
-type kubeContextCtxKey struct{}
-
-// WithKubeContext makes Shared use the kubeconfig context name whenever its
-// caller names neither a kubeconfig nor a context: the CLI's --context, as
-// kubectl's, applies to the kubeconfig the flags and environment choose,
-// not to a file a task names itself. "" changes nothing.
-func WithKubeContext(ctx context.Context, name string) context.Context {
-	if name == "" {
-		return ctx
-	}
-	return context.WithValue(ctx, kubeContextCtxKey{}, name)
-}
-
-// Shared returns the run's client for kubeconfig (default: WithKubeconfig's,
-// else Load's defaults) and context (default: WithKubeContext's, else the
-// kubeconfig's current one): the one from WithCache's cache, else the
-// process-wide one.
-func Shared(ctx context.Context, kubeconfig, kubeContext string) (*Client, error) {
-	if kubeconfig == "" && kubeContext == "" {
-		kubeContext, _ = ctx.Value(kubeContextCtxKey{}).(string)
-	}
-	if kubeconfig == "" {
-		kubeconfig, _ = ctx.Value(kubeconfigCtxKey{}).(string)
-	}
-	cache, _ := ctx.Value(cacheCtxKey{}).(*Cache)
-	if cache == nil {
-		cache = processCache
-	}
-	return cache.Get(kubeconfig, kubeContext)
 }

@@ -1,7 +1,6 @@
 package kube
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -45,13 +44,9 @@ contexts:
   context: {cluster: c, user: u}
 `
 
-// stubEnv points the seams at fakes for one test.
-func stubEnv(t *testing.T, inCluster func() (*rest.Config, error), home string) {
-	t.Helper()
-	oldIC, oldHome := inClusterConfig, homeKubeconfig
-	t.Cleanup(func() { inClusterConfig, homeKubeconfig = oldIC, oldHome })
-	inClusterConfig = inCluster
-	homeKubeconfig = func() string { return home }
+// stubEnv returns a Finder whose seams are fakes.
+func stubEnv(inCluster func() (*rest.Config, error), home string) Finder {
+	return Finder{InCluster: inCluster, HomeKubeconfig: func() string { return home }}
 }
 
 func notInCluster() (*rest.Config, error) { return nil, rest.ErrNotInCluster }
@@ -103,9 +98,9 @@ func TestLoad(t *testing.T) {
 			if ic == nil {
 				ic = notInCluster
 			}
-			stubEnv(t, ic, tt.home)
+			f := stubEnv(ic, tt.home)
 			t.Setenv("KUBECONFIG", tt.env)
-			cfg, err := Load(tt.kubeconfig, tt.context)
+			cfg, _, err := f.Load(tt.kubeconfig, tt.context)
 			switch {
 			case tt.wantNoCfg:
 				require.ErrorIs(t, err, ErrNoConfig)
@@ -121,76 +116,74 @@ func TestLoad(t *testing.T) {
 	}
 }
 
-func TestShared(t *testing.T) {
-	stubEnv(t, notInCluster, "")
+func TestCache(t *testing.T) {
+	f := stubEnv(notInCluster, "")
 	dir := t.TempDir()
 	two := filepath.Join(dir, "two")
 	require.NoError(t, os.WriteFile(two, []byte(twoContexts), 0o600))
 	t.Setenv("KUBECONFIG", "")
 
-	ctx := WithCache(context.Background(), NewCache())
-	a1, err := Shared(ctx, two, "")
+	run := NewCacheWith(Defaults{}, f)
+	a1, err := run.Get(two, "")
 	require.NoError(t, err)
-	a2, err := Shared(ctx, two, "")
+	a2, err := run.Get(two, "")
 	require.NoError(t, err)
 	assert.Same(t, a1, a2, "one client per kubeconfig and context")
 	assert.Equal(t, "kubeconfig "+two, a1.Source)
 
-	b, err := Shared(ctx, two, "b")
+	b, err := run.Get(two, "b")
 	require.NoError(t, err)
 	assert.NotSame(t, a1, b)
 	assert.Equal(t, "https://b.example:6443", b.Config.Host)
 
-	other, err := Shared(WithCache(context.Background(), NewCache()), two, "")
+	other, err := NewCacheWith(Defaults{}, f).Get(two, "")
 	require.NoError(t, err)
 	assert.NotSame(t, a1, other, "another run has its own cache")
 
 	// Failures are not cached: the file may be written later in the run.
 	later := filepath.Join(dir, "later")
-	_, err = Shared(ctx, later, "")
+	_, err = run.Get(later, "")
 	require.Error(t, err)
 	require.NoError(t, os.WriteFile(later, []byte(otherConfig), 0o600))
-	c, err := Shared(ctx, later, "")
+	c, err := run.Get(later, "")
 	require.NoError(t, err)
 	assert.Equal(t, "https://c.example:6443", c.Config.Host)
 
 	// The defaults follow KUBECONFIG.
 	t.Setenv("KUBECONFIG", two)
-	d1, err := Shared(ctx, "", "")
+	d1, err := run.Get("", "")
 	require.NoError(t, err)
 	t.Setenv("KUBECONFIG", later)
-	d2, err := Shared(ctx, "", "")
+	d2, err := run.Get("", "")
 	require.NoError(t, err)
 	assert.Equal(t, "https://a.example:6443", d1.Config.Host)
 	assert.Equal(t, "https://c.example:6443", d2.Config.Host)
 
-	// --kubeconfig (WithKubeconfig) beats KUBECONFIG when the caller names
-	// none, and an explicit kubeconfig still beats it.
-	flagCtx := WithKubeconfig(ctx, two)
-	e, err := Shared(flagCtx, "", "")
+	// --kubeconfig (Defaults.Kubeconfig) beats KUBECONFIG when the caller
+	// names none, and an explicit kubeconfig still beats it.
+	flag := NewCacheWith(Defaults{Kubeconfig: two}, f)
+	e, err := flag.Get("", "")
 	require.NoError(t, err)
 	assert.Equal(t, "https://a.example:6443", e.Config.Host)
 	assert.Equal(t, "kubeconfig "+two, e.Source)
-	f, err := Shared(flagCtx, later, "")
+	g, err := flag.Get(later, "")
 	require.NoError(t, err)
-	assert.Equal(t, "https://c.example:6443", f.Config.Host)
-	assert.Same(t, ctx, WithKubeconfig(ctx, ""), "no --kubeconfig changes nothing")
+	assert.Equal(t, "https://c.example:6443", g.Config.Host)
 
-	// --context (WithKubeContext) picks the context of the kubeconfig the
+	// --context (Defaults.Context) picks the context of the kubeconfig the
 	// flags and environment choose; a task naming its own kubeconfig or
 	// context is not affected.
-	ctxB := WithKubeContext(flagCtx, "b")
-	g, err := Shared(ctxB, "", "")
+	withB := NewCacheWith(Defaults{Kubeconfig: two, Context: "b"}, f)
+	h, err := withB.Get("", "")
 	require.NoError(t, err)
-	assert.Equal(t, "https://b.example:6443", g.Config.Host)
-	h, err := Shared(ctxB, later, "")
+	assert.Equal(t, "https://b.example:6443", h.Config.Host)
+	i, err := withB.Get(later, "")
 	require.NoError(t, err)
-	assert.Equal(t, "https://c.example:6443", h.Config.Host, "a task's own kubeconfig keeps its current context")
-	i, err := Shared(ctxB, "", "a")
+	assert.Equal(t, "https://c.example:6443", i.Config.Host, "a task's own kubeconfig keeps its current context")
+	j, err := withB.Get("", "a")
 	require.NoError(t, err)
-	assert.Equal(t, "https://a.example:6443", i.Config.Host, "a task's own context wins")
-	_, err = Shared(WithKubeContext(flagCtx, "nope"), "", "")
+	assert.Equal(t, "https://a.example:6443", j.Config.Host, "a task's own context wins")
+	_, err = NewCacheWith(Defaults{Kubeconfig: two, Context: "nope"}, f).Get("", "")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "nope")
-	assert.Same(t, ctx, WithKubeContext(ctx, ""), "no --context changes nothing")
 }

@@ -16,25 +16,6 @@ import (
 	"github.com/wsu-project/wsu/playbooks/doc"
 )
 
-// resolvePlaybook maps a stock playbook name ("join", "join.hcl") to its
-// embedded copy unless a file of that name exists here.
-func resolvePlaybook(arg string) string {
-	if strings.HasPrefix(arg, playbook.EmbeddedPrefix) {
-		return arg
-	}
-	if _, err := os.Stat(arg); err == nil {
-		return arg
-	}
-	name := arg
-	if !strings.HasSuffix(name, ".hcl") {
-		name += ".hcl"
-	}
-	if _, err := fs.Stat(playbooks.FS, name); err == nil && !strings.ContainsAny(arg, `/\`) {
-		return playbook.EmbeddedPrefix + name
-	}
-	return arg
-}
-
 func (a *app) playbooksCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "playbooks",
@@ -109,7 +90,7 @@ for_each, notify), handlers and outputs. --markdown prints Markdown;
 docs/playbooks.md is 'wsu playbooks doc --markdown'.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			pbs, err := doc.Load(playbooks.FS, all.Registry())
+			pbs, err := doc.Load(playbooks.FS, all.Schemas())
 			if err != nil {
 				return err
 			}

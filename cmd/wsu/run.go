@@ -4,28 +4,16 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 
-	"github.com/hashicorp/hcl/v2"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"github.com/zclconf/go-cty/cty"
 	"golang.org/x/term"
 
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/engine/planfile"
-	"github.com/wsu-project/wsu/engine/playbook"
-	"github.com/wsu-project/wsu/host"
-	"github.com/wsu-project/wsu/inventory"
-	"github.com/wsu-project/wsu/inventory/kubeinv"
-	"github.com/wsu-project/wsu/kube"
-	"github.com/wsu-project/wsu/modules/all"
-	"github.com/wsu-project/wsu/playbooks"
-	"github.com/wsu-project/wsu/transport"
+	"github.com/wsu-project/wsu/setup"
 	sshtransport "github.com/wsu-project/wsu/transport/ssh"
-	"github.com/wsu-project/wsu/version"
 	"github.com/wsu-project/wsu/view"
 )
 
@@ -116,12 +104,19 @@ failed or was unreachable.`,
 	return cmd
 }
 
-// run is plan and apply.
+// run is plan and apply: flags in, setup.Prepare, engine.Run, view and
+// exit code out.
 func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, target string, mode engine.Mode) error {
 	if o.output != "human" && o.output != "json" {
 		return fmt.Errorf("--output must be human or json, not %q", o.output)
 	}
-	var expect *planfile.Plan
+	opts := setup.Options{
+		Inputs:     o.inputs(target),
+		Mode:       mode,
+		Forks:      o.forks,
+		Environ:    a.env,
+		Passphrase: a.passphrasePrompt(),
+	}
 	if saved, isPlan, err := planfile.Load(target); err != nil && isPlan {
 		return err
 	} else if isPlan {
@@ -131,95 +126,23 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		if mode != engine.ModeApply {
 			return fmt.Errorf("%s is a saved plan; apply it with `wsu apply %s`", target, target)
 		}
-		expect = saved
-		target = saved.Playbook
-		o.inventory, o.varFiles, o.vars, o.limit = saved.Inventory, saved.VarFiles, saved.Vars, saved.Limit
-		o.tags, o.skipTags, o.local = saved.Tags, saved.SkipTags, saved.Local
-		o.kubeconfig, o.kubeContext = saved.Kubeconfig, saved.KubeContext
+		opts.Saved = saved
 	}
-
-	// --kubeconfig reaches the k8s:// inventory and every cluster module.
-	ctx = kube.WithKubeconfig(ctx, o.kubeconfig)
-	ctx = kube.WithKubeContext(ctx, o.kubeContext)
-	loader := playbook.NewLoader(all.Registry(), playbooks.FS)
-	v := a.newView(o, loader.Sources())
+	run, diags := setup.Prepare(ctx, opts)
+	v := a.newView(o, run.Text)
 	defer v.Close()
-	target = resolvePlaybook(target)
-	pb, diags := loader.Load(target)
-	if diags.HasErrors() {
-		v.Diagnostics(diags)
-		return exitError{1}
-	}
-	v.Diagnostics(diags) // warnings
-	sources := map[string][]byte{}
-	for k, s := range loader.Sources() {
-		sources[k] = s
-	}
-	inv, invSources, invText, diags := a.loadInventory(ctx, o)
-	// The view quotes source lines from the loader's map; the inventory's
-	// text joins it there (only for display: the plan's sources are above).
-	for k, s := range invText {
-		loader.Sources()[k] = s
-	}
-	// Var files too, so their diagnostics quote the line; the engine reads
-	// them again (and reports one it cannot read).
-	for _, f := range o.varFiles {
-		if src, err := os.ReadFile(f); err == nil {
-			loader.Sources()[f] = src
-		}
-	}
 	v.Diagnostics(diags) // errors, or warnings such as a missing SSH key
 	if diags.HasErrors() {
 		return exitError{1}
 	}
-	for k, s := range invSources {
-		sources[k] = s
-	}
-	// On a terminal an encrypted SSH key's passphrase is asked for (once
-	// per key); elsewhere (a Job, a pipe) it must be in WSU_SSH_PASSPHRASE.
-	if f, ok := a.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		sshtransport.SetPassphrasePrompt(func(what string) ([]byte, error) {
-			fmt.Fprintf(a.stderr, "Enter the passphrase for the private key %s: ", what)
-			p, err := term.ReadPassword(int(f.Fd()))
-			fmt.Fprintln(a.stderr)
-			return p, err
-		})
-		defer sshtransport.SetPassphrasePrompt(nil)
-	}
-	transports := transport.NewRegistry()
-	def := "ssh"
-	if o.local {
-		def = "local"
-	}
-	req := engine.Request{
-		Playbook:  pb,
-		Inventory: inv,
-		Inputs:    engine.Inputs{VarFiles: o.varFiles, Vars: o.vars, Environ: a.env},
-		Mode:      mode,
-		Registry:  all.Registry(),
-		Connector: engine.ConnectorFunc(func(ctx context.Context, t engine.Target) (host.Host, error) {
-			return transports.Dial(ctx, t.Name, t.Vars, def)
-		}),
-		Hooks:    v,
-		Forks:    o.forks,
-		Limit:    o.limit,
-		Tags:     o.tags,
-		SkipTags: o.skipTags,
-		Sources:  sources,
-		Expect:   expect,
-	}
-	res := engine.Run(ctx, req)
+	run.Request.Hooks = v
+	res := engine.Run(ctx, run.Request)
 	v.Diagnostics(res.SetupDiagnostics)
 	if res.Failed() {
 		return exitError{1}
 	}
 	if mode == engine.ModePlan && o.out != "" {
-		p := res.Plan
-		p.WSUVersion = version.Version
-		p.Playbook, p.Inventory, p.VarFiles, p.Vars = target, o.inventory, o.varFiles, o.vars
-		p.Limit, p.Tags, p.SkipTags, p.Local = o.limit, o.tags, o.skipTags, o.local
-		p.Kubeconfig, p.KubeContext = o.kubeconfig, o.kubeContext
-		if err := planfile.Save(o.out, p); err != nil {
+		if err := run.SavePlan(o.out, res); err != nil {
 			return fmt.Errorf("saving the plan: %w", err)
 		}
 		if o.output != "json" {
@@ -230,6 +153,31 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		return exitError{2}
 	}
 	return nil
+}
+
+// inputs are the flags a saved plan records.
+func (o *runOptions) inputs(target string) planfile.Inputs {
+	return planfile.Inputs{
+		Playbook: target, Inventory: o.inventory, VarFiles: o.varFiles, Vars: o.vars,
+		Limit: o.limit, Tags: o.tags, SkipTags: o.skipTags, Local: o.local,
+		Kubeconfig: o.kubeconfig, KubeContext: o.kubeContext,
+	}
+}
+
+// passphrasePrompt asks on the terminal for an encrypted SSH key's
+// passphrase (once per key); off a terminal (a Job, a pipe) there is none
+// and the passphrase must be in WSU_SSH_PASSPHRASE.
+func (a *app) passphrasePrompt() sshtransport.PassphrasePrompt {
+	f, ok := a.stdin.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	return func(what string) ([]byte, error) {
+		fmt.Fprintf(a.stderr, "Enter the passphrase for the private key %s: ", what)
+		p, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(a.stderr)
+		return p, err
+	}
 }
 
 func (a *app) newView(o *runOptions, sources map[string][]byte) view.View {
@@ -257,76 +205,4 @@ func inputFlags(flags *pflag.FlagSet) []string {
 		}
 	}
 	return given
-}
-
-// loadInventory reads -i, or makes the one-host inventory --local implies.
-// It returns the inventory, what a saved plan fingerprints ("inventory:"
-// keys), and the text its diagnostics point into, by file name.
-func (a *app) loadInventory(ctx context.Context, o *runOptions) (*inventory.Inventory, map[string][]byte, map[string][]byte, hcl.Diagnostics) {
-	sources, text := map[string][]byte{}, map[string][]byte{}
-	if o.inventory == "" {
-		if !o.local {
-			return nil, nil, nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No inventory", Detail: "Give the hosts with -i INVENTORY (a file, a ConfigMap k8s://NAMESPACE/NAME, or a list like \"win01,win02,\"), or use --local to run on this machine."}}
-		}
-		inv := inventory.FromList("localhost,")
-		inv.Hosts["localhost"].Vars["connection"] = inventory.Var{Value: cty.StringVal("local")}
-		return inv, sources, text, nil
-	}
-	var inv *inventory.Inventory
-	var diags hcl.Diagnostics
-	if kubeinv.IsRef(o.inventory) {
-		inv, diags = a.loadKubeInventory(ctx, o.inventory, sources, text)
-	} else {
-		inv, diags = inventory.Load(o.inventory)
-		if src, err := os.ReadFile(o.inventory); err == nil {
-			abs, _ := filepath.Abs(o.inventory)
-			sources["inventory:"+abs] = src
-			text[o.inventory] = src
-		}
-	}
-	if diags.HasErrors() {
-		return nil, nil, text, diags
-	}
-	if o.local {
-		for _, name := range sortedHosts(inv) {
-			inv.Hosts[name].Vars["connection"] = inventory.Var{Value: cty.StringVal("local")}
-		}
-	}
-	return inv, sources, text, diags
-}
-
-// loadKubeInventory reads -i k8s://NAMESPACE/NAME through the run's shared
-// cluster client (--kubeconfig, else KUBECONFIG, in-cluster, ~/.kube/config).
-// The ConfigMap's rendered data is both what a saved plan fingerprints (so a
-// changed ConfigMap makes the plan stale) and what diagnostics quote; the
-// private key is in neither.
-func (a *app) loadKubeInventory(ctx context.Context, ref string, sources, text map[string][]byte) (*inventory.Inventory, hcl.Diagnostics) {
-	if _, _, diags := kubeinv.ParseRef(ref); diags.HasErrors() {
-		return nil, diags
-	}
-	cl, err := kube.Shared(ctx, "", "")
-	if err != nil {
-		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot connect to the cluster",
-			Detail: fmt.Sprintf("-i %s reads the cluster: %v. Give --kubeconfig FILE or set KUBECONFIG.", ref, err)}}
-	}
-	inv, src, diags := kubeinv.Load(ctx, cl.Kube, ref)
-	for _, d := range diags {
-		if d.Subject == nil && d.Severity == hcl.DiagError {
-			d.Detail += fmt.Sprintf(" Cluster: %s.", cl.Source)
-		}
-	}
-	if inv != nil { // also an empty ConfigMap: a saved plan notices entries appearing
-		sources["inventory:"+ref] = src
-		text[ref] = src
-	}
-	return inv, diags
-}
-
-func sortedHosts(inv *inventory.Inventory) []string {
-	names := make([]string, 0, len(inv.Hosts))
-	for n := range inv.Hosts {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }

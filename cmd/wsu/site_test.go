@@ -19,6 +19,7 @@ import (
 	"github.com/wsu-project/wsu/engine/playbook"
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/modules/all"
 	"github.com/wsu-project/wsu/playbooks"
 )
@@ -35,7 +36,7 @@ func TestSiteExampleValidates(t *testing.T) {
 // declaredVariables are the variables of a playbook and all it includes.
 func declaredVariables(t *testing.T, name string) map[string]bool {
 	t.Helper()
-	loader := playbook.NewLoader(all.Registry(), playbooks.FS)
+	loader := playbook.NewLoader(all.Schemas(), playbooks.FS)
 	pb, diags := loader.Load(name)
 	require.False(t, diags.HasErrors(), diags.Error())
 	declared := map[string]bool{}
@@ -102,7 +103,7 @@ func TestSiteExamplePreflight(t *testing.T) {
 // host failure must come from; the after-join play is covered by validate
 // only.
 func TestSiteExamplePlan(t *testing.T) {
-	loader := playbook.NewLoader(all.Registry(), playbooks.FS)
+	loader := playbook.NewLoader(all.Schemas(), playbooks.FS)
 	pb, diags := loader.Load(filepath.Join(siteDir, "site.hcl"))
 	require.False(t, diags.HasErrors(), diags.Error())
 	inv, diags := inventory.Load(filepath.Join(siteDir, "inventory.ini"))
@@ -121,7 +122,7 @@ func TestSiteExamplePlan(t *testing.T) {
 		Inventory: inv,
 		Inputs:    engine.Inputs{VarFiles: []string{filepath.Join(siteDir, "site.vars.hcl")}, Vars: []string{"payload_dir=" + payload}},
 		Mode:      engine.ModePlan,
-		Registry:  all.Registry(),
+		Registry:  all.Registry(kube.NewCache(kube.Defaults{})),
 		Connector: engine.ConnectorFunc(func(ctx context.Context, tg engine.Target) (host.Host, error) {
 			h, err := sim.New(filepath.Join(root, tg.Name), sim.Options{Hostname: strings.ToUpper(tg.Name)})
 			if err != nil {
@@ -245,7 +246,7 @@ func TestSiteFork(t *testing.T) {
 
 	code, out, errs := wsu(t, nil, "validate", "--no-color", site)
 	assert.Equal(t, 0, code, out+errs)
-	loader := playbook.NewLoader(all.Registry(), playbooks.FS)
+	loader := playbook.NewLoader(all.Schemas(), playbooks.FS)
 	pb, diags := loader.Load(site)
 	require.False(t, diags.HasErrors(), diags.Error())
 	var files []string

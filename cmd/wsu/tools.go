@@ -17,6 +17,7 @@ import (
 	"github.com/wsu-project/wsu/modules/all"
 	"github.com/wsu-project/wsu/modules/docs"
 	"github.com/wsu-project/wsu/playbooks"
+	"github.com/wsu-project/wsu/setup"
 	"github.com/wsu-project/wsu/view"
 )
 
@@ -29,8 +30,8 @@ func (a *app) validateCommand() *cobra.Command {
 names and arguments, argument types, references, duplicate names and cycles.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			loader := playbook.NewLoader(all.Registry(), playbooks.FS)
-			_, diags := loader.Load(resolvePlaybook(args[0]))
+			loader := playbook.NewLoader(all.Schemas(), playbooks.FS)
+			_, diags := loader.Load(setup.ResolvePlaybook(args[0], playbooks.FS))
 			_, noColorEnv := os.LookupEnv("NO_COLOR")
 			v := view.NewHuman(a.stderr, view.HumanOptions{Color: isTerminal(a.stderr) && !noColor && !noColorEnv, Sources: loader.Sources()})
 			v.Diagnostics(diags)
@@ -167,7 +168,7 @@ func (a *app) modulesCommand() *cobra.Command {
 		Short: "List the modules, or document one",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			reg := all.Registry()
+			reg := all.Schemas()
 			if markdown {
 				fmt.Fprint(a.stdout, docs.Markdown(reg))
 				return nil

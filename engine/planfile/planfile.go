@@ -21,6 +21,20 @@ type Plan struct {
 	FormatVersion int    `json:"format_version"`
 	WSUVersion    string `json:"wsu_version"`
 
+	// Inputs are recorded as given, so apply plans again with exactly them.
+	Inputs
+
+	// Sources maps every playbook, var file and inventory file read, and
+	// every file the file functions read while planning, to its sha256.
+	Sources map[string]string `json:"sources"`
+	Hosts   map[string]*Host  `json:"hosts"`
+}
+
+// Inputs are what a run was asked to do: the one list of inputs a saved plan
+// records and a later apply restores. Every face (CLI, Job, controller)
+// fills it; package setup turns it into an engine request.
+type Inputs struct {
+	// Playbook is a file path, or wsu:NAME for a stock playbook.
 	Playbook  string   `json:"playbook"`
 	Inventory string   `json:"inventory,omitempty"`
 	VarFiles  []string `json:"var_files,omitempty"`
@@ -33,11 +47,6 @@ type Plan struct {
 	// cluster the plan read is the one apply acts on.
 	Kubeconfig  string `json:"kubeconfig,omitempty"`
 	KubeContext string `json:"kube_context,omitempty"`
-
-	// Sources maps every playbook, var file and inventory file read, and
-	// every file the file functions read while planning, to its sha256.
-	Sources map[string]string `json:"sources"`
-	Hosts   map[string]*Host  `json:"hosts"`
 }
 
 // Host is what was planned for one host.

@@ -641,7 +641,7 @@ play "p" {
 func TestDiagnostics(t *testing.T) {
 	for _, tc := range diagCases {
 		t.Run(tc.name, func(t *testing.T) {
-			l := playbook.NewLoader(all.Registry(), nil)
+			l := playbook.NewLoader(all.Schemas(), nil)
 			var diags hcl.Diagnostics
 			if tc.file != "" {
 				_, diags = l.Load(tc.file)
@@ -683,13 +683,13 @@ func TestValidPlaybooks(t *testing.T) {
 		filepath.Join("..", "..", "examples", "demo", "site.hcl"),
 		diagDir("inc", "good.hcl"),
 	} {
-		_, diags := playbook.NewLoader(all.Registry(), nil).Load(name)
+		_, diags := playbook.NewLoader(all.Schemas(), nil).Load(name)
 		if diags.HasErrors() {
 			t.Errorf("%s:\n%s", name, diagString(diags))
 		}
 	}
 	for i, src := range fuzzSeeds[:2] {
-		_, diags := playbook.NewLoader(all.Registry(), nil).LoadSource(diagDir("inc", "fuzz.hcl"), []byte(src))
+		_, diags := playbook.NewLoader(all.Schemas(), nil).LoadSource(diagDir("inc", "fuzz.hcl"), []byte(src))
 		if diags.HasErrors() {
 			t.Errorf("fuzz seed %d:\n%s", i, diagString(diags))
 		}

@@ -96,7 +96,7 @@ func FuzzLoad(f *testing.F) {
 	}
 	// Includes in inputs resolve next to the fixtures of diag_test.go.
 	name := diagDir("inc", "fuzz.hcl")
-	reg := all.Registry()
+	reg := all.Schemas()
 	f.Fuzz(func(t *testing.T, src []byte) {
 		pb, diags := playbook.NewLoader(reg, nil).LoadSource(name, src)
 		if pb == nil && !diags.HasErrors() {

@@ -16,7 +16,7 @@ import (
 
 // BootstrapToken makes sure a kubeadm bootstrap token exists for joining
 // nodes, and builds the kubelet's bootstrap kubeconfig around it.
-type BootstrapToken struct{}
+type BootstrapToken struct{ Clusters }
 
 var (
 	_ modules.Module    = BootstrapToken{}
@@ -145,7 +145,7 @@ func (m BootstrapToken) Plan(ctx context.Context, req modules.PlanRequest) modul
 			{Name: "ttl", Old: cty.NullVal(cty.String), New: get(cfg, "ttl")},
 			{Name: "description", Old: cty.NullVal(cty.String), New: get(cfg, "description")},
 		}}
-	cl, known, diags := client(ctx, cfg)
+	cl, known, diags := m.client(cfg)
 	if diags.HasErrors() {
 		return modules.PlanResponse{Result: unknownResult(bootstrapTokenResults), Diagnostics: diags}
 	}
@@ -182,7 +182,7 @@ func (m BootstrapToken) Apply(ctx context.Context, req modules.ApplyRequest) mod
 	if diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(bootstrapTokenResults), Diagnostics: diags}
 	}
-	cl, _, diags := client(ctx, cfg)
+	cl, _, diags := m.client(cfg)
 	if diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(bootstrapTokenResults), Diagnostics: diags}
 	}

@@ -47,7 +47,7 @@ func kubeconfigParts(t *testing.T, kc string) (server string, ca []byte, token s
 
 func TestBootstrapTokenCreateAndReuse(t *testing.T) {
 	c := csrCluster(t)
-	m := BootstrapToken{}
+	m := BootstrapToken{testClusters}
 	cfg := cfgFor(t, m, map[string]cty.Value{"kubeconfig": cty.StringVal(c.Kubeconfig), "ttl": cty.StringVal("2h")})
 
 	// Without cluster-info the plan fails before creating anything.
@@ -142,7 +142,7 @@ func TestBootstrapTokenCreateAndReuse(t *testing.T) {
 func TestBootstrapTokenRequesterApprovesKubeadmJoin(t *testing.T) {
 	c := csrCluster(t)
 	publishClusterInfo(t, c, []byte("ca"))
-	tok := BootstrapToken{}
+	tok := BootstrapToken{testClusters}
 	tcfg := cfgFor(t, tok, map[string]cty.Value{"kubeconfig": cty.StringVal(c.Kubeconfig)})
 	plan := tok.Plan(ctx, modules.PlanRequest{Config: tcfg})
 	require.NotNil(t, plan.Change)
@@ -155,7 +155,7 @@ func TestBootstrapTokenRequesterApprovesKubeadmJoin(t *testing.T) {
 	createCSR(t, c, k)
 	createCSR(t, c, clientCSR("other-token", "win-5", "system:bootstrap:zzzzzz"))
 
-	m := CSRApprove{}
+	m := CSRApprove{testClusters}
 	cfg := cfgFor(t, m, map[string]cty.Value{
 		"kubeconfig":        cty.StringVal(c.Kubeconfig),
 		"node_name":         cty.StringVal("win-5"),
@@ -173,7 +173,7 @@ func TestBootstrapTokenRequesterApprovesKubeadmJoin(t *testing.T) {
 }
 
 func TestBootstrapTokenValidate(t *testing.T) {
-	m := BootstrapToken{}
+	m := BootstrapToken{testClusters}
 	tests := []struct {
 		name  string
 		attrs map[string]cty.Value
@@ -201,7 +201,7 @@ func TestBootstrapTokenValidate(t *testing.T) {
 func TestBootstrapTokenParallelHostsShareOne(t *testing.T) {
 	c := csrCluster(t)
 	publishClusterInfo(t, c, []byte("-----BEGIN CERTIFICATE-----\nY2E=\n-----END CERTIFICATE-----\n"))
-	m := BootstrapToken{}
+	m := BootstrapToken{testClusters}
 	cfg := cfgFor(t, m, map[string]cty.Value{"kubeconfig": cty.StringVal(c.Kubeconfig), "ttl": cty.StringVal("2h")})
 	const hosts = 5
 	plans := make([]modules.PlanResponse, hosts)

@@ -18,7 +18,7 @@ import (
 
 // ClusterCheck checks that an OpenShift cluster can take Windows nodes:
 // OVN-Kubernetes with a hybrid overlay network.
-type ClusterCheck struct{}
+type ClusterCheck struct{ Clusters }
 
 var _ modules.Module = ClusterCheck{}
 
@@ -160,8 +160,8 @@ func checkClusterNetwork(ctx context.Context, cl *kube.Client) (c clusterNetwork
 }
 
 // check runs the check for Plan and Apply alike: it is read-only.
-func (ClusterCheck) check(ctx context.Context, cfg modules.Config) (cty.Value, hcl.Diagnostics) {
-	cl, known, diags := client(ctx, cfg)
+func (m ClusterCheck) check(ctx context.Context, cfg modules.Config) (cty.Value, hcl.Diagnostics) {
+	cl, known, diags := m.client(cfg)
 	if diags.HasErrors() || !known {
 		return unknownResult(clusterCheckResults), diags
 	}

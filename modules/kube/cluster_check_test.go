@@ -35,7 +35,7 @@ func putCluster(t *testing.T, dc dynamic.Interface, gvr schema.GroupVersionResou
 func TestClusterCheck(t *testing.T) {
 	// Its own cluster: the OpenShift CRDs must not leak into other tests.
 	c := kubetest.Start(t)
-	m := ClusterCheck{}
+	m := ClusterCheck{testClusters}
 	cfg := kcfg(t, c, m, nil)
 
 	// Vanilla Kubernetes: not applicable, not an error.

@@ -18,7 +18,7 @@ import (
 
 // CSRApprove approves a joining node's kubelet CSRs, and only those that
 // pass every approval rule.
-type CSRApprove struct{}
+type CSRApprove struct{ Clusters }
 
 var (
 	_ modules.Module    = CSRApprove{}
@@ -295,7 +295,7 @@ func (m CSRApprove) Plan(ctx context.Context, req modules.PlanRequest) modules.P
 			Diagnostics: diags,
 		}
 	}
-	cl, known, diags := client(ctx, cfg)
+	cl, known, diags := m.client(cfg)
 	if diags.HasErrors() {
 		return modules.PlanResponse{Result: unknownResult(csrApproveResults), Diagnostics: diags}
 	}
@@ -356,7 +356,7 @@ func (m CSRApprove) Apply(ctx context.Context, req modules.ApplyRequest) modules
 	if diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(csrApproveResults), Diagnostics: diags}
 	}
-	cl, _, diags := client(ctx, cfg)
+	cl, _, diags := m.client(cfg)
 	if diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(csrApproveResults), Diagnostics: diags}
 	}

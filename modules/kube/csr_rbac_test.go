@@ -45,14 +45,14 @@ func TestJoinModulesNeedOnlyShippedRBAC(t *testing.T) {
 			Data:       map[string][]byte{"token": []byte("t"), "ca.crt": []byte("ca")},
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
-		_, res := converge(t, Ignition{}, cfgFor(t, Ignition{}, as(map[string]cty.Value{"source": cty.StringVal("machineconfig")})))
+		_, res := converge(t, Ignition{testClusters}, cfgFor(t, Ignition{testClusters}, as(map[string]cty.Value{"source": cty.StringVal("machineconfig")})))
 		assert.Equal(t, "3", res.GetAttr("kubelet_verbosity").AsString())
 	})
 
 	var requester string
 	t.Run("k8s_bootstrap_token", func(t *testing.T) {
 		publishClusterInfo(t, c, []byte("ca"))
-		_, res := converge(t, BootstrapToken{}, cfgFor(t, BootstrapToken{}, as(map[string]cty.Value{})))
+		_, res := converge(t, BootstrapToken{testClusters}, cfgFor(t, BootstrapToken{testClusters}, as(map[string]cty.Value{})))
 		requester = res.GetAttr("requester").AsString()
 	})
 
@@ -63,7 +63,7 @@ func TestJoinModulesNeedOnlyShippedRBAC(t *testing.T) {
 		k.groups = []string{kube.DefaultBootstrapGroup}
 		createCSR(t, c, k)
 		createCSR(t, c, servingCSR("rbac-serving", node, "10.0.0.9"))
-		m := CSRApprove{}
+		m := CSRApprove{testClusters}
 		cfg := cfgFor(t, m, as(map[string]cty.Value{
 			"node_name":         cty.StringVal(node),
 			"addresses":         strs("10.0.0.9"),

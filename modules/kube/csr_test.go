@@ -217,7 +217,7 @@ func TestCSRApproveFirstJoin(t *testing.T) {
 		"foreign-san":         kube.RuleServingSANs,
 	}
 
-	m := CSRApprove{}
+	m := CSRApprove{testClusters}
 	cfg := cfgFor(t, m, map[string]cty.Value{
 		"kubeconfig": cty.StringVal(c.Kubeconfig),
 		"node_name":  cty.StringVal(node),
@@ -292,7 +292,7 @@ func TestCSRApproveNodeAlreadyExists(t *testing.T) {
 	createCSR(t, c, clientCSR("late-client", node, kube.OpenShiftBootstrapper))
 	createCSR(t, c, servingCSR("serving", node, "10.0.0.7"))
 
-	m := CSRApprove{}
+	m := CSRApprove{testClusters}
 	cfg := cfgFor(t, m, map[string]cty.Value{
 		"kubeconfig": cty.StringVal(c.Kubeconfig),
 		"node_name":  cty.StringVal(node),
@@ -320,7 +320,7 @@ func TestCSRApproveTimesOutWithoutApprovingForgeries(t *testing.T) {
 	bad := servingCSR("serving-for-metadata-ip", node, "169.254.169.254")
 	createCSR(t, c, bad)
 
-	m := CSRApprove{}
+	m := CSRApprove{testClusters}
 	cfg := cfgFor(t, m, map[string]cty.Value{
 		"kubeconfig": cty.StringVal(c.Kubeconfig),
 		"node_name":  cty.StringVal(node),
@@ -349,7 +349,7 @@ func TestCSRApproveTimesOutWithoutApprovingForgeries(t *testing.T) {
 }
 
 func TestCSRApproveValidate(t *testing.T) {
-	m := CSRApprove{}
+	m := CSRApprove{testClusters}
 	ok := map[string]cty.Value{
 		"node_name": cty.StringVal("win-1"),
 		"addresses": cty.ListVal([]cty.Value{cty.StringVal("10.0.0.5")}),

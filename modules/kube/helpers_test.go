@@ -12,12 +12,17 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/modules"
 	"github.com/wsu-project/wsu/modules/moduletest"
 	"github.com/wsu-project/wsu/test/kubetest"
 )
 
 var ctx = context.Background()
+
+// testClusters gives the modules under test a client cache of their own, as
+// a run's setup does.
+var testClusters = Clusters{Cache: kube.NewCache(kube.Defaults{})}
 
 // The package's tests share one control plane (starting one takes a few
 // seconds); each test uses its own node and namespace names.

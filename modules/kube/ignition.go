@@ -15,7 +15,7 @@ import (
 
 // Ignition reads what a Windows node needs from the cluster's worker
 // Ignition config: a data source, so it never changes anything.
-type Ignition struct{}
+type Ignition struct{ Clusters }
 
 var (
 	_ modules.Module    = Ignition{}
@@ -138,10 +138,10 @@ func (Ignition) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 }
 
 // read fetches and parses the config.
-func (Ignition) read(ctx context.Context, cfg modules.Config) (cty.Value, hcl.Diagnostics) {
+func (m Ignition) read(ctx context.Context, cfg modules.Config) (cty.Value, hcl.Diagnostics) {
 	src, _ := str(get(cfg, "source"))
 	if src == "machineconfig" {
-		cl, known, diags := client(ctx, cfg)
+		cl, known, diags := m.client(cfg)
 		if diags.HasErrors() || !known {
 			return unknownResult(ignitionResults), diags
 		}

@@ -74,7 +74,7 @@ func TestIgnitionFromMachineConfig(t *testing.T) {
 	))
 	cl, err := kube.NewClient(c.Config, "test")
 	require.NoError(t, err)
-	m := Ignition{}
+	m := Ignition{testClusters}
 	cfg := cfgFor(t, m, map[string]cty.Value{"source": cty.StringVal("machineconfig"), "kubeconfig": cty.StringVal(c.Kubeconfig)})
 
 	fail := func(want string) {

@@ -68,7 +68,7 @@ func testMCS(t *testing.T) (url, ca string, userAgents func() []string) {
 
 func TestIgnitionFromMCSIsARead(t *testing.T) {
 	url, ca, uas := testMCS(t)
-	m := Ignition{}
+	m := Ignition{testClusters}
 	tests := []struct {
 		name      string
 		spec      int64
@@ -108,7 +108,7 @@ func TestIgnitionFromMCSIsARead(t *testing.T) {
 // Absent flags and files are null, so playbooks can test `!= null`.
 func TestIgnitionAbsentValuesAreNull(t *testing.T) {
 	url, ca, _ := testMCS(t)
-	m := Ignition{}
+	m := Ignition{testClusters}
 	resp := m.Plan(ctx, modules.PlanRequest{Config: cfgFor(t, m, map[string]cty.Value{
 		"source": cty.StringVal("mcs"), "url": cty.StringVal(url + "?spec24"), "ca": cty.StringVal(ca)})})
 	require.False(t, resp.Diagnostics.HasErrors(), "%v", resp.Diagnostics)
@@ -124,7 +124,7 @@ func TestIgnitionAbsentValuesAreNull(t *testing.T) {
 
 func TestIgnitionSensitiveResults(t *testing.T) {
 	sensitive := map[string]bool{}
-	for _, a := range (Ignition{}).Schema().Results {
+	for _, a := range (Ignition{testClusters}).Schema().Results {
 		sensitive[a.Name] = a.Sensitive
 	}
 	assert.True(t, sensitive["bootstrap_kubeconfig"])
@@ -134,7 +134,7 @@ func TestIgnitionSensitiveResults(t *testing.T) {
 
 func TestIgnitionPlanErrors(t *testing.T) {
 	url, ca, _ := testMCS(t)
-	m := Ignition{}
+	m := Ignition{testClusters}
 	wrongCA := strings.Replace(ca, "MII", "MIJ", 1)
 	tests := []struct {
 		name   string
@@ -157,7 +157,7 @@ func TestIgnitionPlanErrors(t *testing.T) {
 }
 
 func TestIgnitionUnknownArgumentsDeferTheRead(t *testing.T) {
-	m := Ignition{}
+	m := Ignition{testClusters}
 	cfg := cfgFor(t, m, map[string]cty.Value{"source": cty.StringVal("mcs"), "url": cty.UnknownVal(cty.String)})
 	resp := m.Plan(context.Background(), modules.PlanRequest{Config: cfg})
 	assert.Empty(t, resp.Diagnostics)
@@ -167,7 +167,7 @@ func TestIgnitionUnknownArgumentsDeferTheRead(t *testing.T) {
 }
 
 func TestIgnitionValidate(t *testing.T) {
-	m := Ignition{}
+	m := Ignition{testClusters}
 	tests := []struct {
 		name  string
 		attrs map[string]cty.Value

@@ -27,20 +27,29 @@ import (
 	"github.com/wsu-project/wsu/modules/modutil"
 )
 
-// Modules returns every module of this package.
-func Modules() []modules.Module {
+// Modules returns every module of this package, getting their clients from
+// cache: one per run (kube.Cache says why).
+func Modules(cache *kube.Cache) []modules.Module {
+	c := Clusters{Cache: cache}
 	return []modules.Module{
-		NodeWait{},
-		Node{},
-		NodeCordon{},
-		NodeDrain{},
-		NodeDelete{},
-		WaitAnnotation{},
-		ClusterCheck{},
-		Ignition{},
-		BootstrapToken{},
-		CSRApprove{},
+		NodeWait{c},
+		Node{c},
+		NodeCordon{c},
+		NodeDrain{c},
+		NodeDelete{c},
+		WaitAnnotation{c},
+		ClusterCheck{c},
+		Ignition{c},
+		BootstrapToken{c},
+		CSRApprove{c},
 	}
+}
+
+// Clusters is what every module here holds: the run's cluster clients.
+type Clusters struct {
+	// Cache is the run's client cache; modules built without one (a zero
+	// value, as for schemas and docs) fail when a task needs a cluster.
+	Cache *kube.Cache
 }
 
 // knownAfterApply is the Subject of a change whose target is not known yet.
@@ -63,14 +72,18 @@ func withConn(attrs ...modules.Attribute) []modules.Attribute {
 // client returns the run's shared client for the task's kubeconfig and
 // context. known is false while either is unknown (plan of a kubeconfig an
 // earlier task writes).
-func client(ctx context.Context, cfg modules.Config) (cl *kube.Client, known bool, diags hcl.Diagnostics) {
+func (c Clusters) client(cfg modules.Config) (cl *kube.Client, known bool, diags hcl.Diagnostics) {
 	kc, ctxName := get(cfg, "kubeconfig"), get(cfg, "context")
 	if !kc.IsKnown() || !ctxName.IsKnown() {
 		return nil, false, nil
 	}
 	path, _ := str(kc)
 	name, _ := str(ctxName)
-	cl, err := kube.Shared(ctx, path, name)
+	if c.Cache == nil {
+		return nil, true, hcl.Diagnostics{cfg.Error("kubeconfig", "Cannot connect to the cluster",
+			"This module was built without the run's cluster clients (modules/kube.Modules(cache)); a run set up by package setup always has them.")}
+	}
+	cl, err := c.Cache.Get(path, name)
 	if err != nil {
 		attr := "kubeconfig"
 		if name != "" && path == "" {

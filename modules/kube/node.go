@@ -22,7 +22,7 @@ import (
 )
 
 // Node sets labels, annotations and taints on a Node.
-type Node struct{}
+type Node struct{ Clusters }
 
 var (
 	_ modules.Module    = Node{}
@@ -347,7 +347,7 @@ func (m Node) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 		return modules.PlanResponse{Result: unknownResult(nodeResults), Diagnostics: diags}
 	}
 	name, nameOK := str(get(cfg, "name"))
-	cl, known, diags := client(ctx, cfg)
+	cl, known, diags := m.client(cfg)
 	if diags.HasErrors() {
 		return modules.PlanResponse{Result: unknownResult(nodeResults), Diagnostics: diags}
 	}
@@ -388,7 +388,7 @@ func (m Node) Apply(ctx context.Context, req modules.ApplyRequest) modules.Apply
 	if diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(nodeResults), Diagnostics: diags}
 	}
-	cl, _, diags := client(ctx, cfg)
+	cl, _, diags := m.client(cfg)
 	if diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(nodeResults), Diagnostics: diags}
 	}

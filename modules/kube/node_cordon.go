@@ -15,7 +15,7 @@ import (
 )
 
 // NodeCordon marks a Node unschedulable, or schedulable again.
-type NodeCordon struct{}
+type NodeCordon struct{ Clusters }
 
 var (
 	_ modules.Module    = NodeCordon{}
@@ -72,7 +72,7 @@ func (m NodeCordon) Plan(ctx context.Context, req modules.PlanRequest) modules.P
 	}
 	name, nameOK := str(get(cfg, "name"))
 	want := get(cfg, "cordoned")
-	cl, known, diags := client(ctx, cfg)
+	cl, known, diags := m.client(cfg)
 	if diags.HasErrors() {
 		return modules.PlanResponse{Result: unknownResult(nodeCordonResults), Diagnostics: diags}
 	}
@@ -117,7 +117,7 @@ func (m NodeCordon) Apply(ctx context.Context, req modules.ApplyRequest) modules
 	if diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(nodeCordonResults), Diagnostics: diags}
 	}
-	cl, _, diags := client(ctx, cfg)
+	cl, _, diags := m.client(cfg)
 	if diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(nodeCordonResults), Diagnostics: diags}
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // NodeDelete removes a Node object, the last step of taking a node out.
-type NodeDelete struct{}
+type NodeDelete struct{ Clusters }
 
 var (
 	_ modules.Module    = NodeDelete{}
@@ -55,7 +55,7 @@ func (m NodeDelete) Plan(ctx context.Context, req modules.PlanRequest) modules.P
 		return modules.PlanResponse{Result: unknownResult(nodeDeleteResults), Diagnostics: diags}
 	}
 	name, nameOK := str(get(cfg, "name"))
-	cl, known, diags := client(ctx, cfg)
+	cl, known, diags := m.client(cfg)
 	if diags.HasErrors() {
 		return modules.PlanResponse{Result: unknownResult(nodeDeleteResults), Diagnostics: diags}
 	}
@@ -86,7 +86,7 @@ func (m NodeDelete) Apply(ctx context.Context, req modules.ApplyRequest) modules
 	if diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(nodeDeleteResults), Diagnostics: diags}
 	}
-	cl, _, diags := client(ctx, cfg)
+	cl, _, diags := m.client(cfg)
 	if diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(nodeDeleteResults), Diagnostics: diags}
 	}

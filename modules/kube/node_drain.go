@@ -22,7 +22,7 @@ import (
 )
 
 // NodeDrain cordons a Node and evicts its pods, as `kubectl drain` does.
-type NodeDrain struct{}
+type NodeDrain struct{ Clusters }
 
 var (
 	_ modules.Module    = NodeDrain{}
@@ -200,7 +200,7 @@ func (m NodeDrain) Plan(ctx context.Context, req modules.PlanRequest) modules.Pl
 	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
 		return modules.PlanResponse{Result: unknownResult(nodeDrainResults), Diagnostics: diags}
 	}
-	cl, known, diags := client(ctx, cfg)
+	cl, known, diags := m.client(cfg)
 	if diags.HasErrors() {
 		return modules.PlanResponse{Result: unknownResult(nodeDrainResults), Diagnostics: diags}
 	}
@@ -267,7 +267,7 @@ func (m NodeDrain) Apply(ctx context.Context, req modules.ApplyRequest) modules.
 	if diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(nodeDrainResults), Diagnostics: diags}
 	}
-	cl, _, diags := client(ctx, cfg)
+	cl, _, diags := m.client(cfg)
 	if diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(nodeDrainResults), Diagnostics: diags}
 	}

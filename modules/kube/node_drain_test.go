@@ -73,7 +73,7 @@ func drainNode(t *testing.T, c *kubetest.Cluster, name string) {
 
 func TestNodeDrain(t *testing.T) {
 	c := cluster(t)
-	m := NodeDrain{}
+	m := NodeDrain{testClusters}
 	const node, ns = "drain-1", "drain-1"
 	drainNode(t, c, node)
 	runPod(t, c, ns, "web", node, ownedBy("ReplicaSet"))
@@ -112,7 +112,7 @@ func TestNodeDrain(t *testing.T) {
 
 func TestNodeDrainFilters(t *testing.T) {
 	c := cluster(t)
-	m := NodeDrain{}
+	m := NodeDrain{testClusters}
 	const node, ns = "drain-2", "drain-2"
 	drainNode(t, c, node)
 	runPod(t, c, ns, "bare", node)
@@ -160,7 +160,7 @@ func TestNodeDrainFilters(t *testing.T) {
 
 func TestNodeDrainPodDisruptionBudget(t *testing.T) {
 	c := cluster(t)
-	m := NodeDrain{}
+	m := NodeDrain{testClusters}
 	const node, ns = "drain-3", "drain-3"
 	drainNode(t, c, node)
 	runPod(t, c, ns, "db-0", node, ownedBy("StatefulSet"), withLabels(map[string]string{"app": "db"}))
@@ -197,7 +197,7 @@ func TestNodeDrainPodDisruptionBudget(t *testing.T) {
 // the containers stopped, and the drain waits for that.
 func TestNodeDrainWaitsForTermination(t *testing.T) {
 	c := cluster(t)
-	m := NodeDrain{}
+	m := NodeDrain{testClusters}
 	const node, ns = "drain-4", "drain-4"
 	drainNode(t, c, node)
 	runPod(t, c, ns, "slow", node, ownedBy("ReplicaSet"))

@@ -30,42 +30,42 @@ func TestValidate(t *testing.T) {
 		summary string // "" for valid
 		attr    string
 	}{
-		{name: "wait ok", module: NodeWait{}, attrs: map[string]cty.Value{"name": cty.StringVal("win-1")}},
-		{name: "wait unknown name", module: NodeWait{}, attrs: map[string]cty.Value{"name": cty.UnknownVal(cty.String)}},
-		{name: "wait upper case name", module: NodeWait{}, attrs: map[string]cty.Value{"name": cty.StringVal("WIN-1")}, summary: "Invalid node name", attr: "name"},
-		{name: "wait long name", module: NodeWait{}, attrs: map[string]cty.Value{"name": cty.StringVal(long)}, summary: "Invalid node name", attr: "name"},
-		{name: "wait null name", module: NodeWait{}, attrs: map[string]cty.Value{"name": cty.NullVal(cty.String)}, summary: "Missing node name", attr: "name"},
-		{name: "wait bad status", module: NodeWait{}, attrs: map[string]cty.Value{"name": cty.StringVal("n"), "status": cty.StringVal("true")}, summary: "Invalid status", attr: "status"},
-		{name: "wait empty condition", module: NodeWait{}, attrs: map[string]cty.Value{"name": cty.StringVal("n"), "condition": cty.StringVal("")}, summary: "Empty condition", attr: "condition"},
-		{name: "wait negative timeout", module: NodeWait{}, attrs: map[string]cty.Value{"name": cty.StringVal("n"), "timeout": cty.NumberIntVal(-1)}, summary: "Invalid timeout", attr: "timeout"},
-		{name: "wait zero interval", module: NodeWait{}, attrs: map[string]cty.Value{"name": cty.StringVal("n"), "interval": cty.NumberIntVal(0)}, summary: "Invalid interval", attr: "interval"},
-		{name: "node ok", module: Node{}, attrs: map[string]cty.Value{"name": cty.StringVal("n"),
+		{name: "wait ok", module: NodeWait{testClusters}, attrs: map[string]cty.Value{"name": cty.StringVal("win-1")}},
+		{name: "wait unknown name", module: NodeWait{testClusters}, attrs: map[string]cty.Value{"name": cty.UnknownVal(cty.String)}},
+		{name: "wait upper case name", module: NodeWait{testClusters}, attrs: map[string]cty.Value{"name": cty.StringVal("WIN-1")}, summary: "Invalid node name", attr: "name"},
+		{name: "wait long name", module: NodeWait{testClusters}, attrs: map[string]cty.Value{"name": cty.StringVal(long)}, summary: "Invalid node name", attr: "name"},
+		{name: "wait null name", module: NodeWait{testClusters}, attrs: map[string]cty.Value{"name": cty.NullVal(cty.String)}, summary: "Missing node name", attr: "name"},
+		{name: "wait bad status", module: NodeWait{testClusters}, attrs: map[string]cty.Value{"name": cty.StringVal("n"), "status": cty.StringVal("true")}, summary: "Invalid status", attr: "status"},
+		{name: "wait empty condition", module: NodeWait{testClusters}, attrs: map[string]cty.Value{"name": cty.StringVal("n"), "condition": cty.StringVal("")}, summary: "Empty condition", attr: "condition"},
+		{name: "wait negative timeout", module: NodeWait{testClusters}, attrs: map[string]cty.Value{"name": cty.StringVal("n"), "timeout": cty.NumberIntVal(-1)}, summary: "Invalid timeout", attr: "timeout"},
+		{name: "wait zero interval", module: NodeWait{testClusters}, attrs: map[string]cty.Value{"name": cty.StringVal("n"), "interval": cty.NumberIntVal(0)}, summary: "Invalid interval", attr: "interval"},
+		{name: "node ok", module: Node{testClusters}, attrs: map[string]cty.Value{"name": cty.StringVal("n"),
 			"labels":      cty.MapVal(map[string]cty.Value{"node.openshift.io/os_id": cty.StringVal("Windows"), "gone": cty.NullVal(cty.String)}),
 			"annotations": cty.MapVal(map[string]cty.Value{"a.example/x": cty.StringVal("any value: {json}")}),
 			"taints":      cty.TupleVal([]cty.Value{taint("os", "Windows", "NoSchedule"), taint("x", "", "NoExecute")}),
 		}},
-		{name: "node bad label key", module: Node{}, attrs: map[string]cty.Value{"name": cty.StringVal("n"),
+		{name: "node bad label key", module: Node{testClusters}, attrs: map[string]cty.Value{"name": cty.StringVal("n"),
 			"labels": cty.MapVal(map[string]cty.Value{"bad key": cty.StringVal("v")})}, summary: "Invalid key", attr: "labels"},
-		{name: "node bad label value", module: Node{}, attrs: map[string]cty.Value{"name": cty.StringVal("n"),
+		{name: "node bad label value", module: Node{testClusters}, attrs: map[string]cty.Value{"name": cty.StringVal("n"),
 			"labels": cty.MapVal(map[string]cty.Value{"k": cty.StringVal("not a label value")})}, summary: "Invalid label value", attr: "labels"},
-		{name: "node bad annotation key", module: Node{}, attrs: map[string]cty.Value{"name": cty.StringVal("n"),
+		{name: "node bad annotation key", module: Node{testClusters}, attrs: map[string]cty.Value{"name": cty.StringVal("n"),
 			"annotations": cty.MapVal(map[string]cty.Value{"a/b/c": cty.StringVal("v")})}, summary: "Invalid key", attr: "annotations"},
-		{name: "node bad effect", module: Node{}, attrs: map[string]cty.Value{"name": cty.StringVal("n"),
+		{name: "node bad effect", module: Node{testClusters}, attrs: map[string]cty.Value{"name": cty.StringVal("n"),
 			"taints": cty.TupleVal([]cty.Value{taint("os", "Windows", "NoSchedul")})}, summary: "Invalid taint effect", attr: "taints"},
-		{name: "node taint without effect", module: Node{}, attrs: map[string]cty.Value{"name": cty.StringVal("n"),
+		{name: "node taint without effect", module: Node{testClusters}, attrs: map[string]cty.Value{"name": cty.StringVal("n"),
 			"taints": cty.TupleVal([]cty.Value{cty.ObjectVal(map[string]cty.Value{"key": cty.StringVal("os"), "effect": cty.NullVal(cty.String)})})}, summary: "Missing taint effect", attr: "taints"},
-		{name: "node bad taint key", module: Node{}, attrs: map[string]cty.Value{"name": cty.StringVal("n"),
+		{name: "node bad taint key", module: Node{testClusters}, attrs: map[string]cty.Value{"name": cty.StringVal("n"),
 			"remove_taints": cty.TupleVal([]cty.Value{cty.ObjectVal(map[string]cty.Value{"key": cty.StringVal("-x")})})}, summary: "Invalid taint key", attr: "remove_taints"},
-		{name: "remove taint without effect ok", module: Node{}, attrs: map[string]cty.Value{"name": cty.StringVal("n"),
+		{name: "remove taint without effect ok", module: Node{testClusters}, attrs: map[string]cty.Value{"name": cty.StringVal("n"),
 			"remove_taints": cty.TupleVal([]cty.Value{cty.ObjectVal(map[string]cty.Value{"key": cty.StringVal("os")})})}},
-		{name: "cordon ok", module: NodeCordon{}, attrs: map[string]cty.Value{"name": cty.StringVal("n"), "cordoned": cty.False}},
-		{name: "cordon bad name", module: NodeCordon{}, attrs: map[string]cty.Value{"name": cty.StringVal("a_b")}, summary: "Invalid node name", attr: "name"},
-		{name: "drain ok", module: NodeDrain{}, attrs: map[string]cty.Value{"name": cty.StringVal("n"), "grace_period": cty.NumberIntVal(0)}},
-		{name: "drain negative grace", module: NodeDrain{}, attrs: map[string]cty.Value{"name": cty.StringVal("n"), "grace_period": cty.NumberIntVal(-1)}, summary: "Invalid grace_period", attr: "grace_period"},
-		{name: "delete bad name", module: NodeDelete{}, attrs: map[string]cty.Value{"name": cty.StringVal("")}, summary: "Invalid node name", attr: "name"},
-		{name: "annotation ok", module: WaitAnnotation{}, attrs: map[string]cty.Value{"node": cty.StringVal("n"), "annotation": cty.StringVal("k8s.ovn.org/hybrid-overlay-node-subnet")}},
-		{name: "annotation bad key", module: WaitAnnotation{}, attrs: map[string]cty.Value{"node": cty.StringVal("n"), "annotation": cty.StringVal("k8s.ovn.org/")}, summary: "Invalid annotation key", attr: "annotation"},
-		{name: "annotation bad node", module: WaitAnnotation{}, attrs: map[string]cty.Value{"node": cty.StringVal("N"), "annotation": cty.StringVal("a")}, summary: "Invalid node name", attr: "node"},
+		{name: "cordon ok", module: NodeCordon{testClusters}, attrs: map[string]cty.Value{"name": cty.StringVal("n"), "cordoned": cty.False}},
+		{name: "cordon bad name", module: NodeCordon{testClusters}, attrs: map[string]cty.Value{"name": cty.StringVal("a_b")}, summary: "Invalid node name", attr: "name"},
+		{name: "drain ok", module: NodeDrain{testClusters}, attrs: map[string]cty.Value{"name": cty.StringVal("n"), "grace_period": cty.NumberIntVal(0)}},
+		{name: "drain negative grace", module: NodeDrain{testClusters}, attrs: map[string]cty.Value{"name": cty.StringVal("n"), "grace_period": cty.NumberIntVal(-1)}, summary: "Invalid grace_period", attr: "grace_period"},
+		{name: "delete bad name", module: NodeDelete{testClusters}, attrs: map[string]cty.Value{"name": cty.StringVal("")}, summary: "Invalid node name", attr: "name"},
+		{name: "annotation ok", module: WaitAnnotation{testClusters}, attrs: map[string]cty.Value{"node": cty.StringVal("n"), "annotation": cty.StringVal("k8s.ovn.org/hybrid-overlay-node-subnet")}},
+		{name: "annotation bad key", module: WaitAnnotation{testClusters}, attrs: map[string]cty.Value{"node": cty.StringVal("n"), "annotation": cty.StringVal("k8s.ovn.org/")}, summary: "Invalid annotation key", attr: "annotation"},
+		{name: "annotation bad node", module: WaitAnnotation{testClusters}, attrs: map[string]cty.Value{"node": cty.StringVal("N"), "annotation": cty.StringVal("a")}, summary: "Invalid node name", attr: "node"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -82,7 +82,7 @@ func TestValidate(t *testing.T) {
 
 // TestSchemas checks what every module here promises the engine.
 func TestSchemas(t *testing.T) {
-	for _, m := range Modules() {
+	for _, m := range Modules(testClusters.Cache) {
 		s := m.Schema()
 		t.Run(s.Name, func(t *testing.T) {
 			assert.Equal(t, modules.TargetController, s.Target, "cluster modules never touch the host")
@@ -100,7 +100,7 @@ func TestSchemas(t *testing.T) {
 
 func TestNodeWait(t *testing.T) {
 	c := cluster(t)
-	m := NodeWait{}
+	m := NodeWait{testClusters}
 	cfg := kcfg(t, c, m, map[string]cty.Value{"name": cty.StringVal("wait-1"), "timeout": cty.NumberFloatVal(0.3), "interval": cty.NumberFloatVal(0.05)})
 
 	// Not registered yet: a wait that times out saying so.
@@ -156,7 +156,7 @@ func TestNodeWait(t *testing.T) {
 
 func TestNode(t *testing.T) {
 	c := cluster(t)
-	m := Node{}
+	m := Node{testClusters}
 	_, err := c.CreateNode(ctx, "label-1", map[string]string{"kubernetes.io/os": "windows", "old": "x"})
 	require.NoError(t, err)
 	nodes := c.Client.CoreV1().Nodes()
@@ -236,7 +236,7 @@ func TestNode(t *testing.T) {
 
 func TestNodeCordon(t *testing.T) {
 	c := cluster(t)
-	m := NodeCordon{}
+	m := NodeCordon{testClusters}
 	_, err := c.CreateNode(ctx, "cordon-1", nil)
 	require.NoError(t, err)
 	unschedulable := func() bool {
@@ -277,7 +277,7 @@ func TestNodeCordon(t *testing.T) {
 
 func TestNodeDelete(t *testing.T) {
 	c := cluster(t)
-	m := NodeDelete{}
+	m := NodeDelete{testClusters}
 	_, err := c.CreateNode(ctx, "delete-1", nil)
 	require.NoError(t, err)
 	cfg := kcfg(t, c, m, map[string]cty.Value{"name": cty.StringVal("delete-1")})
@@ -293,7 +293,7 @@ func TestNodeDelete(t *testing.T) {
 
 func TestWaitAnnotation(t *testing.T) {
 	c := cluster(t)
-	m := WaitAnnotation{}
+	m := WaitAnnotation{testClusters}
 	const key = "k8s.ovn.org/hybrid-overlay-node-subnet"
 	attrs := func(timeout float64) map[string]cty.Value {
 		return map[string]cty.Value{"node": cty.StringVal("annotate-1"), "annotation": cty.StringVal(key),
@@ -332,7 +332,7 @@ func TestWaitAnnotation(t *testing.T) {
 }
 
 func TestConnectionErrors(t *testing.T) {
-	m := NodeWait{}
+	m := NodeWait{testClusters}
 	cfg := cfgFor(t, m, map[string]cty.Value{"name": cty.StringVal("n"), "kubeconfig": cty.StringVal(t.TempDir() + "/missing")})
 	requireDiag(t, plan(t, m, cfg).Diagnostics, cfg, "Cannot connect to the cluster", "kubeconfig")
 

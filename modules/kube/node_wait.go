@@ -15,7 +15,7 @@ import (
 )
 
 // NodeWait blocks until a Node has a condition, by default until it is Ready.
-type NodeWait struct{}
+type NodeWait struct{ Clusters }
 
 var (
 	_ modules.Module    = NodeWait{}
@@ -126,7 +126,7 @@ func (m NodeWait) Plan(ctx context.Context, req modules.PlanRequest) modules.Pla
 			Result: result(nodeWaitResults, map[string]cty.Value{"status": wantVal, "waited": cty.UnknownVal(cty.Number)}),
 		}
 	}
-	cl, known, diags := client(ctx, cfg)
+	cl, known, diags := m.client(cfg)
 	if diags.HasErrors() {
 		return modules.PlanResponse{Result: unknownResult(nodeWaitResults), Diagnostics: diags}
 	}
@@ -157,7 +157,7 @@ func (m NodeWait) Apply(ctx context.Context, req modules.ApplyRequest) modules.A
 	if diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(nodeWaitResults), Diagnostics: diags}
 	}
-	cl, _, diags := client(ctx, cfg)
+	cl, _, diags := m.client(cfg)
 	if diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(nodeWaitResults), Diagnostics: diags}
 	}

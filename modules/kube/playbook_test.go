@@ -88,7 +88,7 @@ func TestPlaybook(t *testing.T) {
 	require.NoError(t, c.SetNodeReady(ctx, "win-e2e"))
 	require.NoError(t, c.AnnotateNode(ctx, "win-e2e", "k8s.ovn.org/hybrid-overlay-node-subnet", "10.132.3.0/24"))
 
-	reg := modules.NewRegistry(append(generic.Modules(), Modules()...)...)
+	reg := modules.NewRegistry(append(generic.Modules(), Modules(testClusters.Cache)...)...)
 	loader := playbook.NewLoader(reg, nil)
 	pb, diags := loader.LoadSource("play.hcl", []byte(playbookSrc))
 	require.False(t, diags.HasErrors(), "load: %s", diags)

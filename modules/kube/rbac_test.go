@@ -107,10 +107,10 @@ func TestRBAC(t *testing.T) {
 	runPod(t, c, ns, "web", node, ownedBy("ReplicaSet"))
 
 	t.Run("k8s_node_wait", func(t *testing.T) {
-		converge(t, NodeWait{}, as(t, NodeWait{}, map[string]cty.Value{"name": cty.StringVal(node)}))
+		converge(t, NodeWait{testClusters}, as(t, NodeWait{testClusters}, map[string]cty.Value{"name": cty.StringVal(node)}))
 	})
 	t.Run("k8s_node", func(t *testing.T) {
-		converge(t, Node{}, as(t, Node{}, map[string]cty.Value{
+		converge(t, Node{testClusters}, as(t, Node{testClusters}, map[string]cty.Value{
 			"name":   cty.StringVal(node),
 			"labels": cty.MapVal(map[string]cty.Value{"node.openshift.io/os_id": cty.StringVal("Windows")}),
 			"taints": cty.TupleVal([]cty.Value{cty.ObjectVal(map[string]cty.Value{"key": cty.StringVal("os"), "value": cty.StringVal("Windows"), "effect": cty.StringVal("NoSchedule")})}),
@@ -118,17 +118,17 @@ func TestRBAC(t *testing.T) {
 	})
 	t.Run("k8s_wait_annotation", func(t *testing.T) {
 		require.NoError(t, c.AnnotateNode(ctx, node, "k8s.ovn.org/hybrid-overlay-node-subnet", "10.132.2.0/24"))
-		converge(t, WaitAnnotation{}, as(t, WaitAnnotation{}, map[string]cty.Value{"node": cty.StringVal(node), "annotation": cty.StringVal("k8s.ovn.org/hybrid-overlay-node-subnet")}))
+		converge(t, WaitAnnotation{testClusters}, as(t, WaitAnnotation{testClusters}, map[string]cty.Value{"node": cty.StringVal(node), "annotation": cty.StringVal("k8s.ovn.org/hybrid-overlay-node-subnet")}))
 	})
 	t.Run("k8s_node_cordon", func(t *testing.T) {
-		converge(t, NodeCordon{}, as(t, NodeCordon{}, map[string]cty.Value{"name": cty.StringVal(node)}))
+		converge(t, NodeCordon{testClusters}, as(t, NodeCordon{testClusters}, map[string]cty.Value{"name": cty.StringVal(node)}))
 	})
 	t.Run("k8s_node_drain", func(t *testing.T) {
-		_, res := converge(t, NodeDrain{}, as(t, NodeDrain{}, map[string]cty.Value{"name": cty.StringVal(node), "grace_period": cty.NumberIntVal(0), "interval": cty.NumberFloatVal(0.05)}))
+		_, res := converge(t, NodeDrain{testClusters}, as(t, NodeDrain{testClusters}, map[string]cty.Value{"name": cty.StringVal(node), "grace_period": cty.NumberIntVal(0), "interval": cty.NumberFloatVal(0.05)}))
 		assert.Equal(t, strs("rbac-1/web"), res.GetAttr("evicted"))
 	})
 	t.Run("k8s_cluster_check", func(t *testing.T) {
-		converge(t, ClusterCheck{}, as(t, ClusterCheck{}, map[string]cty.Value{}))
+		converge(t, ClusterCheck{testClusters}, as(t, ClusterCheck{testClusters}, map[string]cty.Value{}))
 	})
 	t.Run("k8s inventory", func(t *testing.T) {
 		// -i k8s://...: the ConfigMap and the key Secret, read through the
@@ -140,14 +140,14 @@ func TestRBAC(t *testing.T) {
 		_, err = c.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: kubeinv.KeySecret},
 			Data: map[string][]byte{kubeinv.KeySecretKey: byohKey(t)}}, metav1.CreateOptions{})
 		require.NoError(t, err)
-		cl, err := kube.Shared(kube.WithCache(ctx, kube.NewCache()), userKC, "")
+		cl, err := kube.NewCache(kube.Defaults{}).Get(userKC, "")
 		require.NoError(t, err)
 		inv, _, diags := kubeinv.Load(ctx, cl.Kube, "k8s://"+ns+"/"+"windows-instances")
 		require.False(t, diags.HasErrors(), diags.Error())
 		assert.Contains(t, inv.Hosts, "10.0.0.11")
 	})
 	t.Run("k8s_node_delete", func(t *testing.T) {
-		converge(t, NodeDelete{}, as(t, NodeDelete{}, map[string]cty.Value{"name": cty.StringVal(node)}))
+		converge(t, NodeDelete{testClusters}, as(t, NodeDelete{testClusters}, map[string]cty.Value{"name": cty.StringVal(node)}))
 	})
 
 	// Every permission docs/kubernetes.md promises, including those of the

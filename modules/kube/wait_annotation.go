@@ -17,7 +17,7 @@ import (
 
 // WaitAnnotation blocks until a Node carries an annotation, such as the
 // hybrid-overlay subnet OVN-Kubernetes assigns, and returns its value.
-type WaitAnnotation struct{}
+type WaitAnnotation struct{ Clusters }
 
 var (
 	_ modules.Module    = WaitAnnotation{}
@@ -108,7 +108,7 @@ func (m WaitAnnotation) Plan(ctx context.Context, req modules.PlanRequest) modul
 			Fields: []modules.FieldChange{{Name: "value", Old: cty.NullVal(cty.String), New: cty.UnknownVal(cty.String)}}},
 		Result: unknownResult(waitAnnotationResults),
 	}
-	cl, known, diags := client(ctx, cfg)
+	cl, known, diags := m.client(cfg)
 	if diags.HasErrors() {
 		return modules.PlanResponse{Result: unknownResult(waitAnnotationResults), Diagnostics: diags}
 	}
@@ -137,7 +137,7 @@ func (m WaitAnnotation) Apply(ctx context.Context, req modules.ApplyRequest) mod
 	if diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(waitAnnotationResults), Diagnostics: diags}
 	}
-	cl, _, diags := client(ctx, cfg)
+	cl, _, diags := m.client(cfg)
 	if diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(waitAnnotationResults), Diagnostics: diags}
 	}

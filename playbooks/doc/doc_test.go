@@ -31,7 +31,7 @@ func golden(t *testing.T, path, got string) {
 // flag, play placement and vars, task controls, notes, handlers, includes
 // with and without vars, outputs, and text that needs escaping.
 func TestGolden(t *testing.T) {
-	pbs, err := Load(os.DirFS("testdata/fixture"), all.Registry())
+	pbs, err := Load(os.DirFS("testdata/fixture"), all.Schemas())
 	require.NoError(t, err)
 	require.Len(t, pbs, 2)
 	golden(t, "testdata/fixture.md", Markdown(pbs))
@@ -40,7 +40,7 @@ func TestGolden(t *testing.T) {
 }
 
 func TestStructure(t *testing.T) {
-	pbs, err := Load(os.DirFS("testdata/fixture"), all.Registry())
+	pbs, err := Load(os.DirFS("testdata/fixture"), all.Schemas())
 	require.NoError(t, err)
 	main, step := pbs[0], pbs[1]
 
@@ -69,7 +69,7 @@ func TestStructure(t *testing.T) {
 // TestStockVariablesDescribed: the reference is only as good as the
 // descriptions; every stock variable has one.
 func TestStockVariablesDescribed(t *testing.T) {
-	pbs, err := Load(playbooks.FS, all.Registry())
+	pbs, err := Load(playbooks.FS, all.Schemas())
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(pbs), 10)
 	for _, p := range pbs {
@@ -83,7 +83,7 @@ func TestStockVariablesDescribed(t *testing.T) {
 func TestLoadRejectsAnInvalidPlaybook(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.hcl"), []byte("play \"p\" {\n  hosts = \"all\"\n  task \"t\" {\n    fiel { path = \"/x\" }\n  }\n}\n"), 0o644))
-	_, err := Load(os.DirFS(dir), all.Registry())
+	_, err := Load(os.DirFS(dir), all.Schemas())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "bad.hcl")
 	assert.Contains(t, err.Error(), "Unknown module")

@@ -26,6 +26,7 @@ import (
 	"github.com/wsu-project/wsu/engine/playbook"
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/modules/all"
 	windowsmod "github.com/wsu-project/wsu/modules/windows"
 	"github.com/wsu-project/wsu/playbooks"
@@ -262,7 +263,7 @@ func (w *wineNode) run(t *testing.T, node *harness.Host) *wineRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	loader := playbook.NewLoader(all.Registry(), playbooks.FS)
+	loader := playbook.NewLoader(all.Schemas(), playbooks.FS)
 	pb, diags := loader.Load(w.playbook)
 	require.False(t, diags.HasErrors(), "%v", diags)
 	inv, diags := inventory.ParseINI("inventory.ini", []byte("[windows]\nwine-01\n"))
@@ -281,7 +282,7 @@ func (w *wineNode) run(t *testing.T, node *harness.Host) *wineRun {
 			"node_subnet=" + w.nodeNet,
 		}},
 		Mode:     engine.ModeApply,
-		Registry: all.Registry(),
+		Registry: all.Registry(kube.NewCache(kube.Defaults{})),
 		Connector: engine.ConnectorFunc(func(ctx context.Context, _ engine.Target) (host.Host, error) {
 			return w.connect(ctx)
 		}),

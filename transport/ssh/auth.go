@@ -1,6 +1,7 @@
 package ssh
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/x509"
 	"errors"
@@ -27,19 +28,20 @@ type credentials struct {
 
 // loadCredentials prepares the configured key or password; without either
 // it uses the ssh-agent (SSH_AUTH_SOCK), then ~/.ssh's default keys.
-func loadCredentials(c Config) (*credentials, error) {
+func loadCredentials(ctx context.Context, c Config) (*credentials, error) {
+	pp := passphrasesFrom(ctx)
 	cr := &credentials{close: func() {}}
 	var keyAuth gossh.AuthMethod
 	switch {
 	case c.PrivateKeyFile != "":
-		signer, err := loadKey(c.PrivateKeyFile)
+		signer, err := pp.loadKey(c.PrivateKeyFile)
 		if err != nil {
 			return nil, err
 		}
 		keyAuth = gossh.PublicKeys(signer)
 		cr.what = "the private key " + c.PrivateKeyFile
 	case c.PrivateKey != "":
-		signer, err := keySigner([]byte(c.PrivateKey), "in ssh_private_key")
+		signer, err := pp.keySigner([]byte(c.PrivateKey), "in ssh_private_key")
 		if err != nil {
 			return nil, err
 		}
@@ -71,7 +73,7 @@ func loadCredentials(c Config) (*credentials, error) {
 	}
 	// Without a key the agent (or the default keys) serve the jump host,
 	// and the target too when no password was given.
-	fallback, what, err := agentOrDefaultKeys(cr)
+	fallback, what, err := agentOrDefaultKeys(pp, cr)
 	if err != nil && c.Password == "" {
 		return nil, err
 	}
@@ -85,7 +87,7 @@ func loadCredentials(c Config) (*credentials, error) {
 	return cr, nil
 }
 
-func agentOrDefaultKeys(cr *credentials) ([]gossh.AuthMethod, string, error) {
+func agentOrDefaultKeys(pp *Passphrases, cr *credentials) ([]gossh.AuthMethod, string, error) {
 	if sock := os.Getenv("SSH_AUTH_SOCK"); sock != "" {
 		conn, err := net.Dial("unix", sock)
 		if err != nil {
@@ -106,7 +108,7 @@ func agentOrDefaultKeys(cr *credentials) ([]gossh.AuthMethod, string, error) {
 		if _, err := os.Stat(file); err != nil {
 			continue
 		}
-		if s, err := loadKey(file); err == nil {
+		if s, err := pp.loadKey(file); err == nil {
 			signers = append(signers, s)
 			files = append(files, file)
 		}
@@ -118,19 +120,19 @@ func agentOrDefaultKeys(cr *credentials) ([]gossh.AuthMethod, string, error) {
 }
 
 // loadKey reads an OpenSSH or PEM private key file.
-func loadKey(file string) (gossh.Signer, error) {
+func (pp *Passphrases) loadKey(file string) (gossh.Signer, error) {
 	pem, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("reading the private key: %w", err)
 	}
-	return keySigner(pem, file)
+	return pp.keySigner(pem, file)
 }
 
 // keySigner parses a private key; what names it in errors (a file, or "in
 // ssh_private_key"), which never quote the key itself. An encrypted key
 // needs its passphrase: from WSU_SSH_PASSPHRASE, else typed at the prompt
-// the CLI installs when it runs on a terminal (SetPassphrasePrompt).
-func keySigner(pem []byte, what string) (gossh.Signer, error) {
+// the CLI installs for its run when it runs on a terminal (WithPassphrases).
+func (pp *Passphrases) keySigner(pem []byte, what string) (gossh.Signer, error) {
 	pass, hasPass := os.LookupEnv(PassphraseEnv)
 	var passphrase []byte
 	if hasPass {
@@ -138,12 +140,12 @@ func keySigner(pem []byte, what string) (gossh.Signer, error) {
 	}
 	signer, err := parseKey(pem, passphrase)
 	if isPassphraseMissing(err) {
-		if typed, ok, perr := prompted(pem, what); perr != nil {
+		if typed, ok, perr := pp.prompted(pem, what); perr != nil {
 			return nil, fmt.Errorf("the private key %s is encrypted, and reading its passphrase failed: %w", what, perr)
 		} else if ok {
 			signer, err = gossh.ParsePrivateKeyWithPassphrase(pem, typed)
 			if errors.Is(err, x509.IncorrectPasswordError) {
-				forgetPrompted(pem)
+				pp.forget(pem)
 				return nil, fmt.Errorf("the private key %s: the passphrase typed is wrong", what)
 			}
 		}
@@ -165,45 +167,61 @@ func keySigner(pem []byte, what string) (gossh.Signer, error) {
 // a controller, piped input) an encrypted key needs WSU_SSH_PASSPHRASE.
 type PassphrasePrompt func(what string) ([]byte, error)
 
-var passphrases = struct {
-	sync.Mutex
+// Passphrases are one run's typed passphrases: each key is asked for once,
+// however many hosts connect with it at once. It belongs to the run that
+// made it (NewPassphrases, WithPassphrases), so concurrent runs in one
+// process (a controller) never share a prompt or a typed passphrase. A nil
+// *Passphrases asks nobody.
+type Passphrases struct {
 	prompt PassphrasePrompt
-	typed  map[[32]byte][]byte // by key content: one prompt per key per run
-}{typed: map[[32]byte][]byte{}}
+	mu     sync.Mutex
+	typed  map[[32]byte][]byte // by key content
+}
 
-// SetPassphrasePrompt installs p (nil removes it).
-func SetPassphrasePrompt(p PassphrasePrompt) {
-	passphrases.Lock()
-	defer passphrases.Unlock()
-	passphrases.prompt = p
-	passphrases.typed = map[[32]byte][]byte{}
+// NewPassphrases returns a run's passphrase store asking through prompt.
+func NewPassphrases(prompt PassphrasePrompt) *Passphrases {
+	return &Passphrases{prompt: prompt, typed: map[[32]byte][]byte{}}
+}
+
+type passphrasesKey struct{}
+
+// WithPassphrases makes the connections dialled under ctx ask pp for
+// encrypted keys' passphrases. The setup package puts the run's into the
+// context its connector dials with.
+func WithPassphrases(ctx context.Context, pp *Passphrases) context.Context {
+	return context.WithValue(ctx, passphrasesKey{}, pp)
+}
+
+func passphrasesFrom(ctx context.Context) *Passphrases {
+	pp, _ := ctx.Value(passphrasesKey{}).(*Passphrases)
+	return pp
 }
 
 // prompted returns the passphrase typed for pem, asking once: hosts
 // connecting in parallel with the same key wait for the one prompt.
-func prompted(pem []byte, what string) ([]byte, bool, error) {
-	passphrases.Lock()
-	defer passphrases.Unlock()
-	if passphrases.prompt == nil {
+func (pp *Passphrases) prompted(pem []byte, what string) ([]byte, bool, error) {
+	if pp == nil || pp.prompt == nil {
 		return nil, false, nil
 	}
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
 	sum := sha256.Sum256(pem)
-	if p, ok := passphrases.typed[sum]; ok {
+	if p, ok := pp.typed[sum]; ok {
 		return p, true, nil
 	}
-	p, err := passphrases.prompt(what)
+	p, err := pp.prompt(what)
 	if err != nil {
 		return nil, false, err
 	}
-	passphrases.typed[sum] = p
+	pp.typed[sum] = p
 	return p, true, nil
 }
 
-// forgetPrompted drops a wrong passphrase, so the next connection asks again.
-func forgetPrompted(pem []byte) {
-	passphrases.Lock()
-	defer passphrases.Unlock()
-	delete(passphrases.typed, sha256.Sum256(pem))
+// forget drops a wrong passphrase, so the next connection asks again.
+func (pp *Passphrases) forget(pem []byte) {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	delete(pp.typed, sha256.Sum256(pem))
 }
 
 // parseKey parses an unencrypted key, or an encrypted one when passphrase

@@ -235,7 +235,7 @@ var errHandshakeTimeout = errors.New("SSH handshake timed out")
 // connect_retry_window (and authentication failures within
 // auth_retry_window), with capped exponential backoff.
 func connect(ctx context.Context, cfg Config) (*conn, error) {
-	creds, err := loadCredentials(cfg)
+	creds, err := loadCredentials(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("ssh: host %s: %w", cfg.Name, err)
 	}

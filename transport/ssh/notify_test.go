@@ -98,7 +98,7 @@ play "p" {
   }
 }
 `), 0o644))
-	pb, diags := playbook.NewLoader(all.Registry(), nil).Load(filepath.Join(dir, "play.hcl"))
+	pb, diags := playbook.NewLoader(all.Schemas(), nil).Load(filepath.Join(dir, "play.hcl"))
 	require.False(t, diags.HasErrors(), "%v", diags)
 	inv := inventory.FromList("win01,")
 	inv.Hosts["win01"].Vars = r.vars(t, map[string]string{
@@ -122,7 +122,7 @@ play "p" {
 	done := make(chan *engine.Result, 1)
 	go func() {
 		done <- engine.Run(testCtx(t, 2*time.Minute), engine.Request{
-			Playbook: pb, Inventory: inv, Mode: engine.ModeApply, Registry: all.Registry(), Hooks: hooks,
+			Playbook: pb, Inventory: inv, Mode: engine.ModeApply, Registry: all.Schemas(), Hooks: hooks,
 			Connector: engine.ConnectorFunc(func(ctx context.Context, tg engine.Target) (host.Host, error) {
 				return Dial(ctx, tg.Name, tg.Vars)
 			}),

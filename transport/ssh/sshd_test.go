@@ -37,7 +37,13 @@ import (
 // the agent.
 func connectOnly(t *testing.T, cfg Config) error {
 	t.Helper()
-	c, err := connect(testCtx(t, time.Minute), cfg)
+	return connectOnlyWith(t, nil, cfg)
+}
+
+// connectOnlyWith is connectOnly for a run whose passphrases are pp.
+func connectOnlyWith(t *testing.T, pp *Passphrases, cfg Config) error {
+	t.Helper()
+	c, err := connect(WithPassphrases(testCtx(t, time.Minute), pp), cfg)
 	if err == nil {
 		t.Cleanup(c.Close)
 		sess, err := c.client.NewSession()
@@ -57,12 +63,11 @@ func TestKeyPassphrasePrompt(t *testing.T) {
 	r.srv.Authorize(t, key.Public)
 	t.Setenv(PassphraseEnv, "")
 	os.Unsetenv(PassphraseEnv)
-	t.Cleanup(func() { SetPassphrasePrompt(nil) })
 
 	var mu sync.Mutex
 	var asked []string
 	answers := []string{"wrong guess", "typed at the tty"}
-	SetPassphrasePrompt(func(what string) ([]byte, error) {
+	run := NewPassphrases(func(what string) ([]byte, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		asked = append(asked, what)
@@ -72,7 +77,7 @@ func TestKeyPassphrasePrompt(t *testing.T) {
 	})
 	cfg := r.config(t, map[string]string{"ansible_ssh_private_key_file": key.File})
 
-	err := connectOnly(t, cfg)
+	err := connectOnlyWith(t, run, cfg)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "the passphrase typed is wrong")
 
@@ -81,7 +86,7 @@ func TestKeyPassphrasePrompt(t *testing.T) {
 	errs := make([]error, 3)
 	for i := range errs {
 		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = connectOnly(t, cfg) }()
+		go func() { defer wg.Done(); errs[i] = connectOnlyWith(t, run, cfg) }()
 	}
 	wg.Wait()
 	for _, err := range errs {
@@ -89,8 +94,13 @@ func TestKeyPassphrasePrompt(t *testing.T) {
 	}
 	assert.Equal(t, []string{key.File, key.File}, asked, "asked once after the wrong guess, for the key file")
 
+	// Another run does not see this run's typed passphrase.
+	other := NewPassphrases(func(string) ([]byte, error) { return nil, errors.New("no terminal in this run") })
+	err = connectOnlyWith(t, other, cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "no terminal in this run")
+
 	// Without a terminal (no prompt installed) the error says what to do.
-	SetPassphrasePrompt(nil)
 	err = connectOnly(t, cfg)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "WSU_SSH_PASSPHRASE, or run wsu on a terminal")

@@ -1,0 +1,266 @@
+// Package setup prepares a run: everything between what a face was asked to
+// do (a playbook, an inventory, variables, a saved plan) and engine.Run. The
+// CLI, the in-cluster Job and the controller all call Prepare, so a playbook
+// runs the same whichever face starts it, and none of them copies the
+// loading of playbooks, inventories and var files or the wiring of modules,
+// transports and credentials.
+//
+// Everything a run needs that could be shared (cluster clients, the SSH
+// passphrases typed, the transports and their agent binaries) belongs to the
+// run Prepare returns or comes in through Options: nothing is process-wide,
+// so a controller can run many playbooks at once for different clusters and
+// keys in one process.
+package setup
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/wsu-project/wsu/engine"
+	"github.com/wsu-project/wsu/engine/planfile"
+	"github.com/wsu-project/wsu/engine/playbook"
+	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/inventory/kubeinv"
+	"github.com/wsu-project/wsu/kube"
+	"github.com/wsu-project/wsu/modules/all"
+	"github.com/wsu-project/wsu/playbooks"
+	"github.com/wsu-project/wsu/transport"
+	sshtransport "github.com/wsu-project/wsu/transport/ssh"
+	"github.com/wsu-project/wsu/version"
+)
+
+// Options are what a face decides about one run.
+type Options struct {
+	// Inputs are the playbook, inventory, variables and host selection, as
+	// a saved plan records them. Ignored when Saved is set.
+	planfile.Inputs
+	// Saved is a saved plan to apply exactly: its inputs are used, and the
+	// run refuses to apply if a fresh plan differs from it.
+	Saved *planfile.Plan
+
+	Mode  engine.Mode
+	Forks int // 0: engine.DefaultForks
+	// Environ is the environment WSU_VAR_* values are read from (the CLI's
+	// os.Environ(); a controller's own list).
+	Environ []string
+	// Hooks receive the run's events; may be nil, and may be set on the
+	// Request afterwards (a view that needs Run.Text).
+	Hooks engine.Hooks
+
+	// Clusters are the run's cluster clients. nil: a new cache whose
+	// defaults are Inputs.Kubeconfig and Inputs.KubeContext.
+	Clusters *kube.Cache
+	// Passphrase asks for an encrypted SSH key's passphrase (a CLI on a
+	// terminal). nil: only WSU_SSH_PASSPHRASE.
+	Passphrase sshtransport.PassphrasePrompt
+	// Transports dial the hosts. nil: transport.NewRegistry().
+	Transports *transport.Registry
+	// Stock are the stock playbooks `wsu:NAME` names. nil: the embedded ones.
+	Stock fs.FS
+}
+
+// Run is a prepared run.
+type Run struct {
+	// Request is ready for engine.Run.
+	Request engine.Request
+	// Inputs are the inputs used (a saved plan's when one was given), with
+	// the playbook resolved (a stock name becomes wsu:NAME.hcl).
+	Inputs planfile.Inputs
+	// Text maps every file a diagnostic may quote (playbooks and the files
+	// the run reads later, the inventory, var files) to its content. It is
+	// filled even when Prepare fails, so its diagnostics can be shown with
+	// their source lines, and it grows as the engine reads templates.
+	Text map[string][]byte
+}
+
+// Prepare loads the playbook and inventory and builds the engine request.
+// Errors are reported before any host is touched; warnings come with a
+// usable Run.
+func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
+	in := o.Inputs
+	if o.Saved != nil {
+		in = o.Saved.Inputs
+	}
+	stock := o.Stock
+	if stock == nil {
+		stock = playbooks.FS
+	}
+	clusters := o.Clusters
+	if clusters == nil {
+		clusters = kube.NewCache(kube.Defaults{Kubeconfig: in.Kubeconfig, Context: in.KubeContext})
+	}
+	registry := all.Registry(clusters)
+	loader := playbook.NewLoader(registry, stock)
+	in.Playbook = ResolvePlaybook(in.Playbook, stock)
+	run := &Run{Inputs: in, Text: loader.Sources()}
+
+	pb, diags := loader.Load(in.Playbook)
+	if diags.HasErrors() {
+		return run, diags
+	}
+	sources := map[string][]byte{}
+	for k, s := range loader.Sources() {
+		sources[k] = s
+	}
+	inv, invDiags := loadInventory(ctx, in, clusters, sources, run.Text)
+	diags = append(diags, invDiags...)
+	// Var files too, so their diagnostics quote the line; the engine reads
+	// them again (and reports one it cannot read).
+	for _, f := range in.VarFiles {
+		if src, err := os.ReadFile(f); err == nil {
+			run.Text[f] = src
+		}
+	}
+	if diags.HasErrors() {
+		return run, diags
+	}
+	run.Request = engine.Request{
+		Playbook:  pb,
+		Inventory: inv,
+		Inputs:    engine.Inputs{VarFiles: in.VarFiles, Vars: in.Vars, Environ: o.Environ},
+		Mode:      o.Mode,
+		Registry:  registry,
+		Connector: connector(o, in.Local),
+		Hooks:     o.Hooks,
+		Forks:     o.Forks,
+		Limit:     in.Limit,
+		Tags:      in.Tags,
+		SkipTags:  in.SkipTags,
+		Sources:   sources,
+		Expect:    o.Saved,
+	}
+	if run.Request.Forks == 0 {
+		run.Request.Forks = engine.DefaultForks
+	}
+	return run, diags
+}
+
+// connector dials hosts through the run's transports, with the run's SSH
+// passphrases in the dialling context. A host naming no connection uses
+// ssh, or local for a --local run.
+func connector(o Options, local bool) engine.Connector {
+	transports := o.Transports
+	if transports == nil {
+		transports = transport.NewRegistry()
+	}
+	passphrases := sshtransport.NewPassphrases(o.Passphrase)
+	def := "ssh"
+	if local {
+		def = "local"
+	}
+	return engine.ConnectorFunc(func(ctx context.Context, t engine.Target) (host.Host, error) {
+		return transports.Dial(sshtransport.WithPassphrases(ctx, passphrases), t.Name, t.Vars, def)
+	})
+}
+
+// SavePlan writes the plan res made to path with the inputs that made it,
+// so `wsu apply path` plans again with exactly them.
+func (r *Run) SavePlan(path string, res *engine.Result) error {
+	if res.Plan == nil {
+		return fmt.Errorf("no plan to save: the run was not a plan")
+	}
+	p := res.Plan
+	p.WSUVersion = version.Version
+	p.Inputs = r.Inputs
+	return planfile.Save(path, p)
+}
+
+// ResolvePlaybook maps a stock playbook name ("join", "join.hcl") to its
+// embedded source (wsu:join.hcl) unless a file of that name exists here or
+// the argument is a path; anything else is returned as given.
+func ResolvePlaybook(arg string, stock fs.FS) string {
+	if strings.HasPrefix(arg, playbook.EmbeddedPrefix) {
+		return arg
+	}
+	if _, err := os.Stat(arg); err == nil {
+		return arg
+	}
+	name := arg
+	if !strings.HasSuffix(name, ".hcl") {
+		name += ".hcl"
+	}
+	if _, err := fs.Stat(stock, name); err == nil && !strings.ContainsAny(arg, `/\`) {
+		return playbook.EmbeddedPrefix + name
+	}
+	return arg
+}
+
+// loadInventory reads the inventory, or makes the one-host inventory Local
+// implies. It adds what a saved plan fingerprints to sources ("inventory:"
+// keys) and the text diagnostics point into to text, by file name.
+func loadInventory(ctx context.Context, in planfile.Inputs, clusters *kube.Cache, sources, text map[string][]byte) (*inventory.Inventory, hcl.Diagnostics) {
+	if in.Inventory == "" {
+		if !in.Local {
+			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No inventory", Detail: "Give the hosts with -i INVENTORY (a file, a ConfigMap k8s://NAMESPACE/NAME, or a list like \"win01,win02,\"), or use --local to run on this machine."}}
+		}
+		inv := inventory.FromList("localhost,")
+		inv.Hosts["localhost"].Vars["connection"] = inventory.Var{Value: cty.StringVal("local")}
+		return inv, nil
+	}
+	var inv *inventory.Inventory
+	var diags hcl.Diagnostics
+	if kubeinv.IsRef(in.Inventory) {
+		inv, diags = loadKubeInventory(ctx, in.Inventory, clusters, sources, text)
+	} else {
+		inv, diags = inventory.Load(in.Inventory)
+		if src, err := os.ReadFile(in.Inventory); err == nil {
+			abs, _ := filepath.Abs(in.Inventory)
+			sources["inventory:"+abs] = src
+			text[in.Inventory] = src
+		}
+	}
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	if in.Local {
+		for _, name := range sortedHosts(inv) {
+			inv.Hosts[name].Vars["connection"] = inventory.Var{Value: cty.StringVal("local")}
+		}
+	}
+	return inv, diags
+}
+
+// loadKubeInventory reads k8s://NAMESPACE/NAME through the run's cluster
+// client (its --kubeconfig, else KUBECONFIG, in-cluster, ~/.kube/config).
+// The ConfigMap's rendered data is both what a saved plan fingerprints (so a
+// changed ConfigMap makes the plan stale) and what diagnostics quote; the
+// private key is in neither.
+func loadKubeInventory(ctx context.Context, ref string, clusters *kube.Cache, sources, text map[string][]byte) (*inventory.Inventory, hcl.Diagnostics) {
+	if _, _, diags := kubeinv.ParseRef(ref); diags.HasErrors() {
+		return nil, diags
+	}
+	cl, err := clusters.Get("", "")
+	if err != nil {
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot connect to the cluster",
+			Detail: fmt.Sprintf("-i %s reads the cluster: %v. Give --kubeconfig FILE or set KUBECONFIG.", ref, err)}}
+	}
+	inv, src, diags := kubeinv.Load(ctx, cl.Kube, ref)
+	for _, d := range diags {
+		if d.Subject == nil && d.Severity == hcl.DiagError {
+			d.Detail += fmt.Sprintf(" Cluster: %s.", cl.Source)
+		}
+	}
+	if inv != nil { // also an empty ConfigMap: a saved plan notices entries appearing
+		sources["inventory:"+ref] = src
+		text[ref] = src
+	}
+	return inv, diags
+}
+
+func sortedHosts(inv *inventory.Inventory) []string {
+	names := make([]string, 0, len(inv.Hosts))
+	for n := range inv.Hosts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,77 @@
+package setup_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wsu-project/wsu/engine"
+	"github.com/wsu-project/wsu/engine/planfile"
+	"github.com/wsu-project/wsu/playbooks"
+	"github.com/wsu-project/wsu/setup"
+)
+
+const printPlaybook = `
+variable "msg" {
+  type = string
+}
+
+play "hello" {
+  hosts = "all"
+
+  task "say" {
+    print { msg = var.msg }
+  }
+}
+`
+
+// TestSavedPlanInputsRoundTrip: the inputs a plan was made with are what a
+// saved plan records and what Prepare restores from it, one struct both ways.
+func TestSavedPlanInputsRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	book := filepath.Join(dir, "hello.hcl")
+	require.NoError(t, os.WriteFile(book, []byte(printPlaybook), 0o644))
+	in := planfile.Inputs{Playbook: book, Inventory: "win01,win02,", Vars: []string{"msg=hi"}, Limit: "win02", Tags: []string{"x"}, KubeContext: "ctx-1"}
+
+	run, diags := setup.Prepare(ctx, setup.Options{Inputs: in, Mode: engine.ModePlan})
+	require.False(t, diags.HasErrors(), "%v", diags)
+	assert.Equal(t, in, run.Inputs)
+	assert.Equal(t, engine.DefaultForks, run.Request.Forks)
+	res := engine.Run(ctx, run.Request)
+	require.False(t, res.Failed(), "%v", res.Diagnostics)
+	out := filepath.Join(dir, "hello.plan")
+	require.NoError(t, run.SavePlan(out, res))
+
+	saved, isPlan, err := planfile.Load(out)
+	require.NoError(t, err)
+	require.True(t, isPlan)
+	assert.Equal(t, in, saved.Inputs)
+
+	// Apply of the saved plan: its inputs win over the options' own.
+	again, diags := setup.Prepare(ctx, setup.Options{Inputs: planfile.Inputs{Playbook: "ignored"}, Saved: saved, Mode: engine.ModeApply})
+	require.False(t, diags.HasErrors(), "%v", diags)
+	assert.Equal(t, in, again.Inputs)
+	assert.Same(t, saved, again.Request.Expect)
+	assert.Equal(t, []string{"msg=hi"}, again.Request.Inputs.Vars)
+}
+
+func TestPrepareRefusesBeforeAnyHost(t *testing.T) {
+	ctx := context.Background()
+	run, diags := setup.Prepare(ctx, setup.Options{Inputs: planfile.Inputs{Playbook: "join"}, Mode: engine.ModePlan})
+	require.True(t, diags.HasErrors())
+	assert.Equal(t, "No inventory", diags[0].Summary)
+	assert.Equal(t, "wsu:join.hcl", run.Inputs.Playbook, "a stock name resolves to the embedded playbook")
+	assert.NotEmpty(t, run.Text, "the loaded playbooks are there to quote")
+}
+
+func TestResolvePlaybook(t *testing.T) {
+	assert.Equal(t, "wsu:join.hcl", setup.ResolvePlaybook("join", playbooks.FS))
+	assert.Equal(t, "wsu:join.hcl", setup.ResolvePlaybook("join.hcl", playbooks.FS))
+	assert.Equal(t, "./nope/join", setup.ResolvePlaybook("./nope/join", playbooks.FS), "a path is never a stock name")
+	assert.Equal(t, "unknown", setup.ResolvePlaybook("unknown", playbooks.FS))
+}
