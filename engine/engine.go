@@ -547,6 +547,7 @@ func (r *runner) recap() []HostRecap {
 		}
 		rc := hs.recap
 		rc.Host = name
+		rc.Facts = hs.reported
 		if c, ok := hs.counters(); ok {
 			rc.Traffic = trafficOf(c)
 		}

@@ -151,6 +151,11 @@ type HostRecap struct {
 	Unreachable int    `json:"unreachable"`
 	Ignored     int    `json:"ignored"`
 	Deferred    int    `json:"deferred,omitempty"`
+	// Facts are what the host reported of itself when wsu first connected
+	// to it (hostname, addresses, OS build); nil if it never connected.
+	// Not in the JSON stream (it would make output machine-dependent): for
+	// callers of Run such as the controller.
+	Facts *host.Facts `json:"-"`
 	// Traffic is the host's total over the run, reconnects included, and
 	// connection set-up (facts, agent deployment) too; nil when its
 	// transport is not metered.

@@ -558,6 +558,9 @@ func (r *runner) connect(ctx context.Context, hs *hostState) (host.Host, error) 
 	hs.conn = h
 	if f, err := h.Facts(ctx); err == nil {
 		hs.facts = factsValue(f)
+		if hs.reported == nil {
+			hs.reported = &f
+		}
 		for _, sc := range hs.scopes {
 			sc.hostVal = hs.value()
 			// Locals read before the facts were known are read again.

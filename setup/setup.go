@@ -43,6 +43,9 @@ type Options struct {
 	// Inputs are the playbook, inventory, variables and host selection, as
 	// a saved plan records them. Ignored when Saved is set.
 	planfile.Inputs
+	// Inventory, when set, is the inventory itself (a controller's one
+	// host per WindowsInstance), used instead of Inputs.Inventory.
+	Inventory *inventory.Inventory
 	// Saved is a saved plan to apply exactly: its inputs are used, and the
 	// run refuses to apply if a fresh plan differs from it.
 	Saved *planfile.Plan
@@ -111,8 +114,12 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 	for k, s := range loader.Sources() {
 		sources[k] = s
 	}
-	inv, invDiags := loadInventory(ctx, in, clusters, sources, run.Text)
-	diags = append(diags, invDiags...)
+	inv := o.Inventory
+	if inv == nil {
+		var invDiags hcl.Diagnostics
+		inv, invDiags = loadInventory(ctx, in, clusters, sources, run.Text)
+		diags = append(diags, invDiags...)
+	}
 	// Var files too, so their diagnostics quote the line; the engine reads
 	// them again (and reports one it cannot read).
 	for _, f := range in.VarFiles {

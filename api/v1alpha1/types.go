@@ -1,0 +1,267 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Approval says when a planned change may be applied.
+// +kubebuilder:validation:Enum=Auto;Manual
+type Approval string
+
+const (
+	// ApprovalAuto applies every plan at once.
+	ApprovalAuto Approval = "Auto"
+	// ApprovalManual applies a plan only once an admin approved its hash
+	// (annotation wsu.dev/approved-plan, or `wsu approve`).
+	ApprovalManual Approval = "Manual"
+)
+
+// DriftPolicy says what the periodic plan of a joined instance does with
+// changes it finds.
+// +kubebuilder:validation:Enum=Report;Correct
+type DriftPolicy string
+
+const (
+	// DriftReport sets the Drifted condition and an event.
+	DriftReport DriftPolicy = "Report"
+	// DriftCorrect also applies the plan (through approval when Manual).
+	DriftCorrect DriftPolicy = "Correct"
+)
+
+// Annotations and labels the controller reads and writes.
+const (
+	// ApprovedPlanAnnotation holds the plan hash an admin approved.
+	ApprovedPlanAnnotation = "wsu.dev/approved-plan"
+	// ForgetAnnotation set to "true" removes an instance whose host is gone
+	// for good without running the remove playbook on it (the Node is
+	// still deleted).
+	ForgetAnnotation = "wsu.dev/forget"
+	// SourceLabel says where an instance comes from: "configmap" for an
+	// entry of the BYOH windows-instances ConfigMap.
+	SourceLabel = "wsu.dev/source"
+	// SourceConfigMap is SourceLabel's value for BYOH entries.
+	SourceConfigMap = "configmap"
+	// Finalizer keeps a deleted instance until its host is deconfigured.
+	Finalizer = "wsu.dev/deconfigure"
+)
+
+// SecretKeyRef names a key of a Secret in the instance's namespace.
+type SecretKeyRef struct {
+	// Name of the Secret.
+	Name string `json:"name"`
+	// Key in the Secret's data.
+	Key string `json:"key"`
+}
+
+// PlaybookSource is the playbook an instance is joined with: a stock one
+// (join) or a site playbook kept in a ConfigMap with its templates.
+type PlaybookSource struct {
+	// Stock names a playbook built into wsu (`wsu playbooks list`).
+	// +optional
+	Stock string `json:"stock,omitempty"`
+	// ConfigMap holds a site playbook: its key `playbook.hcl` is the root
+	// playbook, other keys are files it reads (templates, included
+	// playbooks) beside it.
+	// +optional
+	ConfigMap string `json:"configMap,omitempty"`
+}
+
+// VarSource is a ConfigMap or Secret whose keys are playbook variables (as
+// a var file's); values from a Secret stay sensitive.
+type VarSource struct {
+	// ConfigMap names a ConfigMap in the instance's namespace.
+	// +optional
+	ConfigMap string `json:"configMap,omitempty"`
+	// Secret names a Secret in the instance's namespace.
+	// +optional
+	Secret string `json:"secret,omitempty"`
+}
+
+// WindowsInstanceSpec is the host and how to join it.
+type WindowsInstanceSpec struct {
+	// Address is the host's IPv4 address or DNS name, as a BYOH
+	// windows-instances ConfigMap key.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Address string `json:"address"`
+	// Username is the account wsu logs in as (SSH).
+	// +kubebuilder:validation:MinLength=1
+	Username string `json:"username"`
+	// KeySecretRef is the SSH private key the host accepts. Default: the
+	// Secret cloud-private-key, key private-key.pem, as WMCO.
+	// +optional
+	KeySecretRef *SecretKeyRef `json:"keySecretRef,omitempty"`
+	// Playbook joins the host. Default: the stock join.
+	// +optional
+	Playbook PlaybookSource `json:"playbook,omitempty"`
+	// Vars are playbook variables (-var), as strings; HCL values such as
+	// numbers and lists are written as in a var file.
+	// +optional
+	Vars map[string]string `json:"vars,omitempty"`
+	// VarsFrom are ConfigMaps and Secrets of playbook variables, applied in
+	// order before Vars.
+	// +optional
+	VarsFrom []VarSource `json:"varsFrom,omitempty"`
+	// HostVars are inventory variables for this host (an Ansible host_vars
+	// entry): connection settings such as ansible_port.
+	// +optional
+	HostVars map[string]string `json:"hostVars,omitempty"`
+	// Approval says when a planned change is applied. Default: Auto.
+	// +kubebuilder:default=Auto
+	// +optional
+	Approval Approval `json:"approval,omitempty"`
+	// DriftPolicy says what a periodic plan that finds changes does.
+	// Default: Report.
+	// +kubebuilder:default=Report
+	// +optional
+	DriftPolicy DriftPolicy `json:"driftPolicy,omitempty"`
+	// Paused stops every run on this instance (status is kept).
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+}
+
+// Condition types of a WindowsInstance.
+const (
+	// ConditionReachable: the last run connected to the host.
+	ConditionReachable = "Reachable"
+	// ConditionPlanned: the last plan is recorded in status.lastPlan.
+	ConditionPlanned = "Planned"
+	// ConditionJoined: the join playbook applied without error.
+	ConditionJoined = "Joined"
+	// ConditionNodeReady: the instance's Node reports Ready.
+	ConditionNodeReady = "NodeReady"
+	// ConditionUpToDate: the Node runs the payload version the controller
+	// carries.
+	ConditionUpToDate = "UpToDate"
+	// ConditionDrifted: a periodic plan found changes on a joined host.
+	ConditionDrifted = "Drifted"
+	// ConditionDegraded: the last run failed; see its reason and message.
+	ConditionDegraded = "Degraded"
+)
+
+// Phases summarise the conditions for `kubectl get`.
+const (
+	PhasePending          = "Pending"
+	PhaseAwaitingApproval = "AwaitingApproval"
+	PhaseJoining          = "Joining"
+	PhaseJoined           = "Joined"
+	PhaseUpgrading        = "Upgrading"
+	PhaseRemoving         = "Removing"
+	PhaseFailed           = "Failed"
+	PhasePaused           = "Paused"
+)
+
+// Identity is what the last run learned of the host from its facts.
+type Identity struct {
+	// Hostname the host reports.
+	// +optional
+	Hostname string `json:"hostname,omitempty"`
+	// Addresses the host reports (IPv4).
+	// +optional
+	Addresses []string `json:"addresses,omitempty"`
+	// HostKey is the host's SSH key (authorized_keys format), trusted on
+	// first use and required from then on.
+	// +optional
+	HostKey string `json:"hostKey,omitempty"`
+	// HostKeySHA256 is HostKey's fingerprint (SHA256:...).
+	// +optional
+	HostKeySHA256 string `json:"hostKeySHA256,omitempty"`
+}
+
+// PlanSummary is the last plan made for the instance.
+type PlanSummary struct {
+	// Hash identifies the plan: approve exactly this value.
+	Hash string `json:"hash"`
+	// Playbook that was planned.
+	Playbook string `json:"playbook"`
+	// Add, Change, Destroy and Run count the planned changes by kind.
+	Add     int `json:"add"`
+	Change  int `json:"change"`
+	Destroy int `json:"destroy"`
+	Run     int `json:"run"`
+	// Tasks lists the addresses of the tasks that would change (at most
+	// 50).
+	// +optional
+	Tasks []string `json:"tasks,omitempty"`
+	// Time the plan was made.
+	Time metav1.Time `json:"time"`
+}
+
+// RunSummary is the last apply.
+type RunSummary struct {
+	// Playbook that was applied.
+	Playbook string `json:"playbook"`
+	// Result is Succeeded, Failed or Unreachable.
+	Result string `json:"result"`
+	// Changed counts the tasks that changed something.
+	Changed int `json:"changed"`
+	// Time the run ended.
+	Time metav1.Time `json:"time"`
+}
+
+// WindowsInstanceStatus is what the controller observed.
+type WindowsInstanceStatus struct {
+	// ObservedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Phase summarises the conditions.
+	// +optional
+	Phase string `json:"phase,omitempty"`
+	// Conditions: Reachable, Planned, Joined, NodeReady, UpToDate, Drifted,
+	// Degraded.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// NodeName is the Node the host registered as.
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
+	// Identity is what the host reported of itself.
+	// +optional
+	Identity Identity `json:"identity,omitempty"`
+	// AppliedVersion is the payload version last applied.
+	// +optional
+	AppliedVersion string `json:"appliedVersion,omitempty"`
+	// LastPlan is the last plan made.
+	// +optional
+	LastPlan *PlanSummary `json:"lastPlan,omitempty"`
+	// LastApply is the last apply.
+	// +optional
+	LastApply *RunSummary `json:"lastApply,omitempty"`
+	// Failures counts consecutive failed runs; it resets on success.
+	// +optional
+	Failures int32 `json:"failures,omitempty"`
+	// NextRetry is when a failed instance is tried again.
+	// +optional
+	NextRetry *metav1.Time `json:"nextRetry,omitempty"`
+}
+
+// WindowsInstance is a Windows host wsu joins to the cluster and keeps
+// joined.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=wi;winst,categories=wsu
+// +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.spec.address`
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="NodeReady")].status`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.appliedVersion`
+// +kubebuilder:printcolumn:name="Drifted",type=string,JSONPath=`.status.conditions[?(@.type=="Drifted")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type WindowsInstance struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   WindowsInstanceSpec   `json:"spec,omitempty"`
+	Status WindowsInstanceStatus `json:"status,omitempty"`
+}
+
+// WindowsInstanceList is a list of WindowsInstances.
+//
+// +kubebuilder:object:root=true
+type WindowsInstanceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []WindowsInstance `json:"items"`
+}

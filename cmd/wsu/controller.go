@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/kube"
+)
+
+func (a *app) controllerCommand() *cobra.Command {
+	o := controller.Options{}
+	m := controller.ManagerOptions{}
+	var hostVars []string
+	var kubeconfig, kubeContext string
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Keep WindowsInstances joined to the cluster (the in-cluster face)",
+		Long: `Controller watches WindowsInstances (wsu.dev/v1alpha1) and the BYOH windows-instances
+ConfigMap in its namespace and joins, corrects and removes their hosts with the
+same playbooks as 'wsu apply': every change is planned first, its hash and counts
+recorded in the instance's status, and applied at once (approval: Auto) or once
+an admin approved that hash (approval: Manual). docs/controller.md has the API,
+the workflows and a troubleshooting table.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			vars, err := parseHostVars(hostVars)
+			if err != nil {
+				return err
+			}
+			o.HostVars = vars
+			o.Kubeconfig = kubeconfig
+			if o.StateDir == "" {
+				o.StateDir = filepath.Join(os.TempDir(), "wsu-controller")
+			}
+			ctrllog.SetLogger(a.controllerLogger())
+			cfg, err := kube.Load(kubeconfig, kubeContext)
+			if err != nil {
+				return err
+			}
+			return controller.Run(cmd.Context(), cfg, o, m)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to manage (default: in-cluster, KUBECONFIG, ~/.kube/config); also what the playbooks' cluster tasks use")
+	f.StringVar(&kubeContext, "context", "", "kubeconfig context")
+	f.StringVarP(&o.Namespace, "namespace", "n", controller.DefaultNamespace, "namespace of the WindowsInstances, the BYOH ConfigMap and the key Secret")
+	f.StringVar(&o.ConfigMap, "configmap", controller.DefaultConfigMap, "BYOH ConfigMap to turn into WindowsInstances (\"\" to turn it off)")
+	f.IntVar(&o.MaxConcurrentRuns, "max-concurrent-runs", controller.DefaultMaxRuns, "playbook runs at once")
+	f.StringArrayVar(&o.Vars, "var", nil, "a playbook variable for every run: -var 'name=value' (repeatable)")
+	f.StringArrayVar(&o.VarFiles, "var-file", nil, "a var file for every run (repeatable)")
+	f.StringArrayVar(&hostVars, "host-var", nil, "an inventory variable for every host: --host-var ansible_port=2222 (repeatable)")
+	f.StringVar(&o.StateDir, "state-dir", "", "directory for known_hosts and site playbooks (default: a temp directory)")
+	f.DurationVar(&o.DriftInterval, "drift-interval", controller.DefaultDriftInterval, "how often joined instances are planned again")
+	f.DurationVar(&o.Backoff, "retry-backoff", controller.DefaultBackoff, "first retry delay after a failed run (doubles each time)")
+	f.DurationVar(&o.MaxBackoff, "max-retry-backoff", controller.DefaultMaxBackoff, "longest retry delay")
+	f.DurationVar(&o.NodeReadyCheck, "node-ready-check", controller.DefaultNodeReadyCheck, "how often a joined instance whose Node is not Ready is looked at")
+	f.BoolVar(&m.LeaderElection, "leader-elect", false, "elect a leader through a Lease, so only one replica acts")
+	f.StringVar(&m.LeaderElectionID, "leader-election-id", "", "name of the leader election Lease")
+	f.StringVar(&m.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (\"0\" turns it off)")
+	f.StringVar(&m.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	return cmd
+}
+
+// controllerLogger logs JSON to stderr, as controllers do in a pod.
+func (a *app) controllerLogger() logr.Logger {
+	return zap.New(zap.WriteTo(a.stderr), zap.UseDevMode(false))
+}
+
+// parseHostVars reads --host-var NAME=VALUE options.
+func parseHostVars(list []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range list {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("--host-var %q: want NAME=VALUE", kv)
+		}
+		out[strings.TrimSpace(k)] = v
+	}
+	return out, nil
+}

@@ -1,0 +1,136 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/inventory/kubeinv"
+)
+
+// ConfigMapReconciler turns the BYOH windows-instances ConfigMap (WMCO's
+// format, unchanged: `ADDRESS: username=USER`) into WindowsInstances it
+// owns, labelled wsu.dev/source=configmap, so a WMCO user gets per-host
+// status without changing anything. A bad entry gets a Warning event naming
+// it and the other entries go on. An entry that goes away deletes its
+// instance (whose finalizer deconfigures the host); a deleted ConfigMap
+// deletes them all, under the same rollout limit as any removal.
+type ConfigMapReconciler struct {
+	Client    client.Client
+	Events    events.EventRecorder
+	Namespace string
+	Name      string
+}
+
+// Reason of the Warning event for a bad entry.
+const ReasonInvalidEntry = "InvalidEntry"
+
+// Reconcile implements reconcile.Reconciler.
+func (r *ConfigMapReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	cm := &corev1.ConfigMap{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: r.Name}, cm)
+	switch {
+	case apierrors.IsNotFound(err):
+		return ctrl.Result{}, r.prune(ctx, nil)
+	case err != nil:
+		return ctrl.Result{}, err
+	}
+	wanted := r.entries(cm)
+	for _, wi := range wanted {
+		if err := r.ensure(ctx, cm, wi); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{}, r.prune(ctx, wanted)
+}
+
+// entries parses the ConfigMap as the -i k8s:// inventory does, reporting
+// each bad entry as a Warning event on the ConfigMap.
+func (r *ConfigMapReconciler) entries(cm *corev1.ConfigMap) map[string]*wsuv1.WindowsInstance {
+	ref := kubeinv.Scheme + r.Namespace + "/" + r.Name
+	inv, diags := inventory.ParseWindowsInstances(ref, cm.Data)
+	for _, d := range diags {
+		if r.Events != nil {
+			r.Events.Eventf(cm, nil, corev1.EventTypeWarning, ReasonInvalidEntry, "Parse", "%s: %s", d.Summary, d.Detail)
+		}
+	}
+	out := map[string]*wsuv1.WindowsInstance{}
+	for name, h := range inv.Hosts {
+		user := ""
+		if v, ok := h.Vars["ansible_user"]; ok && v.Value.IsKnown() && !v.Value.IsNull() {
+			user = v.Value.AsString()
+		}
+		wi := &wsuv1.WindowsInstance{
+			ObjectMeta: metav1.ObjectMeta{Name: InstanceName(name), Namespace: r.Namespace},
+			Spec:       wsuv1.WindowsInstanceSpec{Address: name, Username: user},
+		}
+		out[wi.Name] = wi
+	}
+	return out
+}
+
+// InstanceName is the WindowsInstance of a ConfigMap entry: its address,
+// lower-cased (an IPv4 address and a DNS name are both valid object names).
+func InstanceName(address string) string { return strings.ToLower(address) }
+
+// ensure creates the instance of an entry, or brings an existing one's
+// address and username in line; the rest of its spec (approval, vars, a
+// playbook) is the admin's to set.
+func (r *ConfigMapReconciler) ensure(ctx context.Context, cm *corev1.ConfigMap, want *wsuv1.WindowsInstance) error {
+	cur := &wsuv1.WindowsInstance{}
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), cur)
+	if apierrors.IsNotFound(err) {
+		want.Labels = map[string]string{wsuv1.SourceLabel: wsuv1.SourceConfigMap}
+		want.OwnerReferences = []metav1.OwnerReference{ownerRef(cm)}
+		return client.IgnoreAlreadyExists(r.Client.Create(ctx, want))
+	}
+	if err != nil {
+		return err
+	}
+	if cur.Labels[wsuv1.SourceLabel] != wsuv1.SourceConfigMap {
+		if r.Events != nil {
+			r.Events.Eventf(cm, nil, corev1.EventTypeWarning, ReasonInvalidEntry, "Adopt",
+				"entry %s: a WindowsInstance %s not made from this ConfigMap exists; it is left alone", want.Spec.Address, want.Name)
+		}
+		return nil
+	}
+	if cur.Spec.Address == want.Spec.Address && cur.Spec.Username == want.Spec.Username {
+		return nil
+	}
+	orig := cur.DeepCopy()
+	cur.Spec.Address, cur.Spec.Username = want.Spec.Address, want.Spec.Username
+	return r.Client.Patch(ctx, cur, client.MergeFrom(orig))
+}
+
+// prune deletes the instances made from entries that are gone.
+func (r *ConfigMapReconciler) prune(ctx context.Context, wanted map[string]*wsuv1.WindowsInstance) error {
+	list := &wsuv1.WindowsInstanceList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(r.Namespace), client.MatchingLabels{wsuv1.SourceLabel: wsuv1.SourceConfigMap}); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		wi := &list.Items[i]
+		if _, ok := wanted[wi.Name]; ok || !wi.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if err := r.Client.Delete(ctx, wi); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting WindowsInstance %s, whose entry is gone: %w", wi.Name, err)
+		}
+	}
+	return nil
+}
+
+func ownerRef(cm *corev1.ConfigMap) metav1.OwnerReference {
+	controller := true
+	return metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID, Controller: &controller}
+}

@@ -1,0 +1,146 @@
+// Package controller is wsu's cluster face: a controller-runtime manager that
+// keeps WindowsInstances (wsu.dev/v1alpha1) joined to the cluster, and turns
+// the BYOH windows-instances ConfigMap WMCO users already keep into
+// WindowsInstances it owns.
+//
+// The controller is a thin caller of the same run setup the CLI uses
+// (package setup): every join, remove and drift check is a plan and then an
+// apply of the stock (or a site's) playbooks by the one engine, so a
+// playbook behaves the same from `wsu apply` and in the cluster. What the
+// controller adds is what a cluster needs around a run: per-instance status
+// with conditions, plan approval by hash, finalizers that deconfigure a host
+// before its object goes, per-instance exponential backoff (an unreachable
+// host never delays another), bounded concurrency, events and metrics.
+//
+// Reconcile is level-based: each pass plans the instance's playbook against
+// the host as it is; no changes means joined and in sync, changes mean a
+// first join, a correction or drift, decided by the conditions already
+// recorded. Nothing is kept in memory between passes except the runner's
+// work, so a restarted controller converges from status alone.
+package controller
+
+import (
+	"fmt"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+)
+
+// Defaults of Options.
+const (
+	// DefaultNamespace is WMCO's, where its users keep the BYOH ConfigMap
+	// and the cloud-private-key Secret.
+	DefaultNamespace = "openshift-windows-machine-config-operator"
+	// DefaultConfigMap is the BYOH ConfigMap's name.
+	DefaultConfigMap      = "windows-instances"
+	DefaultMaxRuns        = 10
+	DefaultDriftInterval  = 10 * time.Minute
+	DefaultBackoff        = 10 * time.Second
+	DefaultMaxBackoff     = 10 * time.Minute
+	DefaultNodeReadyCheck = 10 * time.Second
+)
+
+// Options configure the controller.
+type Options struct {
+	// Namespace holds the WindowsInstances, the BYOH ConfigMap and the key
+	// Secret.
+	Namespace string
+	// ConfigMap is the BYOH ConfigMap's name; "" turns the BYOH source off.
+	ConfigMap string
+	// MaxConcurrentRuns bounds the playbook runs at once.
+	MaxConcurrentRuns int
+	// Vars and VarFiles are playbook variables for every run (the
+	// cluster's settings: cluster_flavour, payload_dir...); an instance's
+	// own vars come after them.
+	Vars     []string
+	VarFiles []string
+	// HostVars are inventory variables for every instance's host; an
+	// instance's spec.hostVars override them.
+	HostVars map[string]string
+	// Kubeconfig is the cluster the playbooks' cluster tasks act on: ""
+	// means the controller's own (in-cluster, or KUBECONFIG).
+	Kubeconfig string
+	// StateDir keeps each instance's SSH known_hosts and site playbook
+	// files (an emptyDir in a pod: the host keys are pinned in status).
+	StateDir string
+	// DriftInterval is how often a joined instance is planned again
+	// (jittered by up to a tenth).
+	DriftInterval time.Duration
+	// Backoff is the first retry delay after a failure, doubling up to
+	// MaxBackoff.
+	Backoff, MaxBackoff time.Duration
+	// NodeReadyCheck is how often a joined instance whose Node is not
+	// Ready yet is looked at again.
+	NodeReadyCheck time.Duration
+	// Runner runs the playbooks; nil: InProcess.
+	Runner Runner
+}
+
+func (o *Options) defaults() {
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if o.MaxConcurrentRuns <= 0 {
+		o.MaxConcurrentRuns = DefaultMaxRuns
+	}
+	if o.DriftInterval <= 0 {
+		o.DriftInterval = DefaultDriftInterval
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = DefaultBackoff
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = DefaultMaxBackoff
+	}
+	if o.NodeReadyCheck <= 0 {
+		o.NodeReadyCheck = DefaultNodeReadyCheck
+	}
+	if o.Runner == nil {
+		o.Runner = InProcess{}
+	}
+}
+
+// Setup registers the controller's reconcilers with mgr. The manager's
+// scheme must hold the core types and wsu.dev/v1alpha1 (NewScheme).
+func Setup(mgr ctrl.Manager, o Options) error {
+	o.defaults()
+	if o.StateDir == "" {
+		return fmt.Errorf("controller: a state directory is needed (known_hosts, site playbooks)")
+	}
+	metrics := newMetrics()
+	if err := metrics.register(); err != nil {
+		return err
+	}
+	ir := &InstanceReconciler{
+		Client:   mgr.GetClient(),
+		Events:   mgr.GetEventRecorder("wsu-controller"),
+		Options:  o,
+		metrics:  metrics,
+		rollouts: newRolloutLimit(1),
+	}
+	err := ctrl.NewControllerManagedBy(mgr).
+		For(&wsuv1.WindowsInstance{}).
+		Named("windowsinstance").
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentRuns}).
+		Watches(nodeObject(), nodeToInstances(mgr.GetClient(), o.Namespace)).
+		Complete(ir)
+	if err != nil {
+		return err
+	}
+	if o.ConfigMap == "" {
+		return nil
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("byoh-configmap").
+		For(configMapObject(), onlyConfigMap(o.Namespace, o.ConfigMap)).
+		Owns(&wsuv1.WindowsInstance{}).
+		Complete(&ConfigMapReconciler{
+			Client:    mgr.GetClient(),
+			Events:    mgr.GetEventRecorder("wsu-controller"),
+			Namespace: o.Namespace,
+			Name:      o.ConfigMap,
+		})
+}

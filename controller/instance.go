@@ -1,0 +1,606 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/zclconf/go-cty/cty"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/engine"
+	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/inventory/kubeinv"
+)
+
+// InstanceReconciler keeps one WindowsInstance's host joined: plan, approve,
+// apply, record; and deconfigures it when the instance is deleted.
+type InstanceReconciler struct {
+	Client  client.Client
+	Events  events.EventRecorder
+	Options Options
+
+	metrics  *metrics
+	rollouts *rolloutLimit
+}
+
+// Event reasons (WMCO's where it has one).
+const (
+	ReasonSetup            = "InstanceSetup"
+	ReasonSetupFailure     = "InstanceSetupFailure"
+	ReasonTeardown         = "InstanceTeardown"
+	ReasonTeardownFailure  = "InstanceTeardownFailure"
+	ReasonPlanned          = "Planned"
+	ReasonAwaitingApproval = "AwaitingApproval"
+	ReasonUnreachable      = "Unreachable"
+	ReasonDrifted          = "Drifted"
+	ReasonInSync           = "InSync"
+	ReasonApplied          = "Applied"
+	ReasonApplyFailed      = "ApplyFailed"
+	ReasonPlanFailed       = "PlanFailed"
+	ReasonBackoff          = "BackingOff"
+	ReasonInvalidInput     = "InvalidInput"
+	ReasonNodeReady        = "NodeReady"
+	ReasonNodeNotReady     = "NodeNotReady"
+	ReasonNoNode           = "NodeNotFound"
+	ReasonForgotten        = "Forgotten"
+)
+
+// Reconcile implements reconcile.Reconciler.
+//
+// +kubebuilder:rbac:groups=wsu.dev,namespace=wsu-system,resources=windowsinstances,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=wsu.dev,namespace=wsu-system,resources=windowsinstances/status;windowsinstances/finalizers,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",namespace=wsu-system,resources=configmaps,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=wsu-system,resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,namespace=wsu-system,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=wsu-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;update;patch;delete
+func (r *InstanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	wi := &wsuv1.WindowsInstance{}
+	if err := r.Client.Get(ctx, req.NamespacedName, wi); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !wi.DeletionTimestamp.IsZero() {
+		return r.deconfigure(ctx, wi)
+	}
+	if controllerutil.AddFinalizer(wi, wsuv1.Finalizer) {
+		if err := r.Client.Update(ctx, wi); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if wi.Spec.Paused {
+		return r.setPhase(ctx, wi, wsuv1.PhasePaused)
+	}
+	if wait := r.backoffLeft(wi); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	return r.converge(ctx, wi)
+}
+
+// backoffLeft is how long a failed instance still waits; a changed spec
+// (new generation) retries at once.
+func (r *InstanceReconciler) backoffLeft(wi *wsuv1.WindowsInstance) time.Duration {
+	st := wi.Status
+	if st.Failures == 0 || st.NextRetry == nil || st.ObservedGeneration != wi.Generation {
+		return 0
+	}
+	if _, approved := wi.Annotations[wsuv1.ApprovedPlanAnnotation]; approved && st.Phase == wsuv1.PhaseAwaitingApproval {
+		return 0
+	}
+	return time.Until(st.NextRetry.Time)
+}
+
+// converge plans the instance's playbook and applies the plan when it may.
+func (r *InstanceReconciler) converge(ctx context.Context, wi *wsuv1.WindowsInstance) (ctrl.Result, error) {
+	orig := wi.DeepCopy()
+	rr, err := r.runRequest(ctx, wi, "")
+	if err != nil {
+		return r.failed(ctx, orig, wi, ReasonInvalidInput, err.Error(), false)
+	}
+	plan := r.run(ctx, wi, rr, engine.ModePlan)
+	r.recordReach(wi, plan)
+	if plan.Failed {
+		reason := ReasonPlanFailed
+		if plan.Unreachable {
+			reason = ReasonUnreachable
+		}
+		return r.failed(ctx, orig, wi, reason, plan.Message, plan.Unreachable)
+	}
+	r.recordPlan(wi, rr.Playbook, plan)
+	joined := meta.IsStatusConditionTrue(wi.Status.Conditions, wsuv1.ConditionJoined)
+	if plan.Changed == 0 {
+		return r.inSync(ctx, orig, wi)
+	}
+	if joined {
+		setCondition(wi, wsuv1.ConditionDrifted, metav1.ConditionTrue, ReasonDrifted,
+			fmt.Sprintf("%d task(s) differ from the playbook: %s", plan.Changed, strings.Join(plan.Tasks, ", ")))
+		r.metrics.drifted(wi, true)
+		if wi.Spec.DriftPolicy != wsuv1.DriftCorrect {
+			r.event(wi, corev1.EventTypeWarning, ReasonDrifted, "Drifted", "plan %s: %d change(s) on a joined host (driftPolicy Report): %s", plan.Hash, plan.Changed, strings.Join(plan.Tasks, ", "))
+			return r.done(ctx, orig, wi, wsuv1.PhaseJoined, r.driftRequeue())
+		}
+	}
+	if wi.Spec.Approval == wsuv1.ApprovalManual && wi.Annotations[wsuv1.ApprovedPlanAnnotation] != plan.Hash {
+		setCondition(wi, wsuv1.ConditionPlanned, metav1.ConditionTrue, ReasonAwaitingApproval,
+			fmt.Sprintf("plan %s awaits approval: kubectl annotate windowsinstance %s %s=%s (or wsu approve)", plan.Hash, wi.Name, wsuv1.ApprovedPlanAnnotation, plan.Hash))
+		r.event(wi, corev1.EventTypeNormal, ReasonAwaitingApproval, "Plan", "plan %s (%d to add, %d to change, %d to destroy, %d to run) awaits approval", plan.Hash, plan.Add, plan.Change, plan.Destroy, plan.Run)
+		return r.done(ctx, orig, wi, wsuv1.PhaseAwaitingApproval, 0)
+	}
+	return r.apply(ctx, orig, wi, rr, plan)
+}
+
+// apply applies exactly the plan just made (a fresh plan that differs is
+// refused by the engine, so what is applied is what was approved).
+func (r *InstanceReconciler) apply(ctx context.Context, orig, wi *wsuv1.WindowsInstance, rr RunRequest, plan RunOutcome) (ctrl.Result, error) {
+	r.setStatusPhase(ctx, orig, wi, wsuv1.PhaseJoining)
+	orig = wi.DeepCopy()
+	rr.Expect = plan.Plan
+	out := r.run(ctx, wi, rr, engine.ModeApply)
+	r.recordReach(wi, out)
+	now := metav1.Now()
+	result := "Succeeded"
+	switch {
+	case out.Unreachable:
+		result = "Unreachable"
+	case out.Failed:
+		result = "Failed"
+	}
+	wi.Status.LastApply = &wsuv1.RunSummary{Playbook: rr.Playbook, Result: result, Changed: out.Changed, Time: now}
+	if out.Failed {
+		setCondition(wi, wsuv1.ConditionJoined, metav1.ConditionFalse, ReasonApplyFailed, truncate(out.Message, 1000))
+		r.event(wi, corev1.EventTypeWarning, ReasonSetupFailure, "Apply", "applying plan %s failed: %s", plan.Hash, truncate(out.Message, 1000))
+		return r.failed(ctx, orig, wi, ReasonApplyFailed, out.Message, out.Unreachable)
+	}
+	setCondition(wi, wsuv1.ConditionJoined, metav1.ConditionTrue, ReasonApplied, fmt.Sprintf("plan %s applied: %d task(s) changed", plan.Hash, out.Changed))
+	setCondition(wi, wsuv1.ConditionDrifted, metav1.ConditionFalse, ReasonInSync, "the host matches the playbook")
+	r.metrics.drifted(wi, false)
+	r.event(wi, corev1.EventTypeNormal, ReasonSetup, "Apply", "applied plan %s: %d task(s) changed", plan.Hash, out.Changed)
+	return r.inSync(ctx, orig, wi)
+}
+
+// inSync records a host that matches its playbook, and its Node.
+func (r *InstanceReconciler) inSync(ctx context.Context, orig, wi *wsuv1.WindowsInstance) (ctrl.Result, error) {
+	wasJoined := meta.IsStatusConditionTrue(orig.Status.Conditions, wsuv1.ConditionJoined)
+	setCondition(wi, wsuv1.ConditionJoined, metav1.ConditionTrue, ReasonInSync, "the host matches the playbook")
+	setCondition(wi, wsuv1.ConditionDrifted, metav1.ConditionFalse, ReasonInSync, "the host matches the playbook")
+	meta.RemoveStatusCondition(&wi.Status.Conditions, wsuv1.ConditionDegraded)
+	r.metrics.drifted(wi, false)
+	wi.Status.Failures, wi.Status.NextRetry = 0, nil
+	if !wasJoined && orig.Status.LastApply == nil {
+		r.event(wi, corev1.EventTypeNormal, ReasonInSync, "Plan", "the host already matches the playbook")
+	}
+	ready, err := r.recordNode(ctx, wi)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	requeue := r.driftRequeue()
+	if !ready {
+		requeue = r.Options.NodeReadyCheck
+	}
+	return r.done(ctx, orig, wi, wsuv1.PhaseJoined, requeue)
+}
+
+// recordNode finds the instance's Node and records whether it is Ready.
+func (r *InstanceReconciler) recordNode(ctx context.Context, wi *wsuv1.WindowsInstance) (bool, error) {
+	name := r.nodeName(wi)
+	if name == "" {
+		setCondition(wi, wsuv1.ConditionNodeReady, metav1.ConditionUnknown, ReasonNoNode, "the host's name is not known yet")
+		return false, nil
+	}
+	node := &corev1.Node{}
+	err := r.Client.Get(ctx, types.NamespacedName{Name: name}, node)
+	switch {
+	case apierrors.IsNotFound(err):
+		setCondition(wi, wsuv1.ConditionNodeReady, metav1.ConditionFalse, ReasonNoNode, fmt.Sprintf("there is no Node %s", name))
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	wi.Status.NodeName = name
+	if v := node.Annotations[versionAnnotation]; v != "" {
+		wi.Status.AppliedVersion = v
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			setCondition(wi, wsuv1.ConditionNodeReady, metav1.ConditionTrue, ReasonNodeReady, fmt.Sprintf("Node %s is Ready", name))
+			return true, nil
+		}
+	}
+	setCondition(wi, wsuv1.ConditionNodeReady, metav1.ConditionFalse, ReasonNodeNotReady, fmt.Sprintf("Node %s is not Ready", name))
+	return false, nil
+}
+
+// versionAnnotation is the payload version the join playbook writes on the
+// Node (WMCO's annotation).
+const versionAnnotation = "windowsmachineconfig.openshift.io/version"
+
+// nodeName is the Node the host registers as: the node_name variable when
+// set, else its host name lower-cased, as the kubelet registers.
+func (r *InstanceReconciler) nodeName(wi *wsuv1.WindowsInstance) string {
+	if n := wi.Spec.Vars["node_name"]; n != "" {
+		return strings.Trim(n, `"`)
+	}
+	if wi.Status.NodeName != "" {
+		return wi.Status.NodeName
+	}
+	return strings.ToLower(wi.Status.Identity.Hostname)
+}
+
+// deconfigure runs the remove playbook on a deleted instance's host, then
+// lets the object go. An unreachable host keeps the finalizer and retries
+// with backoff, unless the admin told wsu to forget it.
+func (r *InstanceReconciler) deconfigure(ctx context.Context, wi *wsuv1.WindowsInstance) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(wi, wsuv1.Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	orig := wi.DeepCopy()
+	if wi.Annotations[wsuv1.ForgetAnnotation] == "true" {
+		r.event(wi, corev1.EventTypeWarning, ReasonForgotten, "Remove", "forgotten without running remove on the host (%s=true)", wsuv1.ForgetAnnotation)
+		if err := r.deleteNode(ctx, wi); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{}, r.release(ctx, wi)
+	}
+	if wait := r.backoffLeft(wi); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	if !r.rollouts.acquire() {
+		return ctrl.Result{RequeueAfter: r.Options.NodeReadyCheck}, nil
+	}
+	defer r.rollouts.release()
+	r.setStatusPhase(ctx, orig, wi, wsuv1.PhaseRemoving)
+	orig = wi.DeepCopy()
+	rr, err := r.runRequest(ctx, wi, "wsu:remove.hcl")
+	if err != nil {
+		return r.failed(ctx, orig, wi, ReasonInvalidInput, err.Error(), false)
+	}
+	out := r.run(ctx, wi, rr, engine.ModeApply)
+	r.recordReach(wi, out)
+	if out.Failed {
+		r.event(wi, corev1.EventTypeWarning, ReasonTeardownFailure, "Remove", "removing failed: %s (annotate %s=true to forget a host that is gone for good)", truncate(out.Message, 1000), wsuv1.ForgetAnnotation)
+		return r.failed(ctx, orig, wi, ReasonTeardownFailure, out.Message, out.Unreachable)
+	}
+	r.event(wi, corev1.EventTypeNormal, ReasonTeardown, "Remove", "the host was deconfigured")
+	if err := r.deleteNode(ctx, wi); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.release(ctx, wi)
+}
+
+// deleteNode deletes the instance's Node if the remove playbook left it.
+func (r *InstanceReconciler) deleteNode(ctx context.Context, wi *wsuv1.WindowsInstance) error {
+	name := r.nodeName(wi)
+	if name == "" {
+		return nil
+	}
+	err := r.Client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	return client.IgnoreNotFound(err)
+}
+
+// release removes the finalizer and the instance's local state.
+func (r *InstanceReconciler) release(ctx context.Context, wi *wsuv1.WindowsInstance) error {
+	os.RemoveAll(r.stateDir(wi))
+	r.metrics.forget(wi)
+	controllerutil.RemoveFinalizer(wi, wsuv1.Finalizer)
+	return client.IgnoreNotFound(r.Client.Update(ctx, wi))
+}
+
+// run runs one playbook for the instance, counted in the metrics.
+func (r *InstanceReconciler) run(ctx context.Context, wi *wsuv1.WindowsInstance, rr RunRequest, mode engine.Mode) RunOutcome {
+	rr.Mode = mode
+	start := time.Now()
+	out := r.Options.Runner.Run(ctx, rr)
+	r.metrics.observeRun(rr.Playbook, mode, out, time.Since(start))
+	log.FromContext(ctx).Info("run", "playbook", rr.Playbook, "mode", mode, "failed", out.Failed, "changed", out.Changed, "seconds", time.Since(start).Seconds())
+	return out
+}
+
+// recordReach records whether the host could be reached and what it said
+// of itself.
+func (r *InstanceReconciler) recordReach(wi *wsuv1.WindowsInstance, out RunOutcome) {
+	switch {
+	case out.Unreachable:
+		setCondition(wi, wsuv1.ConditionReachable, metav1.ConditionFalse, ReasonUnreachable, truncate(out.Message, 1000))
+	case out.Facts != nil:
+		setCondition(wi, wsuv1.ConditionReachable, metav1.ConditionTrue, "Connected", "connected over SSH")
+	}
+	if out.Facts != nil {
+		wi.Status.Identity.Hostname = out.Facts.Hostname
+		if out.Facts.IPv4 != "" {
+			wi.Status.Identity.Addresses = []string{out.Facts.IPv4}
+		}
+	}
+	if wi.Status.Identity.HostKey == "" {
+		if key, fp := pinnedHostKey(r.knownHostsFile(wi)); key != "" {
+			wi.Status.Identity.HostKey, wi.Status.Identity.HostKeySHA256 = key, fp
+		}
+	}
+}
+
+// recordPlan records a successful plan.
+func (r *InstanceReconciler) recordPlan(wi *wsuv1.WindowsInstance, playbook string, out RunOutcome) {
+	wi.Status.LastPlan = &wsuv1.PlanSummary{
+		Hash: out.Hash, Playbook: playbook, Add: out.Add, Change: out.Change, Destroy: out.Destroy, Run: out.Run,
+		Tasks: out.Tasks, Time: metav1.Now(),
+	}
+	msg := fmt.Sprintf("plan %s: %d to add, %d to change, %d to destroy, %d to run", out.Hash, out.Add, out.Change, out.Destroy, out.Run)
+	setCondition(wi, wsuv1.ConditionPlanned, metav1.ConditionTrue, ReasonPlanned, msg)
+	if out.Changed > 0 {
+		r.event(wi, corev1.EventTypeNormal, ReasonPlanned, "Plan", "%s", msg)
+	}
+}
+
+// failed records a failed run and when it is tried again: exponential
+// backoff per instance, so one bad host never delays another.
+func (r *InstanceReconciler) failed(ctx context.Context, orig, wi *wsuv1.WindowsInstance, reason, msg string, unreachable bool) (ctrl.Result, error) {
+	wi.Status.Failures++
+	wait := backoff(r.Options.Backoff, r.Options.MaxBackoff, wi.Status.Failures)
+	next := metav1.NewTime(time.Now().Add(wait))
+	wi.Status.NextRetry = &next
+	setCondition(wi, wsuv1.ConditionDegraded, metav1.ConditionTrue, reason, truncate(msg, 1000))
+	if unreachable {
+		r.event(wi, corev1.EventTypeWarning, ReasonUnreachable, "Connect", "%s; retrying in %s", truncate(msg, 1000), wait.Round(time.Second))
+	} else {
+		r.event(wi, corev1.EventTypeWarning, reason, "Run", "%s; retrying in %s", truncate(msg, 1000), wait.Round(time.Second))
+	}
+	phase := wsuv1.PhaseFailed
+	if !wi.DeletionTimestamp.IsZero() {
+		phase = wsuv1.PhaseRemoving
+	}
+	return r.done(ctx, orig, wi, phase, wait)
+}
+
+// backoff is base·2^(failures-1), at most max.
+func backoff(base, max time.Duration, failures int32) time.Duration {
+	d := base
+	for i := int32(1); i < failures && d < max; i++ {
+		d *= 2
+	}
+	return min(d, max)
+}
+
+// driftRequeue is the next periodic plan, jittered so a fleet's instances
+// spread out.
+func (r *InstanceReconciler) driftRequeue() time.Duration {
+	d := r.Options.DriftInterval
+	return d + time.Duration(rand.Int64N(int64(d)/10+1))
+}
+
+// done writes the status and asks to be called again after requeue.
+func (r *InstanceReconciler) done(ctx context.Context, orig, wi *wsuv1.WindowsInstance, phase string, requeue time.Duration) (ctrl.Result, error) {
+	wi.Status.Phase = phase
+	wi.Status.ObservedGeneration = wi.Generation
+	r.metrics.instance(wi)
+	if err := r.Client.Status().Patch(ctx, wi, client.MergeFrom(orig)); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// setStatusPhase shows a long step (joining, removing) while it runs.
+func (r *InstanceReconciler) setStatusPhase(ctx context.Context, orig, wi *wsuv1.WindowsInstance, phase string) {
+	wi.Status.Phase = phase
+	if err := r.Client.Status().Patch(ctx, wi, client.MergeFrom(orig)); err != nil {
+		log.FromContext(ctx).Error(err, "recording the phase", "phase", phase)
+	}
+}
+
+func (r *InstanceReconciler) setPhase(ctx context.Context, wi *wsuv1.WindowsInstance, phase string) (ctrl.Result, error) {
+	return r.done(ctx, wi.DeepCopy(), wi, phase, 0)
+}
+
+// event records an event on the instance, and on the BYOH ConfigMap for an
+// instance that came from it.
+func (r *InstanceReconciler) event(wi *wsuv1.WindowsInstance, kind, reason, action, format string, args ...any) {
+	if r.Events == nil {
+		return
+	}
+	r.Events.Eventf(wi, nil, kind, reason, action, format, args...)
+	if wi.Labels[wsuv1.SourceLabel] == wsuv1.SourceConfigMap && r.Options.ConfigMap != "" {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: r.Options.ConfigMap, Namespace: wi.Namespace}}
+		for _, o := range wi.OwnerReferences {
+			if o.Kind == "ConfigMap" {
+				cm.UID = o.UID
+			}
+		}
+		r.Events.Eventf(cm, nil, kind, reason, action, "%s: "+format, append([]any{wi.Spec.Address}, args...)...)
+	}
+}
+
+func setCondition(wi *wsuv1.WindowsInstance, typ string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&wi.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: wi.Generation,
+	})
+}
+
+// runRequest builds what a run of the instance's playbook (or of playbook,
+// when not "") needs: its one-host inventory with the key from its Secret,
+// and the variables.
+func (r *InstanceReconciler) runRequest(ctx context.Context, wi *wsuv1.WindowsInstance, playbook string) (RunRequest, error) {
+	inv, err := r.inventory(ctx, wi)
+	if err != nil {
+		return RunRequest{}, err
+	}
+	if playbook == "" {
+		if playbook, err = r.playbook(ctx, wi); err != nil {
+			return RunRequest{}, err
+		}
+	}
+	vars, err := r.vars(ctx, wi)
+	if err != nil {
+		return RunRequest{}, err
+	}
+	return RunRequest{
+		Instance:   wi.Namespace + "/" + wi.Name,
+		Playbook:   playbook,
+		Inventory:  inv,
+		Vars:       vars,
+		VarFiles:   r.Options.VarFiles,
+		Kubeconfig: r.Options.Kubeconfig,
+	}, nil
+}
+
+// inventory is the instance's host in group windows, as a BYOH ConfigMap
+// entry gives it, with the controller's and the instance's host variables
+// and the private key (sensitive). The host's SSH key is trusted on first
+// use and pinned in status from then on, as WMCO's ssh-host-key annotation:
+// a changed key is refused until the admin clears status.identity.hostKey.
+func (r *InstanceReconciler) inventory(ctx context.Context, wi *wsuv1.WindowsInstance) (*inventory.Inventory, error) {
+	source := fmt.Sprintf("windowsinstance/%s/%s", wi.Namespace, wi.Name)
+	inv, diags := inventory.ParseWindowsInstances(source, map[string]string{wi.Spec.Address: "username=" + wi.Spec.Username})
+	if diags.HasErrors() {
+		return nil, errors.New(firstError(diags))
+	}
+	h := inv.Hosts[wi.Spec.Address]
+	if h == nil {
+		return nil, fmt.Errorf("address %q is not a usable host", wi.Spec.Address)
+	}
+	key, err := r.privateKey(ctx, wi)
+	if err != nil {
+		return nil, err
+	}
+	h.Vars[kubeinv.KeyVar] = inventory.Var{Value: cty.StringVal(key).Mark(engine.Sensitive)}
+	if err := os.MkdirAll(r.stateDir(wi), 0o700); err != nil {
+		return nil, err
+	}
+	h.Vars["ssh_known_hosts_file"] = inventory.Var{Value: cty.StringVal(r.knownHostsFile(wi))}
+	if pinned := wi.Status.Identity.HostKey; pinned != "" {
+		h.Vars["ssh_host_key"] = inventory.Var{Value: cty.StringVal(pinned)}
+	} else {
+		h.Vars["ssh_trust_on_first_use"] = inventory.Var{Value: cty.StringVal("true")}
+	}
+	for _, vars := range []map[string]string{r.Options.HostVars, wi.Spec.HostVars} {
+		for _, k := range sortedKeys(vars) {
+			h.Vars[k] = inventory.Var{Value: cty.StringVal(vars[k])}
+		}
+	}
+	return inv, nil
+}
+
+// privateKey reads the instance's key Secret.
+func (r *InstanceReconciler) privateKey(ctx context.Context, wi *wsuv1.WindowsInstance) (string, error) {
+	ref := wsuv1.SecretKeyRef{Name: kubeinv.KeySecret, Key: kubeinv.KeySecretKey}
+	if wi.Spec.KeySecretRef != nil {
+		ref = *wi.Spec.KeySecretRef
+	}
+	sec := &corev1.Secret{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: wi.Namespace, Name: ref.Name}, sec); err != nil {
+		return "", fmt.Errorf("reading the SSH key Secret %s: %w", ref.Name, err)
+	}
+	key := sec.Data[ref.Key]
+	if len(key) == 0 {
+		return "", fmt.Errorf("the Secret %s has no key %q", ref.Name, ref.Key)
+	}
+	return string(key), nil
+}
+
+// playbook is the instance's playbook: a stock one (default join), or a
+// site playbook written from its ConfigMap into the instance's state.
+func (r *InstanceReconciler) playbook(ctx context.Context, wi *wsuv1.WindowsInstance) (string, error) {
+	src := wi.Spec.Playbook
+	switch {
+	case src.ConfigMap != "" && src.Stock != "":
+		return "", errors.New("spec.playbook names both a stock playbook and a ConfigMap; give one")
+	case src.ConfigMap != "":
+		return r.sitePlaybook(ctx, wi, src.ConfigMap)
+	case src.Stock != "":
+		return "wsu:" + strings.TrimSuffix(strings.TrimPrefix(src.Stock, "wsu:"), ".hcl") + ".hcl", nil
+	default:
+		return "wsu:join.hcl", nil
+	}
+}
+
+// sitePlaybookKey is the root playbook's key in a site playbook ConfigMap.
+const sitePlaybookKey = "playbook.hcl"
+
+func (r *InstanceReconciler) sitePlaybook(ctx context.Context, wi *wsuv1.WindowsInstance, name string) (string, error) {
+	cm := &corev1.ConfigMap{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: wi.Namespace, Name: name}, cm); err != nil {
+		return "", fmt.Errorf("reading the playbook ConfigMap %s: %w", name, err)
+	}
+	if _, ok := cm.Data[sitePlaybookKey]; !ok {
+		return "", fmt.Errorf("the playbook ConfigMap %s has no key %s", name, sitePlaybookKey)
+	}
+	dir := filepath.Join(r.stateDir(wi), "playbook")
+	if err := os.RemoveAll(dir); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	for _, k := range sortedKeys(cm.Data) {
+		if strings.ContainsAny(k, `/\`) || k == ".." {
+			return "", fmt.Errorf("the playbook ConfigMap %s: key %q is not a file name", name, k)
+		}
+		if err := os.WriteFile(filepath.Join(dir, k), []byte(cm.Data[k]), 0o600); err != nil {
+			return "", err
+		}
+	}
+	return filepath.Join(dir, sitePlaybookKey), nil
+}
+
+// vars are the controller's -vars, then the instance's sources and its
+// own, in that order (later wins).
+func (r *InstanceReconciler) vars(ctx context.Context, wi *wsuv1.WindowsInstance) ([]string, error) {
+	vars := append([]string(nil), r.Options.Vars...)
+	for _, src := range wi.Spec.VarsFrom {
+		data, err := r.varSource(ctx, wi.Namespace, src)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range sortedKeys(data) {
+			vars = append(vars, varArg(k, data[k]))
+		}
+	}
+	for _, k := range sortedKeys(wi.Spec.Vars) {
+		vars = append(vars, varArg(k, wi.Spec.Vars[k]))
+	}
+	return vars, nil
+}
+
+func (r *InstanceReconciler) varSource(ctx context.Context, ns string, src wsuv1.VarSource) (map[string]string, error) {
+	switch {
+	case src.ConfigMap != "" && src.Secret != "":
+		return nil, errors.New("a varsFrom entry names both a ConfigMap and a Secret; give one")
+	case src.ConfigMap != "":
+		cm := &corev1.ConfigMap{}
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: src.ConfigMap}, cm); err != nil {
+			return nil, fmt.Errorf("reading varsFrom ConfigMap %s: %w", src.ConfigMap, err)
+		}
+		return cm.Data, nil
+	case src.Secret != "":
+		sec := &corev1.Secret{}
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: src.Secret}, sec); err != nil {
+			return nil, fmt.Errorf("reading varsFrom Secret %s: %w", src.Secret, err)
+		}
+		data := map[string]string{}
+		for k, v := range sec.Data {
+			data[k] = string(v)
+		}
+		return data, nil
+	}
+	return nil, errors.New("a varsFrom entry names neither a ConfigMap nor a Secret")
+}
+
+func (r *InstanceReconciler) stateDir(wi *wsuv1.WindowsInstance) string {
+	return filepath.Join(r.Options.StateDir, wi.Namespace, wi.Name)
+}
+
+func (r *InstanceReconciler) knownHostsFile(wi *wsuv1.WindowsInstance) string {
+	return filepath.Join(r.stateDir(wi), "known_hosts")
+}

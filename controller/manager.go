@@ -1,0 +1,90 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	corev1 "k8s.io/api/core/v1"
+
+	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+)
+
+// NewScheme holds the core types and wsu.dev/v1alpha1.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := wsuv1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ManagerOptions are the process-level settings of `wsu controller`.
+type ManagerOptions struct {
+	// LeaderElection makes one of several replicas act (a Lease in
+	// Options.Namespace), released on a clean exit.
+	LeaderElection bool
+	// LeaderElectionID names the Lease.
+	LeaderElectionID string
+	// MetricsAddr serves Prometheus metrics ("0" turns them off).
+	MetricsAddr string
+	// ProbeAddr serves /healthz and /readyz.
+	ProbeAddr string
+}
+
+// Run starts the controller and blocks until ctx ends (SIGTERM): running
+// playbooks see the cancelled context and stop cleanly (the agent's atomic
+// writes keep hosts consistent), and a restarted controller converges from
+// status.
+func Run(ctx context.Context, cfg *rest.Config, o Options, m ManagerOptions) error {
+	scheme, err := NewScheme()
+	if err != nil {
+		return err
+	}
+	o.defaults()
+	if m.LeaderElectionID == "" {
+		m.LeaderElectionID = "wsu-controller.wsu.dev"
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		LeaderElection:                m.LeaderElection,
+		LeaderElectionID:              m.LeaderElectionID,
+		LeaderElectionNamespace:       o.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+		Metrics:                       metricsserver.Options{BindAddress: m.MetricsAddr},
+		HealthProbeBindAddress:        m.ProbeAddr,
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			// Only the controller's namespace: least privilege and a small
+			// cache. Nodes are cluster-scoped.
+			&corev1.ConfigMap{}:      {Namespaces: map[string]cache.Config{o.Namespace: {}}},
+			&wsuv1.WindowsInstance{}: {Namespaces: map[string]cache.Config{o.Namespace: {}}},
+		}},
+		// Secrets are read when a run needs its key, never listed or
+		// watched: the controller's Role grants get only.
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+	})
+	if err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := Setup(mgr, o); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}

@@ -1,0 +1,244 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/wsu-project/wsu/engine"
+	"github.com/wsu-project/wsu/engine/planfile"
+	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/kube"
+	"github.com/wsu-project/wsu/setup"
+)
+
+// RunRequest is one playbook run for one instance: what a Runner needs.
+type RunRequest struct {
+	// Instance names the WindowsInstance, for logs.
+	Instance string
+	Mode     engine.Mode
+	// Playbook is a path or wsu:NAME.
+	Playbook string
+	// Inventory holds the instance's one host.
+	Inventory *inventory.Inventory
+	// Vars are -var values; VarFiles var files, applied before them.
+	Vars     []string
+	VarFiles []string
+	// Kubeconfig is the cluster the playbook's cluster tasks act on ("":
+	// in-cluster, or KUBECONFIG).
+	Kubeconfig string
+	// Expect makes an apply refuse unless a fresh plan matches it: the
+	// plan an admin approved.
+	Expect *planfile.Plan
+}
+
+// RunOutcome is what a run reports back into the instance's status.
+type RunOutcome struct {
+	// Plan is the plan a plan-mode run made.
+	Plan *planfile.Plan
+	// Hash identifies Plan (PlanHash).
+	Hash string
+	// Counts of changed tasks by kind, and their addresses.
+	Add, Change, Destroy, Run int
+	Tasks                     []string
+	// Changed counts changed tasks (apply) or tasks that will change (plan).
+	Changed int
+	// Facts are what the host reported; nil if it was never reached.
+	Facts *host.Facts
+	// Unreachable: no connection could be made.
+	Unreachable bool
+	// Failed: the run failed (Unreachable included).
+	Failed bool
+	// Message is the first error, already scrubbed of secrets.
+	Message string
+}
+
+// Runner runs playbooks. The in-process runner is the default; a Job runner
+// (one Kubernetes Job per run) implements the same interface.
+type Runner interface {
+	Run(ctx context.Context, req RunRequest) RunOutcome
+}
+
+// InProcess runs playbooks in the controller's process through package
+// setup, as `wsu apply` does. Each run has its own cluster clients and SSH
+// passphrases (setup's contract), so runs for different instances may go at
+// once.
+type InProcess struct{}
+
+// Run implements Runner.
+func (InProcess) Run(ctx context.Context, req RunRequest) RunOutcome {
+	rec := &recorder{}
+	run, diags := setup.Prepare(ctx, setup.Options{
+		Inputs:    planfile.Inputs{Playbook: req.Playbook, Vars: req.Vars, VarFiles: req.VarFiles, Kubeconfig: req.Kubeconfig},
+		Inventory: req.Inventory,
+		Mode:      req.Mode,
+		Hooks:     rec,
+		Clusters:  kube.NewCache(kube.Defaults{Kubeconfig: req.Kubeconfig}),
+	})
+	if diags.HasErrors() {
+		return RunOutcome{Failed: true, Message: firstError(diags)}
+	}
+	run.Request.Expect = req.Expect
+	res := engine.Run(ctx, run.Request)
+	return rec.outcome(res)
+}
+
+// recorder collects what a run's events say about its changes and errors.
+type recorder struct {
+	mu      sync.Mutex
+	out     RunOutcome
+	message string
+}
+
+// Event implements engine.Hooks.
+func (r *recorder) Event(ev engine.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch ev.Type {
+	case engine.EventTaskResult:
+		r.countChange(ev)
+		if ev.Status == engine.StatusFailed {
+			r.noteError(ev.Address, ev.Diagnostics)
+		}
+	case engine.EventUnreachable:
+		r.out.Unreachable = true
+		r.noteError("host unreachable", ev.Diagnostics)
+	case engine.EventHostFailed, engine.EventDiagnostic, engine.EventPlayAborted:
+		r.noteError(ev.Play, ev.Diagnostics)
+	}
+}
+
+func (r *recorder) countChange(ev engine.Event) {
+	if ev.Status != engine.StatusChanged || ev.Change == nil {
+		return
+	}
+	r.out.Changed++
+	switch ev.Change.Action {
+	case "create":
+		r.out.Add++
+	case "update":
+		r.out.Change++
+	case "delete":
+		r.out.Destroy++
+	case "replace":
+		r.out.Add++
+		r.out.Destroy++
+	default:
+		r.out.Run++
+	}
+	if len(r.out.Tasks) < maxPlanTasks {
+		r.out.Tasks = append(r.out.Tasks, ev.Address)
+	}
+}
+
+// maxPlanTasks bounds the task list kept in status.
+const maxPlanTasks = 50
+
+func (r *recorder) noteError(where string, diags []engine.DiagnosticView) {
+	if r.message != "" {
+		return
+	}
+	for _, d := range diags {
+		if d.Severity != "error" {
+			continue
+		}
+		msg := d.Summary
+		if d.Detail != "" {
+			msg += ": " + d.Detail
+		}
+		if where != "" {
+			msg = where + ": " + msg
+		}
+		r.message = msg
+		return
+	}
+}
+
+// outcome completes the recorded outcome with the run's result.
+func (r *recorder) outcome(res *engine.Result) RunOutcome {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.out
+	out.Failed = res.Failed()
+	out.Message = r.message
+	if out.Message == "" && res.Failed() {
+		out.Message = firstError(append(res.SetupDiagnostics, res.Diagnostics...))
+	}
+	if out.Message == "" && res.Cancelled {
+		out.Message = "the run was cancelled"
+	}
+	for _, h := range res.Recap {
+		if h.Facts != nil {
+			out.Facts = h.Facts
+		}
+		if h.Unreachable > 0 {
+			out.Unreachable = true
+		}
+	}
+	if res.Plan != nil {
+		out.Plan = res.Plan
+		out.Hash = PlanHash(res.Plan)
+	}
+	return out
+}
+
+// PlanHash identifies a plan by what it would do: the sha256 of every file
+// it read and every task's fingerprint (which covers the change itself and
+// the configuration, secrets as hashes only). The same state planned twice
+// gives the same hash; any difference in what would be applied changes it.
+func PlanHash(p *planfile.Plan) string {
+	data, err := json.Marshal(struct {
+		Sources map[string]string         `json:"sources"`
+		Hosts   map[string]*planfile.Host `json:"hosts"`
+	}{p.Sources, p.Hosts})
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])[:32]
+}
+
+func firstError(diags hcl.Diagnostics) string {
+	for _, d := range diags {
+		if d.Severity == hcl.DiagError {
+			if d.Detail != "" {
+				return d.Summary + ": " + d.Detail
+			}
+			return d.Summary
+		}
+	}
+	if len(diags) > 0 {
+		return diags[0].Summary
+	}
+	return ""
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// varArg renders one -var.
+func varArg(name, value string) string { return fmt.Sprintf("%s=%s", name, value) }
+
+// truncate bounds a message kept in status and events.
+func truncate(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

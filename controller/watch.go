@@ -1,0 +1,104 @@
+package controller
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"strings"
+	"sync"
+
+	gossh "golang.org/x/crypto/ssh"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+)
+
+func nodeObject() client.Object      { return &corev1.Node{} }
+func configMapObject() client.Object { return &corev1.ConfigMap{} }
+
+// nodeToInstances wakes the instances whose Node changed (it became Ready,
+// or went away).
+func nodeToInstances(c client.Client, namespace string) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
+		list := &wsuv1.WindowsInstanceList{}
+		if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		for _, wi := range list.Items {
+			if wi.Status.NodeName == obj.GetName() || strings.EqualFold(wi.Status.Identity.Hostname, obj.GetName()) {
+				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: wi.Namespace, Name: wi.Name}})
+			}
+		}
+		return out
+	})
+}
+
+// onlyConfigMap keeps the BYOH reconciler to its one ConfigMap.
+func onlyConfigMap(namespace, name string) builder.Predicates {
+	return builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
+		return obj.GetNamespace() == namespace && obj.GetName() == name
+	}))
+}
+
+// rolloutLimit bounds how many instances are taken out of service at once
+// (removed, upgraded): maxUnavailable across all instances.
+type rolloutLimit struct {
+	mu    sync.Mutex
+	max   int
+	inUse int
+}
+
+func newRolloutLimit(max int) *rolloutLimit {
+	if max < 1 {
+		max = 1
+	}
+	return &rolloutLimit{max: max}
+}
+
+// acquire takes a slot if one is free.
+func (l *rolloutLimit) acquire() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inUse >= l.max {
+		return false
+	}
+	l.inUse++
+	return true
+}
+
+func (l *rolloutLimit) release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.inUse--
+}
+
+// pinnedHostKey reads the key a trust-on-first-use connection recorded in
+// file: the key in authorized_keys format and its SHA256 fingerprint, or ""
+// when there is none.
+func pinnedHostKey(file string) (key, fingerprint string) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 3 || strings.HasPrefix(fields[0], "#") {
+			continue
+		}
+		pub, _, _, _, err := gossh.ParseAuthorizedKey([]byte(fields[1] + " " + fields[2]))
+		if err != nil {
+			continue
+		}
+		return fields[1] + " " + fields[2], gossh.FingerprintSHA256(pub)
+	}
+	return "", ""
+}
