@@ -24,6 +24,7 @@ import (
 	"github.com/wsu-project/wsu/modules/all"
 	"github.com/wsu-project/wsu/playbooks"
 	"github.com/wsu-project/wsu/transport"
+	"github.com/wsu-project/wsu/transport/agentbin"
 	sshtransport "github.com/wsu-project/wsu/transport/ssh"
 	"github.com/wsu-project/wsu/version"
 	"github.com/wsu-project/wsu/view"
@@ -186,7 +187,12 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		})
 		defer sshtransport.SetPassphrasePrompt(nil)
 	}
-	transports := transport.NewRegistry()
+	// This run's agent builds: each hashed once, whatever the host count.
+	var agents *agentbin.Source
+	if a.agents != nil {
+		agents = agentbin.New(*a.agents)
+	}
+	transports := transport.NewRegistry(transport.Options{Agents: agents})
 	def := "ssh"
 	if o.local {
 		def = "local"
