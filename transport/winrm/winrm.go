@@ -51,8 +51,8 @@ func BootstrapFormat() string { return bootstrapCommand }
 // agentStartTimeout bounds the agent's start-up: greeting, probes, hello.
 const agentStartTimeout = 60 * time.Second
 
-// Platform is the agent build the transport deploys.
-var Platform = agentbin.Platform{OS: "windows", Arch: "amd64"}
+// AgentPlatform is the agent build the transport deploys.
+func AgentPlatform() agentbin.Platform { return agentbin.Platform{OS: "windows", Arch: "amd64"} }
 
 // Dialer is the WinRM transport of one run.
 type Dialer struct {
@@ -67,7 +67,7 @@ func (d Dialer) Dial(ctx context.Context, name string, vars map[string]inventory
 	if err != nil {
 		return nil, fmt.Errorf("host %s: %w", name, err)
 	}
-	if cfg.Agent, err = d.Agents.Resolve(cfg.AgentBinary, Platform); err != nil {
+	if cfg.Agent, err = d.Agents.Resolve(cfg.AgentBinary, AgentPlatform()); err != nil {
 		return nil, fmt.Errorf("host %s: %w", name, err)
 	}
 	h, err := Connect(ctx, cfg)
