@@ -3,17 +3,40 @@ GO       ?= go
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X github.com/wsu-project/wsu/version.Version=$(VERSION)
 BIN      := bin/wsu
+# The node agent builds wsu carries (embedded by make build) and deploys.
+AGENT_PLATFORMS := windows/amd64 linux/amd64
+# Stripped, with paths trimmed: every byte goes to every new node. -X still
+# stamps the version the agent reports.
+AGENT_LDFLAGS   := -s -w $(LDFLAGS)
+# What the agent must never link (make lint): the CLI's language, cluster
+# and command-line libraries.
+AGENT_FORBIDDEN := github.com/hashicorp/hcl|github.com/zclconf/go-cty|k8s.io/client-go|sigs.k8s.io/controller-runtime|github.com/spf13/cobra
+# The goal for the windows/amd64 agent's size, in bytes (12 MB).
+AGENT_MAX_BYTES := 12000000
 TOOLS    := $(CURDIR)/bin/tools
 STATICCHECK_VERSION := v0.8.2
 FUZZTIME ?= 30s
 
-.PHONY: help build test kubetest lint docs demo fuzz bench bench-smoke bench-engine clean tools
+.PHONY: help build agents test kubetest lint docs demo fuzz bench bench-smoke bench-engine clean tools
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-build: ## build bin/wsu
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/wsu
+build: agents ## build bin/wsu, carrying the node agents it deploys
+	$(GO) build -tags wsu_embed_agents -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/wsu
+
+# bin/wsu-agent-GOOS-GOARCH[.exe], copied into cmd/wsu/agents (ignored by
+# git) for the embed; a wsu built without make finds them in bin/.
+agents: ## cross-build the node agent (cmd/wsu-agent) for AGENT_PLATFORMS
+	@mkdir -p bin cmd/wsu/agents
+	@rm -f cmd/wsu/agents/wsu-agent-*
+	@set -e; for p in $(AGENT_PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; out=bin/wsu-agent-$$os-$$arch; \
+	  if [ $$os = windows ]; then out=$$out.exe; fi; \
+	  echo "GOOS=$$os GOARCH=$$arch go build -o $$out ./cmd/wsu-agent"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(AGENT_LDFLAGS)" -o $$out ./cmd/wsu-agent; \
+	  cp $$out cmd/wsu/agents/; \
+	done
 
 # The first run builds the Kubernetes test bed (kube-apiserver, etcd; several
 # minutes, cached): hence the timeout. `make kubetest` builds it ahead.
@@ -29,6 +52,14 @@ lint: tools ## gofmt, go vet, staticcheck, and playbook formatting
 	$(GO) vet ./...
 	GOOS=windows $(GO) vet $$(GOOS=windows $(GO) list -e -f '{{if .GoFiles}}{{.ImportPath}}{{end}}' ./... 2>/dev/null)
 	GOOS=windows $(GO) build -o /dev/null ./cmd/wsu
+	@for os in linux windows; do \
+	  bad=$$(GOOS=$$os $(GO) list -deps ./cmd/wsu-agent | grep -E '^($(AGENT_FORBIDDEN))' || true); \
+	  if [ -n "$$bad" ]; then echo "cmd/wsu-agent (GOOS=$$os) links what the node agent must not:"; echo "$$bad"; exit 1; fi; \
+	done; echo "cmd/wsu-agent links no HCL, cty, client-go, controller-runtime or cobra"
+	@mkdir -p bin; CGO_ENABLED=0 GOOS=windows GOARCH=amd64 $(GO) build -trimpath -ldflags "$(AGENT_LDFLAGS)" -o bin/.lint-wsu-agent.exe ./cmd/wsu-agent; \
+	  n=$$(wc -c < bin/.lint-wsu-agent.exe); rm -f bin/.lint-wsu-agent.exe; \
+	  if [ $$n -gt $(AGENT_MAX_BYTES) ]; then echo "the windows/amd64 agent is $$n bytes, over $(AGENT_MAX_BYTES)"; exit 1; fi; \
+	  echo "windows/amd64 agent: $$n bytes (at most $(AGENT_MAX_BYTES))"
 	$(TOOLS)/staticcheck ./...
 	$(GO) run ./cmd/wsu fmt --check $(wildcard examples playbooks)
 
@@ -63,4 +94,4 @@ bench-engine: ## engine microbenchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./engine/
 
 clean: ## remove build output
-	rm -rf bin
+	rm -rf bin cmd/wsu/agents

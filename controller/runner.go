@@ -18,6 +18,7 @@ import (
 	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/setup"
+	"github.com/wsu-project/wsu/transport/agentbin"
 )
 
 // RunRequest is one playbook run for one instance: what a Runner needs.
@@ -71,10 +72,15 @@ type Runner interface {
 // setup, as `wsu apply` does. Each run has its own cluster clients and SSH
 // passphrases (setup's contract), so runs for different instances may go at
 // once.
-type InProcess struct{}
+type InProcess struct {
+	// Agents are the agent builds deployed to hosts (the wsu binary's
+	// embedded ones); they are the controller's own and the same for every
+	// run, so one Source hashes each build once.
+	Agents *agentbin.Source
+}
 
 // Run implements Runner.
-func (InProcess) Run(ctx context.Context, req RunRequest) RunOutcome {
+func (p InProcess) Run(ctx context.Context, req RunRequest) RunOutcome {
 	rec := &recorder{}
 	run, diags := setup.Prepare(ctx, setup.Options{
 		Inputs:    planfile.Inputs{Playbook: req.Playbook, Vars: req.Vars, VarFiles: req.VarFiles, Kubeconfig: req.Kubeconfig},
@@ -82,6 +88,7 @@ func (InProcess) Run(ctx context.Context, req RunRequest) RunOutcome {
 		Mode:      req.Mode,
 		Hooks:     rec,
 		Clusters:  kube.NewCache(kube.Defaults{Kubeconfig: req.Kubeconfig}),
+		Agents:    p.Agents,
 	})
 	if diags.HasErrors() {
 		return RunOutcome{Failed: true, Message: firstError(diags)}

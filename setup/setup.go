@@ -34,6 +34,7 @@ import (
 	"github.com/wsu-project/wsu/modules/all"
 	"github.com/wsu-project/wsu/playbooks"
 	"github.com/wsu-project/wsu/transport"
+	"github.com/wsu-project/wsu/transport/agentbin"
 	sshtransport "github.com/wsu-project/wsu/transport/ssh"
 	"github.com/wsu-project/wsu/version"
 )
@@ -65,8 +66,11 @@ type Options struct {
 	// Passphrase asks for an encrypted SSH key's passphrase (a CLI on a
 	// terminal). nil: only WSU_SSH_PASSPHRASE.
 	Passphrase sshtransport.PassphrasePrompt
-	// Transports dial the hosts. nil: transport.NewRegistry().
+	// Transports dial the hosts. nil: transport.NewRegistry with Agents.
 	Transports *transport.Registry
+	// Agents are the agent builds the transports deploy and start (the
+	// CLI's embedded ones). nil: only wsu_agent_binary files.
+	Agents *agentbin.Source
 	// Stock are the stock playbooks `wsu:NAME` names. nil: the embedded ones.
 	Stock fs.FS
 }
@@ -157,7 +161,7 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 func connector(o Options, local bool) engine.Connector {
 	transports := o.Transports
 	if transports == nil {
-		transports = transport.NewRegistry()
+		transports = transport.NewRegistry(transport.Options{Agents: o.Agents})
 	}
 	passphrases := sshtransport.NewPassphrases(o.Passphrase)
 	def := "ssh"

@@ -1,5 +1,8 @@
-// Package transport opens connections to hosts. Each transport (local, and
-// later ssh and winrm) turns a host's inventory variables into a host.Host.
+// Package transport opens connections to hosts. Each transport (local, ssh
+// and winrm) turns a host's inventory variables into a host.Host. A
+// Registry is built for a run with that run's Options (the agent builds
+// to deploy): nothing here is process-wide, so runs for different clusters
+// can share a process.
 package transport
 
 import (
@@ -12,6 +15,7 @@ import (
 
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/transport/agentbin"
 	"github.com/wsu-project/wsu/transport/local"
 	"github.com/wsu-project/wsu/transport/ssh"
 	"github.com/wsu-project/wsu/transport/winrm"
@@ -24,12 +28,21 @@ type Dialer func(ctx context.Context, name string, vars map[string]inventory.Var
 // to dialers.
 type Registry struct{ dialers map[string]Dialer }
 
-// NewRegistry returns the transports this build supports.
-func NewRegistry() *Registry {
+// Options are what a run's transports share.
+type Options struct {
+	// Agents supplies the agent builds: deployed by ssh and winrm to a
+	// host that lacks the build (unless wsu_agent_binary names a file),
+	// and started by local. nil: only wsu_agent_binary files are deployed,
+	// and local serves the host in-process (wsu as a library).
+	Agents *agentbin.Source
+}
+
+// NewRegistry returns the transports this build supports, for one run.
+func NewRegistry(opts Options) *Registry {
 	return &Registry{dialers: map[string]Dialer{
-		"local": local.Dial,
-		"ssh":   ssh.Dial,
-		"winrm": winrm.Dial,
+		"local": local.Dialer{Agents: opts.Agents}.Dial,
+		"ssh":   ssh.Dialer{Agents: opts.Agents}.Dial,
+		"winrm": winrm.Dialer{Agents: opts.Agents}.Dial,
 	}}
 }
 

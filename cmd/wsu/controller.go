@@ -37,6 +37,7 @@ the workflows and a troubleshooting table.`,
 			}
 			o.HostVars = vars
 			o.Kubeconfig = kubeconfig
+			o.Runner = controller.InProcess{Agents: a.agentSource()}
 			if o.StateDir == "" {
 				o.StateDir = filepath.Join(os.TempDir(), "wsu-controller")
 			}

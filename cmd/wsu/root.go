@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/wsu-project/wsu/transport/agentbin"
 	"github.com/wsu-project/wsu/version"
 )
 
@@ -28,14 +29,23 @@ type app struct {
 	stdout io.Writer
 	stderr io.Writer
 	env    []string
+	// agents say where a run finds its agent builds (main: agentOptions);
+	// nil: none, the local host in-process.
+	agents *agentbin.Options
 
 	cpuProfile  string
 	profileFile *os.File
 }
 
-// Execute runs the CLI and returns the process exit code.
+// Execute runs the CLI in-process, without agent builds (see agentOptions),
+// and returns the process exit code.
 func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	a := &app{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, env: os.Environ()}
+	return execute(ctx, args, stdin, stdout, stderr, nil)
+}
+
+// execute runs the CLI with the given agent builds.
+func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, agents *agentbin.Options) int {
+	a := &app{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, env: os.Environ(), agents: agents}
 	root := a.rootCommand()
 	root.SetArgs(normalizeArgs(args))
 	root.SetIn(stdin)
@@ -75,13 +85,41 @@ apply changes it. The stock playbooks join, upgrade and remove Windows workers.`
 	return root
 }
 
+// printAgents lists the agent builds a run would deploy: embedded, a file
+// beside wsu, or wsu itself.
+func (a *app) printAgents() {
+	if a.agents == nil {
+		return
+	}
+	src := agentbin.New(*a.agents)
+	for _, p := range []agentbin.Platform{{OS: "windows", Arch: "amd64"}, {OS: "linux", Arch: "amd64"}} {
+		b, err := src.For(p)
+		if err != nil {
+			fmt.Fprintf(a.stdout, "agent %s: none (make build embeds it)\n", p)
+			continue
+		}
+		where := b.Name()
+		if b.InMemory() {
+			where = "embedded"
+		}
+		r, size, err := b.Open()
+		if err != nil {
+			fmt.Fprintf(a.stdout, "agent %s: %s: %v\n", p, where, err)
+			continue
+		}
+		r.Close()
+		fmt.Fprintf(a.stdout, "agent %s: %s, %.1f MB\n", p, where, float64(size)/1e6)
+	}
+}
+
 func (a *app) versionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the wsu version",
+		Short: "Print the wsu version and the agent builds it deploys",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fmt.Fprintf(a.stdout, "wsu %s\n", version.Version)
+			a.printAgents()
 			return nil
 		},
 	}

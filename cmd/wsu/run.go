@@ -13,6 +13,7 @@ import (
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/engine/planfile"
 	"github.com/wsu-project/wsu/setup"
+	"github.com/wsu-project/wsu/transport/agentbin"
 	sshtransport "github.com/wsu-project/wsu/transport/ssh"
 	"github.com/wsu-project/wsu/view"
 )
@@ -116,6 +117,7 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		Forks:      o.forks,
 		Environ:    a.env,
 		Passphrase: a.passphrasePrompt(),
+		Agents:     a.agentSource(),
 	}
 	if saved, isPlan, err := planfile.Load(target); err != nil && isPlan {
 		return err
@@ -162,6 +164,15 @@ func (o *runOptions) inputs(target string) planfile.Inputs {
 		Limit: o.limit, Tags: o.tags, SkipTags: o.skipTags, Local: o.local,
 		Kubeconfig: o.kubeconfig, KubeContext: o.kubeContext,
 	}
+}
+
+// agentSource is this run's agent builds (each hashed once, whatever the
+// host count); nil when wsu runs without them (in-process tests).
+func (a *app) agentSource() *agentbin.Source {
+	if a.agents == nil {
+		return nil
+	}
+	return agentbin.New(*a.agents)
 }
 
 // passphrasePrompt asks on the terminal for an encrypted SSH key's

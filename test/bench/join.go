@@ -21,6 +21,9 @@ type joinResult struct {
 	wall time.Duration
 	// bytesSent and rpcs are the recap's totals over the hosts.
 	bytesSent, rpcs int64
+	// agentPerHost is the agent binary uploaded, per host (recap
+	// agent_bytes over the hosts / hosts).
+	agentPerHost int64
 	// copyWall is how long any win_copy task was running (the union of
 	// their intervals over all hosts); copyBytes what they sent.
 	copyWall  time.Duration
@@ -86,6 +89,10 @@ func runJoin(ctx context.Context, env *harness.Env, hosts []*harness.Host, args 
 		jr.bytesSent += rc.BytesSent
 		jr.rpcs += rc.RPCs
 		jr.changed += rc.Changed
+		jr.agentPerHost += rc.AgentBytes
+	}
+	if len(hosts) > 0 {
+		jr.agentPerHost /= int64(len(hosts))
 	}
 	var tasks []event
 	for _, ev := range r.Events {

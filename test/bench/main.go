@@ -217,7 +217,7 @@ func measureRun(ctx context.Context, c config, wsu string, sizes map[string]int6
 		r.scenarios = append(r.scenarios, hr)
 	}
 	c.logf("WinRM uploads")
-	w, err := measureWinRM(ctx, wsu, env)
+	w, err := measureWinRM(ctx, env)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("winrm: %w", err))
 	}

@@ -40,7 +40,7 @@ func printTable(w io.Writer, c config, runs []*runResult) {
 		return
 	}
 	fmt.Fprintf(w, "\nwsu bench: %s payload (%s per host), %d run(s)%s; %s\n\n", c.size, mb(runs[0].payloadBytes), len(runs), medianNote(len(runs)), machine())
-	rows := [][]string{{"scenario", "wall", "bytes sent", "RPC/task max/mean", "peak RSS", "floor", "ratio", "goal", "result"}}
+	rows := [][]string{{"scenario", "wall", "bytes sent", "agent/host", "RPC/task max/mean", "peak RSS", "floor", "ratio", "goal", "result"}}
 	var notes []string
 	for i, n := range c.hosts {
 		var hs []*hostsResult
@@ -69,12 +69,12 @@ func printTable(w io.Writer, c config, runs []*runResult) {
 		if len(cold) > 0 {
 			wall := median(cold, func(j *joinResult) time.Duration { return j.wall })
 			rows = append(rows, []string{"cold join, " + label, secs(wall), mb(medianInt(cold, func(j *joinResult) int64 { return j.bytesSent })),
-				rpcCell(cold), mb(medianInt(cold, func(j *joinResult) int64 { return j.maxRSS })), secs(floor), ratio(wall, floor), "— (whole join)", "info"})
+				mb(medianInt(cold, func(j *joinResult) int64 { return j.agentPerHost })), rpcCell(cold), mb(medianInt(cold, func(j *joinResult) int64 { return j.maxRSS })), secs(floor), ratio(wall, floor), "— (whole join)", "info"})
 			cw := median(cold, func(j *joinResult) time.Duration { return j.copyWall })
 			r := cw.Seconds() / floor.Seconds()
 			rows = append(rows, []string{"└ copy phase (win_copy tasks)", secs(cw), mb(medianInt(cold, func(j *joinResult) int64 { return j.copyBytes })),
-				"", "", secs(floor), ratio(cw, floor), fmt.Sprintf("≤ %.1f× floor", g.copyRatio), pass(floor > 0 && r <= g.copyRatio)})
-			rows = append(rows, []string{"└ copy phase vs one ssh stream", secs(cw), "", "", "", secs(stream), ratio(cw, stream), "— (stricter floor)", "info"})
+				"", "", "", secs(floor), ratio(cw, floor), fmt.Sprintf("≤ %.1f× floor", g.copyRatio), pass(floor > 0 && r <= g.copyRatio)})
+			rows = append(rows, []string{"└ copy phase vs one ssh stream", secs(cw), "", "", "", "", secs(stream), ratio(cw, stream), "— (stricter floor)", "info"})
 		}
 		for _, which := range []struct {
 			name string
@@ -96,15 +96,15 @@ func printTable(w io.Writer, c config, runs []*runResult) {
 			sent := medianInt(noop, func(j *joinResult) int64 { return j.bytesSent })
 			worst := slices.MaxFunc(noop, func(a, b *joinResult) int { return int(a.perTask.max - b.perTask.max) })
 			ok := wall <= g.noopWall && worst.perTask.max <= maxRPCPerUnchangedTask && sent == 0
-			rows = append(rows, []string{which.name, secs(wall), mb(sent), rpcCell(noop),
+			rows = append(rows, []string{which.name, secs(wall), mb(sent), mb(medianInt(noop, func(j *joinResult) int64 { return j.agentPerHost })), rpcCell(noop),
 				mb(medianInt(noop, func(j *joinResult) int64 { return j.maxRSS })), "", "",
 				fmt.Sprintf("≤ %s, ≤ %d RPC/task, 0 B", secs(g.noopWall), maxRPCPerUnchangedTask), pass(ok)})
 			if len(worst.perTask.over) > 0 {
 				notes = append(notes, fmt.Sprintf("%s: unchanged tasks over %d RPC (RPCs: ops):\n    %s", which.name, maxRPCPerUnchangedTask, strings.Join(worst.perTask.over, "\n    ")))
 			}
 		}
-		rows = append(rows, []string{"floor: ssh 'cat > file' per file, " + label, secs(floor), mb(floorBytes), "", "", "", "", "(the floor)", ""})
-		rows = append(rows, []string{"floor: one ssh stream per host, " + label, secs(stream), mb(floorBytes), "", "", "", "", "(stricter floor)", ""})
+		rows = append(rows, []string{"floor: ssh 'cat > file' per file, " + label, secs(floor), mb(floorBytes), "", "", "", "", "", "(the floor)", ""})
+		rows = append(rows, []string{"floor: one ssh stream per host, " + label, secs(stream), mb(floorBytes), "", "", "", "", "", "(stricter floor)", ""})
 	}
 	var winrm [][]*winrmResult
 	for _, r := range runs {
@@ -122,7 +122,7 @@ func printTable(w io.Writer, c config, runs []*runResult) {
 			}
 			wall := median(ws, func(w *winrmResult) time.Duration { return w.wall })
 			rate := float64(ws[0].bytes) / 1e6 / wall.Seconds()
-			rows = append(rows, []string{"WinRM " + ws[0].name, fmt.Sprintf("%s (%.1f MB/s)", secs(wall), rate), mb(ws[0].bytes), "", "", "", "",
+			rows = append(rows, []string{"WinRM " + ws[0].name, fmt.Sprintf("%s (%.1f MB/s)", secs(wall), rate), mb(ws[0].bytes), "", "", "", "", "",
 				fmt.Sprintf("≥ %d MB/s", minWinRMMBps), pass(rate >= minWinRMMBps)})
 		}
 	}

@@ -28,10 +28,10 @@ type winrmResult struct {
 
 // measureWinRM connects to the WS-Management test endpoint over HTTPS with
 // NTLM (the transport's defaults) as a host without the agent, which
-// deploys it (the bootstrap command's stdin: the wsu binary), then writes
+// deploys it (the bootstrap command's stdin: the node agent, wsu-agent), then writes
 // the payload's largest file through the agent (fs.write), the path a
 // playbook's files take over WinRM.
-func measureWinRM(ctx context.Context, wsu string, env *harness.Env) ([]*winrmResult, error) {
+func measureWinRM(ctx context.Context, env *harness.Env) ([]*winrmResult, error) {
 	root, err := os.MkdirTemp("", "wsu-bench-winrm-")
 	if err != nil {
 		return nil, err
@@ -57,7 +57,7 @@ func measureWinRM(ctx context.Context, wsu string, env *harness.Env) ([]*winrmRe
 		"ansible_user":     srv.User,
 		"ansible_password": srv.Password,
 		"winrm_ca_file":    caFile,
-		"wsu_agent_binary": wsu,
+		"wsu_agent_binary": env.Agent,
 	} {
 		vars[k] = inventory.Var{Value: cty.StringVal(v)}
 	}

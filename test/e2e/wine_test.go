@@ -39,7 +39,7 @@ import (
 // node's services (check-runtime's containerd, copy-payload,
 // configure-kubelet's kubelet, kube-proxy, csi-proxy; the fixture
 // testdata/wine-services.hcl includes them unchanged) through the engine
-// against the Windows build of the agent (`wsu.exe agent`) under Wine:
+// against the Windows build of the agent (`wsu-agent.exe agent`) under Wine:
 // Wine's real service control manager, registry and files, with the
 // Windows build of the service stand-in as every payload binary. It checks
 // each service through the Windows agent (binary path, arguments,
@@ -105,7 +105,7 @@ func TestServicesUnderWine(t *testing.T) {
 // wineNode is a Wine prefix with the Windows agent and a Windows payload.
 type wineNode struct {
 	prefix   *winetest.Prefix
-	agent    string // Linux path of wsu.exe (GOOS=windows)
+	agent    string // Linux path of wsu-agent.exe (GOOS=windows)
 	payload  string // payload directory (GOOS=windows stand-ins)
 	playbook string
 	hns      *sim.Host // HNS, which Wine lacks
@@ -120,7 +120,7 @@ func newWineNode(t *testing.T) *wineNode {
 	dir := t.TempDir()
 	w := &wineNode{
 		prefix:  winetest.New(t),
-		agent:   filepath.Join(dir, "wsu.exe"),
+		agent:   filepath.Join(dir, "wsu-agent.exe"),
 		payload: filepath.Join(dir, "payload"),
 		nodeNet: "10.132.3.0/24",
 		stderr:  filepath.Join(dir, "agent.stderr"),
@@ -130,7 +130,7 @@ func newWineNode(t *testing.T) *wineNode {
 	require.NoError(t, err)
 	root, err := harness.ModuleRoot()
 	require.NoError(t, err)
-	build := exec.CommandContext(ctx, "go", "build", "-o", w.agent, "./cmd/wsu")
+	build := exec.CommandContext(ctx, "go", "build", "-o", w.agent, "./cmd/wsu-agent")
 	build.Dir = root
 	build.Env = append(os.Environ(), "GOOS=windows", "GOARCH=amd64", "CGO_ENABLED=0")
 	out, err := build.CombinedOutput()
@@ -201,7 +201,7 @@ func (h *wineHost) Close() error {
 	return err
 }
 
-// connect starts `wsu.exe agent` under Wine and speaks the agent protocol
+// connect starts `wsu-agent.exe agent` under Wine and speaks the agent protocol
 // to it over its stdin and stdout, as the SSH and WinRM transports do.
 func (w *wineNode) connect(ctx context.Context) (*wineHost, error) {
 	cmd := w.prefix.Command(w.agent, "agent")

@@ -34,6 +34,7 @@ import (
 	"github.com/wsu-project/wsu/test/kubetest"
 	"github.com/wsu-project/wsu/test/payloadtest"
 	sshdtest "github.com/wsu-project/wsu/test/sshd"
+	"github.com/wsu-project/wsu/transport/agentbin"
 )
 
 // Options choose what Start sets up.
@@ -67,6 +68,10 @@ type Env struct {
 	UserDir string
 	// WSU is the wsu binary.
 	WSU string
+	// Agent is the node agent built for this machine (cmd/wsu-agent): what
+	// the WinRM endpoints' simulated hosts run. Over SSH wsu deploys the
+	// build it carries or finds beside itself.
+	Agent string
 	// Cluster is the control plane; Cluster.Kubeconfig the admin's.
 	Cluster *kubetest.Cluster
 	// SSHD is the OpenSSH server the hosts are reached through.
@@ -134,6 +139,9 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		}
 	}
 	if e.WSU, err = filepath.Abs(e.WSU); err != nil {
+		return nil, err
+	}
+	if e.Agent, err = AgentBeside(ctx, e.WSU, filepath.Join(e.Dir, "bin")); err != nil {
 		return nil, err
 	}
 
@@ -266,10 +274,9 @@ ansible_user=%s
 ansible_ssh_private_key_file=%s
 ssh_known_hosts_file=%s
 wsu_remote_os=linux
-wsu_agent_binary=%s
 connect_retry_window=0s
 reconnect_timeout=60s
-`, e.SSHUser, keyFile, knownHosts, e.WSU)
+`, e.SSHUser, keyFile, knownHosts)
 	e.Inventory = filepath.Join(e.Dir, "inventory.ini")
 	return os.WriteFile(e.Inventory, []byte(b.String()), 0o644)
 }
@@ -366,16 +373,37 @@ func ModuleRoot() (string, error) {
 	return filepath.Dir(mod), nil
 }
 
-// BuildWSU builds cmd/wsu into out.
+// BuildWSU builds cmd/wsu into out and the node agent for this machine
+// beside it, under the name make build gives it (agentbin.FileName), where
+// that wsu finds it.
 func BuildWSU(ctx context.Context, out string) error {
+	if err := build(ctx, out, "./cmd/wsu"); err != nil {
+		return err
+	}
+	return build(ctx, filepath.Join(filepath.Dir(out), agentbin.FileName(agentbin.Native())), "./cmd/wsu-agent")
+}
+
+// AgentBeside is the node agent for this machine beside the wsu binary
+// (make build and BuildWSU put it there), or else one built into dir.
+func AgentBeside(ctx context.Context, wsu, dir string) (string, error) {
+	p := filepath.Join(filepath.Dir(wsu), agentbin.FileName(agentbin.Native()))
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+		return p, nil
+	}
+	p = filepath.Join(dir, agentbin.FileName(agentbin.Native()))
+	return p, build(ctx, p, "./cmd/wsu-agent")
+}
+
+// build builds the module's package pkg into out.
+func build(ctx context.Context, out, pkg string) error {
 	root, err := ModuleRoot()
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/wsu")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building wsu: %v\n%s", err, b)
+		return fmt.Errorf("building %s: %v\n%s", pkg, err, b)
 	}
 	return nil
 }

@@ -54,6 +54,8 @@ type Recap struct {
 	Unreachable int    `json:"unreachable"`
 	RPCs        int64  `json:"rpcs"`
 	BytesSent   int64  `json:"bytes_sent"`
+	// AgentBytes is the agent binary uploaded to the host (0: current).
+	AgentBytes int64 `json:"agent_bytes"`
 }
 
 // Diagnostic is an error or warning in an event.

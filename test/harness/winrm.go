@@ -47,7 +47,7 @@ func (e *Env) WinRM(h *Host) *WinRMHost { return e.winrm[h] }
 
 // startWinRM is Start's tail for TransportWinRM: hosts named as Start names
 // them, each behind a WS-Management endpoint whose SimAgent runs the
-// uploaded agent (the Linux wsu, under the Windows agent's path) against
+// uploaded agent (the Linux wsu-agent, under the Windows agent's path) against
 // the host's sim root, and the inventory that reaches them over WinRM.
 // There is no sshd and no SSH user: the agents and the services they start
 // run as the test's own user.
@@ -58,7 +58,7 @@ func (e *Env) startWinRM(ctx context.Context) (err error) {
 	if e.UserDir, err = os.MkdirTemp("", "wsu-e2e-hosts-"); err != nil {
 		return err
 	}
-	format, err := winrmBootstrapFormat(ctx, e.WSU, e.Dir)
+	format, err := winrmBootstrapFormat(ctx, e.Agent, e.Dir)
 	if err != nil {
 		return err
 	}
@@ -120,7 +120,7 @@ ansible_password=%s
 ansible_winrm_transport=ntlm
 wsu_agent_binary=%s
 reconnect_timeout=60s
-`, user, password, e.WSU)
+`, user, password, e.Agent)
 	e.Inventory = filepath.Join(e.Dir, "inventory.ini")
 	return os.WriteFile(e.Inventory, []byte(b.String()), 0o600)
 }

@@ -23,7 +23,7 @@ import (
 // Root:
 //
 //   - the agent start, `C:\...\wsu-<version>.exe agent [args]`: when the
-//     simulated file exists, it runs that file (a Linux build of wsu) as
+//     simulated file exists, it runs that file (a Linux build of wsu-agent) as
 //     `agent --platform sim --sim-root Root [args]`, wired to the command's
 //     stdin, stdout and stderr; when it does not, it fails as cmd.exe does
 //     (exit 9009, "is not recognized as an internal or external command");

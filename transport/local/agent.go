@@ -14,35 +14,48 @@ import (
 	"github.com/wsu-project/wsu/agent/client"
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/transport/agentbin"
 )
-
-// AgentExecutable is the wsu binary that `connection = local` starts as
-// `wsu agent`; cmd/wsu sets it to itself. Empty (wsu used as a library, the
-// engine's unit tests) serves the host in-process instead (New).
-var AgentExecutable string
 
 // agentExitGrace is how long Close waits for the agent to exit after its
 // input closed before killing it.
 const agentExitGrace = 10 * time.Second
 
-// Dial connects to this machine: a `wsu agent` child process when
-// AgentExecutable is set, so a local run takes the same path as a remote
-// one (the agent protocol, the agent's hash cache, a crash that takes the
+// Dialer is the local transport of one run.
+type Dialer struct {
+	// Agents supplies the agent build for this machine (agentbin.Native),
+	// started as a child process. nil (wsu used as a library, the engine's
+	// unit tests): the host is served in-process (New).
+	Agents *agentbin.Source
+}
+
+// Dial connects to this machine: a wsu-agent child process when the
+// Dialer has agents, so a local run takes the same path as a remote one
+// (the agent protocol, the agent's hash cache, a crash that takes the
 // agent down but not the run), else the in-process host.
 // wsu_agent_args adds arguments after `agent` (tests: --platform sim).
-func Dial(ctx context.Context, name string, vars map[string]inventory.Var) (host.Host, error) {
+func (d Dialer) Dial(ctx context.Context, name string, vars map[string]inventory.Var) (host.Host, error) {
 	args, err := agentArgs(vars)
 	if err != nil {
 		return nil, err
 	}
-	if AgentExecutable == "" {
+	exe, err := d.Agents.Local()
+	if err != nil {
+		return nil, fmt.Errorf("host %s: the local agent: %w", name, err)
+	}
+	if exe == "" {
 		if len(args) > 0 {
 			v := vars["wsu_agent_args"]
 			return nil, fmt.Errorf("%s: wsu_agent_args needs the agent process, which this program (not the wsu command) cannot start", v.Range)
 		}
 		return New(), nil
 	}
-	return StartAgent(ctx, AgentExecutable, args)
+	return StartAgent(ctx, exe, args)
+}
+
+// Dial is Dialer{}.Dial: the host in-process.
+func Dial(ctx context.Context, name string, vars map[string]inventory.Var) (host.Host, error) {
+	return Dialer{}.Dial(ctx, name, vars)
 }
 
 // agentArgs reads wsu_agent_args: a list of strings, or one string split at
@@ -74,7 +87,7 @@ func agentArgs(vars map[string]inventory.Var) ([]string, error) {
 	return nil, bad
 }
 
-// agentHost is a `wsu agent` child process and the client driving it.
+// agentHost is an agent child process and the client driving it.
 type agentHost struct {
 	*client.Client
 	cmd    *exec.Cmd

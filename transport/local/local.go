@@ -1,56 +1,21 @@
-// Package local implements host.Host for the machine wsu itself runs on,
-// in-process: no agent, no connection, just the os and os/exec packages
-// (through host/osfs and host/osexec).
+// Package local is the `local` transport: the machine wsu runs on. With
+// an agent (Dialer.Agent, the run's wsu-agent build for this platform) it
+// starts that agent as a child process and drives it over the agent
+// protocol, as the SSH and WinRM transports do on a remote host; without
+// one (wsu used as a library, the engine's tests) it serves the host
+// in-process (New).
 package local
 
 import (
-	"context"
-	"runtime"
-	"sync"
-
+	"github.com/wsu-project/wsu/agent/platform/native"
 	"github.com/wsu-project/wsu/host"
-	"github.com/wsu-project/wsu/host/osfs"
 )
 
-// localHost is the machine wsu runs on.
-type localHost struct {
-	// The Windows-side operations are not available on a POSIX machine.
-	host.Unsupported
-	// The file operations, with POSIX semantics.
-	osfs.FS
-	mu    sync.Mutex
-	facts *host.Facts // cached: gathering may hit DNS
-}
-
-var _ host.Host = (*localHost)(nil)
-
-// New returns a Host acting on the local machine: on Windows the native
-// Win32 platform of the agent, elsewhere this package's POSIX host.
-func New() host.Host { return newNative() }
+// New returns a Host acting on the local machine in-process: on Windows
+// the agent's Win32 platform, elsewhere the POSIX host
+// (agent/platform/native).
+func New() host.Host { return native.New() }
 
 // NewPOSIX returns the in-process POSIX host (Windows operations are not
 // supported).
-func NewPOSIX() host.Host {
-	return &localHost{Unsupported: host.Unsupported{Platform: runtime.GOOS + " (local)"}}
-}
-
-// Facts gathers the facts once and then serves them from the cache.
-func (h *localHost) Facts(ctx context.Context) (host.Facts, error) {
-	if err := ctx.Err(); err != nil {
-		return host.Facts{}, err
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.facts != nil {
-		return *h.facts, nil
-	}
-	f, err := gatherFacts(ctx)
-	if err != nil {
-		return host.Facts{}, err
-	}
-	h.facts = &f
-	return f, nil
-}
-
-// Close is a no-op: there is no connection to release.
-func (h *localHost) Close() error { return nil }
+func NewPOSIX() host.Host { return native.NewPOSIX() }

@@ -16,6 +16,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/transport/agentbin"
 	"github.com/wsu-project/wsu/transport/notify"
 	"github.com/wsu-project/wsu/version"
 )
@@ -35,10 +36,6 @@ const (
 // PassphraseEnv holds the passphrase of an encrypted private key; without
 // it only a CLI on a terminal asks (SetPassphrasePrompt).
 const PassphraseEnv = "WSU_SSH_PASSPHRASE"
-
-// WindowsAgentBinaryName is the GOOS=windows build wsu looks for beside its
-// own executable when it deploys to a Windows host.
-const WindowsAgentBinaryName = "wsu-windows-amd64.exe"
 
 // Config is everything the SSH transport needs to reach one host, read from
 // its inventory variables by ParseConfig.
@@ -98,8 +95,12 @@ type Config struct {
 	AgentPath string
 	// AgentArgs are extra arguments after `agent`.
 	AgentArgs []string
-	// AgentBinary is the local file uploaded as the agent.
+	// AgentBinary is the local file wsu_agent_binary names as the agent;
+	// "" deploys the run's build for the host's platform (Dialer.Agents).
 	AgentBinary string
+	// Agent is the build uploaded as the agent; Dialer.Dial sets it, and
+	// Connect makes it the AgentBinary file when it is nil.
+	Agent *agentbin.Binary
 	// UploadMethod is how payload files travel (wsu_upload_method, upload.go):
 	// auto, agent or sftp.
 	UploadMethod string
@@ -236,13 +237,6 @@ func ParseConfig(name string, vars map[string]inventory.Var) (Config, error) {
 	}
 	c.UploadMethod = r.uploadMethod()
 	c.AgentBinary = r.path(varAgentBinary, "")
-	if c.AgentBinary == "" && r.err == nil {
-		bin, err := defaultAgentBinary(c.RemoteOS)
-		if err != nil {
-			return Config{}, fmt.Errorf("host %s: %w", name, err)
-		}
-		c.AgentBinary = bin
-	}
 	if r.err != nil {
 		return Config{}, fmt.Errorf("host %s: %w", name, r.err)
 	}
@@ -257,21 +251,6 @@ func defaultAgentPath(remoteOS string) string {
 	}
 	// Relative: the login user's home, for exec and SFTP alike.
 	return ".wsu/wsu-" + version.Version
-}
-
-func defaultAgentBinary(remoteOS string) (string, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("cannot find wsu's own executable to deploy as the agent (set wsu_agent_binary): %w", err)
-	}
-	if remoteOS != "windows" {
-		return exe, nil
-	}
-	bin := filepath.Join(filepath.Dir(exe), WindowsAgentBinaryName)
-	if _, err := os.Stat(bin); err != nil {
-		return "", fmt.Errorf("the Windows agent binary %s is missing: build it with `GOOS=windows GOARCH=amd64 go build -o %s ./cmd/wsu` or point wsu_agent_binary at it", bin, bin)
-	}
-	return bin, nil
 }
 
 const safeArgPunct = `_ . , : / \ = + - @ %`

@@ -1,6 +1,7 @@
 package ssh
 
 import (
+	"context"
 	"crypto/ed25519"
 	"encoding/pem"
 	"errors"
@@ -20,6 +21,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/transport/agentbin"
 	"github.com/wsu-project/wsu/version"
 )
 
@@ -178,7 +180,6 @@ func TestParseConfigErrors(t *testing.T) {
 		{"two jumps", map[string]string{"proxy_jump": "a,b"}, "only one jump host"},
 		{"inline key garbage", map[string]string{"ssh_private_key": "not-a-key-SECRETMATERIAL"}, "ssh_private_key is not a private key (OpenSSH or PEM)"},
 		{"inline key and file", map[string]string{"ssh_private_key": testPrivateKey, "private_key_file": "/k"}, "ssh_private_key and a private key file (/k) are both set"},
-		{"windows binary missing", map[string]string{"wsu_remote_os": "windows", "wsu_agent_binary": ""}, WindowsAgentBinaryName + " is missing"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -275,4 +276,27 @@ gave up after 5m0s (connect_retry_window = 5m0s); 4 attempts:
   attempts 1-3 at +0s..+3s: dial tcp 10.0.0.5:22: connect: connection refused
   attempt 4 at +7s: ssh: handshake failed: EOF`
 	assert.Equal(t, want, e.Error())
+}
+
+// Without wsu_agent_binary the run's build for the host's platform is
+// deployed; a missing one fails before any connection, saying how to get
+// it.
+func TestDialAgentBuild(t *testing.T) {
+	ctx := context.Background()
+	kv := vars(map[string]string{"wsu_remote_os": "windows", "ansible_port": "1"})
+	_, err := Dialer{Agents: agentbin.New(agentbin.Options{Dir: t.TempDir()})}.Dial(ctx, "win01", kv)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "ssh: host win01: this wsu carries no agent for windows/amd64")
+	assert.Contains(t, err.Error(), "make build")
+
+	_, err = Dial(ctx, "win01", kv)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "set wsu_agent_binary", "no Source: the file must be named")
+
+	cfg, err := ParseConfig("win01", kv)
+	require.NoError(t, err)
+	assert.Empty(t, cfg.AgentBinary, "the default build is the Dialer's, not the config's")
+	_, err = Connect(ctx, cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "no agent binary to deploy")
 }

@@ -3,7 +3,6 @@ package ssh
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -134,9 +133,9 @@ func (e *startError) Error() string { return e.msg }
 func (e *startError) Unwrap() error { return e.err }
 
 // startOrDeploy starts the agent at cfg.AgentPath, deploying it first when
-// it is missing, does not start, or is another build than cfg.AgentBinary.
+// it is missing, does not start, or is another build than cfg.Agent.
 // The build is compared by the sha256 the agent reports in its hello.
-// wantSum returns cfg.AgentBinary's sha256.
+// wantSum returns cfg.Agent's sha256.
 func startOrDeploy(ctx context.Context, c *conn, cfg Config, wantSum func() (string, error)) (*agentSession, error) {
 	var why string
 	a, err := startAgent(ctx, c, cfg)
@@ -181,7 +180,7 @@ func startOrDeploy(ctx context.Context, c *conn, cfg Config, wantSum func() (str
 	}
 	if got := a.client.Hello().AgentSHA256; got != want {
 		a.close(5 * time.Second)
-		return nil, fmt.Errorf("the agent deployed to %s (%s) reports sha256 %s, but %s has %s: the file was changed after the upload", cfg.AgentPath, deployName(d.method), got, cfg.AgentBinary, want)
+		return nil, fmt.Errorf("the agent deployed to %s (%s) reports sha256 %s, but %s has %s: the file was changed after the upload", cfg.AgentPath, deployName(d.method), got, cfg.Agent.Name(), want)
 	}
 	a.uploaded, a.deployMethod, a.noSFTP = d.bytes, d.method, d.noSFTP
 	return a, nil
@@ -249,7 +248,7 @@ func newSFTP(c *gossh.Client) (*sftp.Client, error) {
 	return sc, nil
 }
 
-// uploadAgent puts cfg.AgentBinary at cfg.AgentPath over SFTP. It returns
+// uploadAgent puts cfg.Agent at cfg.AgentPath over SFTP. It returns
 // how many bytes of it were written, also when it fails.
 func uploadAgent(ctx context.Context, c *conn, cfg Config) (int64, error) {
 	sc, err := newSFTP(c.client)
@@ -264,30 +263,26 @@ func uploadAgent(ctx context.Context, c *conn, cfg Config) (int64, error) {
 	if cfg.RemoteOS != "windows" {
 		mode = 0o755
 	}
-	n, err := uploadFile(sc, cfg.AgentBinary, sftpPath(cfg.RemoteOS, cfg.AgentPath), mode)
+	src, _, err := cfg.Agent.Open()
+	if err != nil {
+		return 0, err
+	}
+	defer src.Close()
+	n, err := putFile(sc, src, sftpPath(cfg.RemoteOS, cfg.AgentPath), mode, true)
 	if ctx.Err() != nil {
 		return n, fmt.Errorf("upload interrupted: %w", ctx.Err())
 	}
 	return n, err
 }
 
-// uploadFile copies local to remote (an SFTP path) through a temp file
-// beside it that is synced and renamed over remote, so remote is always
-// either the old file or the complete new one; missing directories are
-// created. mode 0 leaves the permissions alone (Windows). It returns the
-// bytes written, also when it fails, for the transport's counters.
-func uploadFile(sc *sftp.Client, local, remote string, mode fs.FileMode) (int64, error) {
-	src, err := os.Open(local)
-	if err != nil {
-		return 0, err
-	}
-	defer src.Close()
-	return putFile(sc, src, remote, mode, true)
-}
-
-// putFile writes src to remote as uploadFile does; with mkdir false a
-// missing parent directory is an error (fs.ErrNotExist), as for
-// Host.WriteFile. A read error of src fails it and leaves remote alone.
+// putFile copies src to remote (an SFTP path) through a temp file beside
+// it that is synced and renamed over remote, so remote is always either
+// the old file or the complete new one; with mkdir, missing directories
+// are created, else a missing parent directory is an error
+// (fs.ErrNotExist), as for Host.WriteFile. mode 0 leaves the permissions
+// alone (Windows). A read error of src fails it and leaves remote alone.
+// It returns the bytes written, also when it fails, for the transport's
+// counters.
 func putFile(sc *sftp.Client, src io.Reader, remote string, mode fs.FileMode, mkdir bool) (int64, error) {
 	dir, base := path.Split(remote)
 	dir = strings.TrimSuffix(dir, "/")
@@ -394,64 +389,6 @@ func randomHex(n int) string {
 	rand.Read(b)
 	return hex.EncodeToString(b)
 }
-
-// fileSHA256 hashes a local file, caching by path, size and mtime: a run
-// dials many hosts with the same binary, at once, and they share one read.
-func fileSHA256(p string) (string, error) {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return "", err
-	}
-	key := shaKey{p, fi.Size(), fi.ModTime()}
-	shaCache.Lock()
-	e := shaCache.m[key]
-	if e == nil {
-		e = &shaEntry{done: make(chan struct{})}
-		shaCache.m[key] = e
-		shaCache.Unlock()
-		e.sum, e.err = hashFile(p)
-		if e.err != nil {
-			shaCache.Lock()
-			delete(shaCache.m, key)
-			shaCache.Unlock()
-		}
-		close(e.done)
-	} else {
-		shaCache.Unlock()
-		<-e.done
-	}
-	return e.sum, e.err
-}
-
-func hashFile(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-type shaKey struct {
-	path  string
-	size  int64
-	mtime time.Time
-}
-
-type shaEntry struct {
-	done chan struct{}
-	sum  string
-	err  error
-}
-
-var shaCache = struct {
-	sync.Mutex
-	m map[shaKey]*shaEntry
-}{m: map[shaKey]*shaEntry{}}
 
 // tailBuffer keeps the last max bytes written to it (a command's stderr).
 type tailBuffer struct {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -88,20 +87,16 @@ func powershellEncoded(script string) string {
 	return "powershell.exe -NoProfile -NonInteractive -EncodedCommand " + base64.StdEncoding.EncodeToString(b)
 }
 
-// execUploadAgent puts cfg.AgentBinary at cfg.AgentPath through one exec
+// execUploadAgent puts cfg.Agent at cfg.AgentPath through one exec
 // session (execUploadCommand), for hosts whose sshd has no sftp subsystem.
 // It returns the bytes of the binary sent, also when it fails.
 func execUploadAgent(ctx context.Context, c *conn, cfg Config) (int64, error) {
-	f, err := os.Open(cfg.AgentBinary)
+	src, size, err := cfg.Agent.Open()
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	return execUpload(ctx, c, cfg.RemoteOS, f, fi.Size(), cfg.AgentPath)
+	defer src.Close()
+	return execUpload(ctx, c, cfg.RemoteOS, src, size, cfg.AgentPath)
 }
 
 // execUpload sends size bytes of src to target through execUploadCommand.

@@ -49,7 +49,7 @@ func TestExecDeployWithoutSFTP(t *testing.T) {
 	r := newRigWith(t, sshdtest.Options{NoSFTP: true})
 	ctx := testCtx(t, 3*time.Minute)
 	bin := agentBinary(t)
-	want, _ := fileSHA256(bin)
+	want, _ := fileSHA256Uncached(bin)
 	fi, err := os.Stat(bin)
 	require.NoError(t, err)
 	agentPath := filepath.Join(r.dir, "agent", "wsu-test")

@@ -38,7 +38,7 @@ func TestCutMidUpload(t *testing.T) {
 	h, err := Connect(testCtx(t, time.Minute), cfg)
 	require.NoError(t, err)
 	defer h.Close()
-	want, _ := fileSHA256(cfg.AgentBinary)
+	want, _ := fileSHA256Uncached(cfg.AgentBinary)
 	got2, err := fileSHA256Uncached(cfg.AgentPath)
 	require.NoError(t, err)
 	assert.Equal(t, want, got2)

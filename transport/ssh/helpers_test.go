@@ -4,6 +4,7 @@ package ssh
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pkg/sftp"
 
 	"github.com/wsu-project/wsu/inventory"
 	sshdtest "github.com/wsu-project/wsu/test/sshd"
@@ -39,7 +42,8 @@ var agentBuild struct {
 	out  []byte
 }
 
-// agentBinary builds the Linux wsu binary once per test run.
+// agentBinary builds the node agent (cmd/wsu-agent) for Linux once per
+// test run.
 func agentBinary(t testing.TB) string {
 	t.Helper()
 	agentBuild.once.Do(func() {
@@ -48,13 +52,13 @@ func agentBinary(t testing.TB) string {
 			agentBuild.err = err
 			return
 		}
-		agentBuild.path = filepath.Join(scratch, "wsu")
-		cmd := exec.Command("go", "build", "-o", agentBuild.path, "./cmd/wsu")
+		agentBuild.path = filepath.Join(scratch, "wsu-agent")
+		cmd := exec.Command("go", "build", "-o", agentBuild.path, "./cmd/wsu-agent")
 		cmd.Dir = root
 		agentBuild.out, agentBuild.err = cmd.CombinedOutput()
 	})
 	if agentBuild.err != nil {
-		t.Fatalf("go build ./cmd/wsu: %v\n%s", agentBuild.err, agentBuild.out)
+		t.Fatalf("go build ./cmd/wsu-agent: %v\n%s", agentBuild.err, agentBuild.out)
 	}
 	return agentBuild.path
 }
@@ -126,4 +130,15 @@ func (r *rig) config(t *testing.T, extra map[string]string) Config {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// uploadFile puts the local file at remote over SFTP (putFile, creating
+// directories).
+func uploadFile(sc *sftp.Client, local, remote string, mode fs.FileMode) (int64, error) {
+	f, err := os.Open(local)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return putFile(sc, f, remote, mode, true)
 }

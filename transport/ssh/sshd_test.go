@@ -511,7 +511,7 @@ func TestAgentSession(t *testing.T) {
 	h := hh.(*Host)
 	defer h.Close()
 
-	want, _ := fileSHA256(agentBinary(t))
+	want, _ := fileSHA256Uncached(agentBinary(t))
 	assert.Equal(t, want, h.Hello().AgentSHA256)
 	assert.Equal(t, "sim", h.Hello().Platform)
 	bin, err := os.Stat(agentBinary(t))
@@ -588,7 +588,7 @@ func TestAgentSession(t *testing.T) {
 func TestRedeploy(t *testing.T) {
 	r := newRig(t)
 	bin := agentBinary(t)
-	want, _ := fileSHA256(bin)
+	want, _ := fileSHA256Uncached(bin)
 	agentPath := filepath.Join(r.dir, "agent", "wsu-test")
 	tests := []struct {
 		name   string

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	wsmantest "github.com/wsu-project/wsu/test/wsman"
+	"github.com/wsu-project/wsu/transport/agentbin"
 )
 
 // BenchmarkWinRMUpload uploads a 100 MB file through the test endpoint over
@@ -35,7 +36,7 @@ func BenchmarkWinRMUpload(b *testing.B) {
 			b.ResetTimer()
 			var secs float64
 			for range b.N {
-				st, err := s.upload(context.Background(), local, `C:\k\payload.bin`)
+				st, err := s.upload(context.Background(), agentbin.File(local), `C:\k\payload.bin`)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/transport/agentbin"
 	"github.com/wsu-project/wsu/version"
 )
 
@@ -51,9 +50,12 @@ type Config struct {
 	AgentPath string
 	// AgentArgs follow `agent` on the agent's command line.
 	AgentArgs []string
-	// AgentBinary is the local file uploaded as the agent (the GOOS=windows
-	// build of wsu).
+	// AgentBinary is the local file wsu_agent_binary names as the agent;
+	// "" deploys the run's windows/amd64 build (Dialer.Agents).
 	AgentBinary string
+	// Agent is the build uploaded as the agent; Dialer.Dial sets it, and
+	// Connect makes it the AgentBinary file when it is nil.
+	Agent *agentbin.Binary
 
 	// Warnings are what ConfigFromVars found the user must see (plain
 	// HTTP); Connect reports them through the context's notify hook.
@@ -210,38 +212,11 @@ func ConfigFromVars(name string, vars map[string]inventory.Var) (Config, error) 
 	}
 	if v, ok := r.str("wsu_agent_binary"); ok && v != "" {
 		cfg.AgentBinary = v
-	} else if r.err == nil {
-		bin, err := defaultAgentBinary()
-		if err != nil {
-			r.err = err
-		}
-		cfg.AgentBinary = bin
 	}
 	if r.err != nil {
 		return Config{}, r.err
 	}
 	return cfg, nil
-}
-
-// WindowsAgentBinaryName is the GOOS=windows build wsu looks for beside its
-// own executable (the name the SSH transport uses too).
-const WindowsAgentBinaryName = "wsu-windows-amd64.exe"
-
-// defaultAgentBinary is this executable when wsu runs on Windows, else the
-// Windows build kept beside it.
-func defaultAgentBinary() (string, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("cannot find wsu's own executable (set wsu_agent_binary): %w", err)
-	}
-	if runtime.GOOS == "windows" {
-		return exe, nil
-	}
-	bin := filepath.Join(filepath.Dir(exe), WindowsAgentBinaryName)
-	if _, err := os.Stat(bin); err != nil {
-		return "", fmt.Errorf("the Windows agent binary %s is missing: build it with `GOOS=windows GOARCH=amd64 go build -o %s ./cmd/wsu` or point wsu_agent_binary at it", bin, bin)
-	}
-	return bin, nil
 }
 
 // reader reads typed inventory variables, keeping the first error with the

@@ -1,6 +1,7 @@
 package winrm
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/transport/agentbin"
 )
 
 func TestConfigDefaults(t *testing.T) {
@@ -285,10 +287,20 @@ func TestBootstrapCommand(t *testing.T) {
 	}
 }
 
-func TestConfigDefaultAgentBinary(t *testing.T) {
-	_, err := ConfigFromVars("win01", strVars(map[string]string{}))
-	// The test binary has no Windows build beside it.
-	if err == nil || !strings.Contains(err.Error(), WindowsAgentBinaryName) || !strings.Contains(err.Error(), "wsu_agent_binary") {
+// Without wsu_agent_binary the run's windows/amd64 build is deployed; a
+// missing one fails before any connection, saying how to get it.
+func TestDialAgentBuild(t *testing.T) {
+	cfg, err := ConfigFromVars("win01", strVars(map[string]string{}))
+	if err != nil || cfg.AgentBinary != "" {
+		t.Fatalf("cfg.AgentBinary = %q, err = %v: the default build is the Dialer's", cfg.AgentBinary, err)
+	}
+	vars := strVars(map[string]string{"ansible_port": "1"})
+	_, err = Dialer{Agents: agentbin.New(agentbin.Options{Dir: t.TempDir()})}.Dial(context.Background(), "win01", vars)
+	if err == nil || !strings.Contains(err.Error(), "host win01: this wsu carries no agent for windows/amd64") || !strings.Contains(err.Error(), "make build") {
 		t.Fatalf("err = %v", err)
+	}
+	_, err = Dial(context.Background(), "win01", vars)
+	if err == nil || !strings.Contains(err.Error(), "set wsu_agent_binary") {
+		t.Fatalf("without a Source: err = %v", err)
 	}
 }

@@ -34,7 +34,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func wsuBinary(tb testing.TB) string {
+// agentBinary builds the node agent (cmd/wsu-agent) for Linux once per
+// test run: the simulated host runs it.
+func agentBinary(tb testing.TB) string {
 	tb.Helper()
 	if runtime.GOOS != "linux" {
 		tb.Skip("the simulated Windows host runs on Linux only")
@@ -44,14 +46,14 @@ func wsuBinary(tb testing.TB) string {
 		if buildErr != nil {
 			return
 		}
-		wsuPath = filepath.Join(buildDir, "wsu")
-		out, err := exec.Command("go", "build", "-o", wsuPath, "github.com/wsu-project/wsu/cmd/wsu").CombinedOutput()
+		wsuPath = filepath.Join(buildDir, "wsu-agent")
+		out, err := exec.Command("go", "build", "-o", wsuPath, "github.com/wsu-project/wsu/cmd/wsu-agent").CombinedOutput()
 		if err != nil {
 			buildErr = &buildError{err, string(out)}
 		}
 	})
 	if buildErr != nil {
-		tb.Fatalf("building wsu: %v", buildErr)
+		tb.Fatalf("building wsu-agent: %v", buildErr)
 	}
 	return wsuPath
 }
@@ -103,7 +105,7 @@ func (f *fixture) vars(tb testing.TB, extra map[string]string) map[string]invent
 		"ansible_port":     strconv.Itoa(f.srv.Port),
 		"ansible_user":     f.srv.User,
 		"ansible_password": f.srv.Password,
-		"wsu_agent_binary": wsuBinary(tb),
+		"wsu_agent_binary": agentBinary(tb),
 	}
 	if f.caFile != "" {
 		m["winrm_ca_file"] = f.caFile

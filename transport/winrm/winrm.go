@@ -1,9 +1,9 @@
 // Package winrm is wsu's WinRM transport: it opens a remote shell on a
 // Windows host with masterzen/winrm, makes sure the agent binary at the
-// versioned path is the build wsu ships (uploading it through one small
-// PowerShell bootstrap when it is missing or different), starts
-// `wsu agent` and hands its stdin and stdout to the agent client, which
-// implements host.Host. See docs/transports.md.
+// versioned path is the build wsu ships (the run's windows/amd64 wsu-agent,
+// transport/agentbin; uploaded through one small PowerShell bootstrap when
+// it is missing or different), starts it and hands its stdin and stdout to
+// the agent client, which implements host.Host. See docs/transports.md.
 package winrm
 
 import (
@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -20,8 +19,8 @@ import (
 	"github.com/wsu-project/wsu/agent/client"
 	"github.com/wsu-project/wsu/agent/proto"
 	"github.com/wsu-project/wsu/host"
-	"github.com/wsu-project/wsu/host/osfs"
 	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/transport/agentbin"
 	"github.com/wsu-project/wsu/transport/notify"
 )
 
@@ -52,10 +51,23 @@ func BootstrapFormat() string { return bootstrapCommand }
 // agentStartTimeout bounds the agent's start-up: greeting, probes, hello.
 const agentStartTimeout = 60 * time.Second
 
+// AgentPlatform is the agent build the transport deploys.
+func AgentPlatform() agentbin.Platform { return agentbin.Platform{OS: "windows", Arch: "amd64"} }
+
+// Dialer is the WinRM transport of one run.
+type Dialer struct {
+	// Agents supplies the windows/amd64 agent build unless
+	// wsu_agent_binary names a file. nil: wsu_agent_binary must.
+	Agents *agentbin.Source
+}
+
 // Dial is the transport's transport.Dialer.
-func Dial(ctx context.Context, name string, vars map[string]inventory.Var) (host.Host, error) {
+func (d Dialer) Dial(ctx context.Context, name string, vars map[string]inventory.Var) (host.Host, error) {
 	cfg, err := ConfigFromVars(name, vars)
 	if err != nil {
+		return nil, fmt.Errorf("host %s: %w", name, err)
+	}
+	if cfg.Agent, err = d.Agents.Resolve(cfg.AgentBinary, AgentPlatform()); err != nil {
 		return nil, fmt.Errorf("host %s: %w", name, err)
 	}
 	h, err := Connect(ctx, cfg)
@@ -63,6 +75,12 @@ func Dial(ctx context.Context, name string, vars map[string]inventory.Var) (host
 		return nil, err
 	}
 	return h, nil
+}
+
+// Dial is Dialer{}.Dial: the agent to deploy is the file wsu_agent_binary
+// names.
+func Dial(ctx context.Context, name string, vars map[string]inventory.Var) (host.Host, error) {
+	return Dialer{}.Dial(ctx, name, vars)
 }
 
 // Deployment says how the agent got in place.
@@ -167,12 +185,15 @@ func Connect(ctx context.Context, cfg Config) (*Host, error) {
 	for _, w := range cfg.Warnings {
 		report(notify.Notice{Kind: notify.Warning, Host: cfg.Name, Summary: w})
 	}
-	if cfg.AgentBinary == "" {
-		return fail(errors.New("no agent binary to deploy: set wsu_agent_binary to the GOOS=windows build of wsu"))
+	if cfg.Agent == nil {
+		if cfg.AgentBinary == "" {
+			return fail(errors.New("no agent binary to deploy: set wsu_agent_binary to the GOOS=windows build of wsu-agent"))
+		}
+		cfg.Agent = agentbin.File(cfg.AgentBinary)
 	}
-	want, err := osfs.FileSHA256(cfg.AgentBinary)
+	want, err := cfg.Agent.SHA256()
 	if err != nil {
-		return fail(fmt.Errorf("wsu_agent_binary: %w", err))
+		return fail(fmt.Errorf("the agent binary to deploy (wsu_agent_binary): %w", err))
 	}
 	s, err := newSession(cfg)
 	if err != nil {
@@ -195,7 +216,7 @@ func Connect(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	if h == nil {
 		dep.Uploaded, dep.Reason = true, why
-		st, err := s.upload(ctx, cfg.AgentBinary, cfg.AgentPath)
+		st, err := s.upload(ctx, cfg.Agent, cfg.AgentPath)
 		if err != nil {
 			return fail(fmt.Errorf("deploying the agent to %s (%s): %w", cfg.AgentPath, why, err))
 		}
@@ -266,10 +287,10 @@ type uploadStats struct {
 	sends    int64
 }
 
-// upload copies a local file to path on the host through the bootstrap
+// upload copies the agent build to path on the host through the bootstrap
 // command's stdin.
-func (s *session) upload(ctx context.Context, local, path string) (uploadStats, error) {
-	f, err := os.Open(local)
+func (s *session) upload(ctx context.Context, agent *agentbin.Binary, path string) (uploadStats, error) {
+	f, _, err := agent.Open()
 	if err != nil {
 		return uploadStats{}, err
 	}

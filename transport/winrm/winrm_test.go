@@ -18,6 +18,7 @@ import (
 
 	"github.com/wsu-project/wsu/host"
 	wsmantest "github.com/wsu-project/wsu/test/wsman"
+	"github.com/wsu-project/wsu/transport/agentbin"
 	"github.com/wsu-project/wsu/transport/notify"
 )
 
@@ -209,7 +210,7 @@ func TestServerCertificatePolicy(t *testing.T) {
 
 func TestAgentDeployment(t *testing.T) {
 	f := newFixture(t, wsmantest.Options{})
-	want := sha256File(t, wsuBinary(t))
+	want := sha256File(t, agentBinary(t))
 	path := `C:\k\wsu\wsu-test.exe`
 	extra := map[string]string{"wsu_agent_path": path, "wsu_agent_args": "--sim-hostname winrm-node"}
 
@@ -223,7 +224,7 @@ func TestAgentDeployment(t *testing.T) {
 	if h.Hello().AgentSHA256 != want || sha256File(t, f.local(t, path)) != want {
 		t.Fatal("the agent on the host is not the binary uploaded")
 	}
-	if d.Sends < 2 || d.Bytes != fileSize(t, wsuBinary(t)) {
+	if d.Sends < 2 || d.Bytes != fileSize(t, agentBinary(t)) {
 		t.Errorf("deployment = %+v: want the whole binary in several Send messages", d)
 	}
 	t.Logf("%s", d)
@@ -260,7 +261,7 @@ func TestAgentDeployment(t *testing.T) {
 
 	// A different binary at the path (another build of the same version):
 	// the hello's sha256 differs, so the agent is redeployed.
-	stale, _ := os.ReadFile(wsuBinary(t))
+	stale, _ := os.ReadFile(agentBinary(t))
 	stale = append(stale, "another build"...)
 	if err := os.WriteFile(f.local(t, path), stale, 0o755); err != nil {
 		t.Fatal(err)
@@ -302,7 +303,7 @@ func TestBigStdinInEnvelopeSizedSends(t *testing.T) {
 			// message, and the client halves its envelopes.
 			f := newFixture(t, wsmantest.Options{MaxEnvelopeSize: limit})
 			s := f.session(t, map[string]string{"ansible_winrm_transport": "basic"})
-			st, err := s.upload(context.Background(), local, `C:\k\big.bin`)
+			st, err := s.upload(context.Background(), agentbin.File(local), `C:\k\big.bin`)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -447,7 +448,7 @@ func TestCommands(t *testing.T) {
 	}
 
 	// Signal terminate stops a running command.
-	if _, err := s.upload(context.Background(), wsuBinary(t), `C:\k\wsu\a.exe`); err != nil {
+	if _, err := s.upload(context.Background(), agentbin.File(agentBinary(t)), `C:\k\wsu\a.exe`); err != nil {
 		t.Fatal(err)
 	}
 	c, err = s.start("agent", `C:\k\wsu\a.exe agent`)
@@ -480,7 +481,7 @@ func TestUploadFailureReported(t *testing.T) {
 	// C:\k\file.bin\x.exe: a directory where a file is.
 	os.MkdirAll(filepath.Dir(f.local(t, `C:\k\x`)), 0o755)
 	os.WriteFile(f.local(t, `C:\k\file.bin`), []byte("x"), 0o644)
-	_, err := s.upload(context.Background(), wsuBinary(t), `C:\k\file.bin\x.exe`)
+	_, err := s.upload(context.Background(), agentbin.File(agentBinary(t)), `C:\k\file.bin\x.exe`)
 	if err == nil || !strings.Contains(err.Error(), "upload") {
 		t.Fatalf("err = %v", err)
 	}

@@ -32,21 +32,22 @@ var wsuExe struct {
 	out  []byte
 }
 
-// buildWsu builds the real wsu.exe (the agent is its `agent` command).
+// buildWsu builds the real node agent, wsu-agent.exe (cmd/wsu-agent), as
+// the transports deploy it.
 func buildWsu(t *testing.T) string {
 	t.Helper()
 	dir := buildExes(t)
 	wsuExe.once.Do(func() {
-		wsuExe.path = filepath.Join(dir, "wsu.exe")
-		cmd := exec.Command("go", "build", "-o", wsuExe.path, "../../../cmd/wsu")
+		wsuExe.path = filepath.Join(dir, "wsu-agent.exe")
+		cmd := exec.Command("go", "build", "-o", wsuExe.path, "../../../cmd/wsu-agent")
 		cmd.Env = append(os.Environ(), "GOOS=windows", "GOARCH=amd64", "CGO_ENABLED=0")
 		wsuExe.out, wsuExe.err = cmd.CombinedOutput()
 	})
-	require.NoError(t, wsuExe.err, "build wsu.exe: %s", wsuExe.out)
+	require.NoError(t, wsuExe.err, "build wsu-agent.exe: %s", wsuExe.out)
 	return wsuExe.path
 }
 
-// TestWineAgent runs `wsu.exe agent` under Wine and drives the Windows
+// TestWineAgent runs `wsu-agent.exe agent` under Wine and drives the Windows
 // platform through the real RPC client, as a play would.
 func TestWineAgent(t *testing.T) {
 	t.Parallel()

@@ -1,6 +1,6 @@
 //go:build !windows
 
-package local
+package native
 
 import "github.com/wsu-project/wsu/host"
 

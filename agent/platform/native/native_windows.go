@@ -1,6 +1,6 @@
 //go:build windows
 
-package local
+package native
 
 import (
 	"github.com/wsu-project/wsu/agent/platform/windows"
@@ -8,6 +8,6 @@ import (
 )
 
 // The machine itself on Windows is the agent's Win32 platform: what
-// `wsu agent` serves (and so `wsu apply --local` on a node, through its
+// the agent serves (and so `wsu apply --local` on a node, through its
 // agent child), and what a library user of New gets in-process.
 func newNative() host.Host { return windows.New() }
