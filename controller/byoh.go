@@ -9,7 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,7 +27,7 @@ import (
 // deletes them all, under the same rollout limit as any removal.
 type ConfigMapReconciler struct {
 	Client    client.Client
-	Events    events.EventRecorder
+	Events    record.EventRecorder
 	Namespace string
 	Name      string
 }
@@ -61,7 +61,7 @@ func (r *ConfigMapReconciler) entries(cm *corev1.ConfigMap) map[string]*wsuv1.Wi
 	inv, diags := inventory.ParseWindowsInstances(ref, cm.Data)
 	for _, d := range diags {
 		if r.Events != nil {
-			r.Events.Eventf(cm, nil, corev1.EventTypeWarning, ReasonInvalidEntry, "Parse", "%s: %s", d.Summary, d.Detail)
+			r.Events.Eventf(cm, corev1.EventTypeWarning, ReasonInvalidEntry, "%s: %s", d.Summary, d.Detail)
 		}
 	}
 	out := map[string]*wsuv1.WindowsInstance{}
@@ -99,7 +99,7 @@ func (r *ConfigMapReconciler) ensure(ctx context.Context, cm *corev1.ConfigMap, 
 	}
 	if cur.Labels[wsuv1.SourceLabel] != wsuv1.SourceConfigMap {
 		if r.Events != nil {
-			r.Events.Eventf(cm, nil, corev1.EventTypeWarning, ReasonInvalidEntry, "Adopt",
+			r.Events.Eventf(cm, corev1.EventTypeWarning, ReasonInvalidEntry,
 				"entry %s: a WindowsInstance %s not made from this ConfigMap exists; it is left alone", want.Spec.Address, want.Name)
 		}
 		return nil

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
@@ -116,7 +117,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}
 	ir := &InstanceReconciler{
 		Client:   mgr.GetClient(),
-		Events:   mgr.GetEventRecorder("wsu-controller"),
+		Events:   eventRecorder(mgr),
 		Options:  o,
 		metrics:  metrics,
 		rollouts: newRolloutLimit(1),
@@ -139,8 +140,17 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Owns(&wsuv1.WindowsInstance{}).
 		Complete(&ConfigMapReconciler{
 			Client:    mgr.GetClient(),
-			Events:    mgr.GetEventRecorder("wsu-controller"),
+			Events:    eventRecorder(mgr),
 			Namespace: o.Namespace,
 			Name:      o.ConfigMap,
 		})
+}
+
+// eventRecorder records core/v1 Events, which `kubectl describe` shows and
+// WMCO's users read (its reasons are kept). The events.k8s.io recorder
+// folds events of one reason into a series that keeps only the first
+// message, which would hide all but one bad ConfigMap entry.
+func eventRecorder(mgr ctrl.Manager) record.EventRecorder {
+	//lint:ignore SA1019 core/v1 Events on purpose; see above.
+	return mgr.GetEventRecorderFor("wsu-controller")
 }

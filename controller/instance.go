@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -32,7 +32,7 @@ import (
 // apply, record; and deconfigures it when the instance is deleted.
 type InstanceReconciler struct {
 	Client  client.Client
-	Events  events.EventRecorder
+	Events  record.EventRecorder
 	Options Options
 
 	metrics  *metrics
@@ -67,7 +67,7 @@ const (
 // +kubebuilder:rbac:groups=wsu.dev,namespace=wsu-system,resources=windowsinstances/status;windowsinstances/finalizers,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",namespace=wsu-system,resources=configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=wsu-system,resources=secrets,verbs=get
-// +kubebuilder:rbac:groups=events.k8s.io,namespace=wsu-system,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",namespace=wsu-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=wsu-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;update;patch;delete
 func (r *InstanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -131,14 +131,14 @@ func (r *InstanceReconciler) converge(ctx context.Context, wi *wsuv1.WindowsInst
 			fmt.Sprintf("%d task(s) differ from the playbook: %s", plan.Changed, strings.Join(plan.Tasks, ", ")))
 		r.metrics.drifted(wi, true)
 		if wi.Spec.DriftPolicy != wsuv1.DriftCorrect {
-			r.event(wi, corev1.EventTypeWarning, ReasonDrifted, "Drifted", "plan %s: %d change(s) on a joined host (driftPolicy Report): %s", plan.Hash, plan.Changed, strings.Join(plan.Tasks, ", "))
+			r.event(wi, corev1.EventTypeWarning, ReasonDrifted, "plan %s: %d change(s) on a joined host (driftPolicy Report): %s", plan.Hash, plan.Changed, strings.Join(plan.Tasks, ", "))
 			return r.done(ctx, orig, wi, wsuv1.PhaseJoined, r.driftRequeue())
 		}
 	}
 	if wi.Spec.Approval == wsuv1.ApprovalManual && wi.Annotations[wsuv1.ApprovedPlanAnnotation] != plan.Hash {
 		setCondition(wi, wsuv1.ConditionPlanned, metav1.ConditionTrue, ReasonAwaitingApproval,
 			fmt.Sprintf("plan %s awaits approval: kubectl annotate windowsinstance %s %s=%s (or wsu approve)", plan.Hash, wi.Name, wsuv1.ApprovedPlanAnnotation, plan.Hash))
-		r.event(wi, corev1.EventTypeNormal, ReasonAwaitingApproval, "Plan", "plan %s (%d to add, %d to change, %d to destroy, %d to run) awaits approval", plan.Hash, plan.Add, plan.Change, plan.Destroy, plan.Run)
+		r.event(wi, corev1.EventTypeNormal, ReasonAwaitingApproval, "plan %s (%d to add, %d to change, %d to destroy, %d to run) awaits approval", plan.Hash, plan.Add, plan.Change, plan.Destroy, plan.Run)
 		return r.done(ctx, orig, wi, wsuv1.PhaseAwaitingApproval, 0)
 	}
 	return r.apply(ctx, orig, wi, rr, plan)
@@ -163,13 +163,13 @@ func (r *InstanceReconciler) apply(ctx context.Context, orig, wi *wsuv1.WindowsI
 	wi.Status.LastApply = &wsuv1.RunSummary{Playbook: rr.Playbook, Result: result, Changed: out.Changed, Time: now}
 	if out.Failed {
 		setCondition(wi, wsuv1.ConditionJoined, metav1.ConditionFalse, ReasonApplyFailed, truncate(out.Message, 1000))
-		r.event(wi, corev1.EventTypeWarning, ReasonSetupFailure, "Apply", "applying plan %s failed: %s", plan.Hash, truncate(out.Message, 1000))
+		r.event(wi, corev1.EventTypeWarning, ReasonSetupFailure, "applying plan %s failed: %s", plan.Hash, truncate(out.Message, 1000))
 		return r.failed(ctx, orig, wi, ReasonApplyFailed, out.Message, out.Unreachable)
 	}
 	setCondition(wi, wsuv1.ConditionJoined, metav1.ConditionTrue, ReasonApplied, fmt.Sprintf("plan %s applied: %d task(s) changed", plan.Hash, out.Changed))
 	setCondition(wi, wsuv1.ConditionDrifted, metav1.ConditionFalse, ReasonInSync, "the host matches the playbook")
 	r.metrics.drifted(wi, false)
-	r.event(wi, corev1.EventTypeNormal, ReasonSetup, "Apply", "applied plan %s: %d task(s) changed", plan.Hash, out.Changed)
+	r.event(wi, corev1.EventTypeNormal, ReasonSetup, "applied plan %s: %d task(s) changed", plan.Hash, out.Changed)
 	return r.inSync(ctx, orig, wi)
 }
 
@@ -182,7 +182,7 @@ func (r *InstanceReconciler) inSync(ctx context.Context, orig, wi *wsuv1.Windows
 	r.metrics.drifted(wi, false)
 	wi.Status.Failures, wi.Status.NextRetry = 0, nil
 	if !wasJoined && orig.Status.LastApply == nil {
-		r.event(wi, corev1.EventTypeNormal, ReasonInSync, "Plan", "the host already matches the playbook")
+		r.event(wi, corev1.EventTypeNormal, ReasonInSync, "the host already matches the playbook")
 	}
 	ready, err := r.recordNode(ctx, wi)
 	if err != nil {
@@ -250,7 +250,7 @@ func (r *InstanceReconciler) deconfigure(ctx context.Context, wi *wsuv1.WindowsI
 	}
 	orig := wi.DeepCopy()
 	if wi.Annotations[wsuv1.ForgetAnnotation] == "true" {
-		r.event(wi, corev1.EventTypeWarning, ReasonForgotten, "Remove", "forgotten without running remove on the host (%s=true)", wsuv1.ForgetAnnotation)
+		r.event(wi, corev1.EventTypeWarning, ReasonForgotten, "forgotten without running remove on the host (%s=true)", wsuv1.ForgetAnnotation)
 		if err := r.deleteNode(ctx, wi); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -272,10 +272,10 @@ func (r *InstanceReconciler) deconfigure(ctx context.Context, wi *wsuv1.WindowsI
 	out := r.run(ctx, wi, rr, engine.ModeApply)
 	r.recordReach(wi, out)
 	if out.Failed {
-		r.event(wi, corev1.EventTypeWarning, ReasonTeardownFailure, "Remove", "removing failed: %s (annotate %s=true to forget a host that is gone for good)", truncate(out.Message, 1000), wsuv1.ForgetAnnotation)
+		r.event(wi, corev1.EventTypeWarning, ReasonTeardownFailure, "removing failed: %s (annotate %s=true to forget a host that is gone for good)", truncate(out.Message, 1000), wsuv1.ForgetAnnotation)
 		return r.failed(ctx, orig, wi, ReasonTeardownFailure, out.Message, out.Unreachable)
 	}
-	r.event(wi, corev1.EventTypeNormal, ReasonTeardown, "Remove", "the host was deconfigured")
+	r.event(wi, corev1.EventTypeNormal, ReasonTeardown, "the host was deconfigured")
 	if err := r.deleteNode(ctx, wi); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -341,7 +341,7 @@ func (r *InstanceReconciler) recordPlan(wi *wsuv1.WindowsInstance, playbook stri
 	msg := fmt.Sprintf("plan %s: %d to add, %d to change, %d to destroy, %d to run", out.Hash, out.Add, out.Change, out.Destroy, out.Run)
 	setCondition(wi, wsuv1.ConditionPlanned, metav1.ConditionTrue, ReasonPlanned, msg)
 	if out.Changed > 0 {
-		r.event(wi, corev1.EventTypeNormal, ReasonPlanned, "Plan", "%s", msg)
+		r.event(wi, corev1.EventTypeNormal, ReasonPlanned, "%s", msg)
 	}
 }
 
@@ -354,9 +354,9 @@ func (r *InstanceReconciler) failed(ctx context.Context, orig, wi *wsuv1.Windows
 	wi.Status.NextRetry = &next
 	setCondition(wi, wsuv1.ConditionDegraded, metav1.ConditionTrue, reason, truncate(msg, 1000))
 	if unreachable {
-		r.event(wi, corev1.EventTypeWarning, ReasonUnreachable, "Connect", "%s; retrying in %s", truncate(msg, 1000), wait.Round(time.Second))
+		r.event(wi, corev1.EventTypeWarning, ReasonUnreachable, "%s; retrying in %s", truncate(msg, 1000), wait.Round(time.Second))
 	} else {
-		r.event(wi, corev1.EventTypeWarning, reason, "Run", "%s; retrying in %s", truncate(msg, 1000), wait.Round(time.Second))
+		r.event(wi, corev1.EventTypeWarning, reason, "%s; retrying in %s", truncate(msg, 1000), wait.Round(time.Second))
 	}
 	phase := wsuv1.PhaseFailed
 	if !wi.DeletionTimestamp.IsZero() {
@@ -406,11 +406,11 @@ func (r *InstanceReconciler) setPhase(ctx context.Context, wi *wsuv1.WindowsInst
 
 // event records an event on the instance, and on the BYOH ConfigMap for an
 // instance that came from it.
-func (r *InstanceReconciler) event(wi *wsuv1.WindowsInstance, kind, reason, action, format string, args ...any) {
+func (r *InstanceReconciler) event(wi *wsuv1.WindowsInstance, kind, reason, format string, args ...any) {
 	if r.Events == nil {
 		return
 	}
-	r.Events.Eventf(wi, nil, kind, reason, action, format, args...)
+	r.Events.Eventf(wi, kind, reason, format, args...)
 	if wi.Labels[wsuv1.SourceLabel] == wsuv1.SourceConfigMap && r.Options.ConfigMap != "" {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: r.Options.ConfigMap, Namespace: wi.Namespace}}
 		for _, o := range wi.OwnerReferences {
@@ -418,7 +418,7 @@ func (r *InstanceReconciler) event(wi *wsuv1.WindowsInstance, kind, reason, acti
 				cm.UID = o.UID
 			}
 		}
-		r.Events.Eventf(cm, nil, kind, reason, action, "%s: "+format, append([]any{wi.Spec.Address}, args...)...)
+		r.Events.Eventf(cm, kind, reason, "%s: "+format, append([]any{wi.Spec.Address}, args...)...)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/wsu-project/wsu/engine/planfile"
 	"github.com/wsu-project/wsu/setup"
 	"github.com/wsu-project/wsu/test/harness"
+	"github.com/wsu-project/wsu/transport/agentbin"
 )
 
 // markPlaybook writes a run's name into a file on each host (over SSH, with
@@ -76,7 +77,8 @@ func TestConcurrentRunsKeepApart(t *testing.T) {
 			res := runOnce(ctx, t, setup.Options{
 				Inputs: planfile.Inputs{Playbook: book, Inventory: env.Inventory, Vars: []string{"run=" + name},
 					Kubeconfig: env.Cluster.Kubeconfig},
-				Mode: engine.ModeApply,
+				Mode:   engine.ModeApply,
+				Agents: agentbin.New(agentbin.Options{Dir: filepath.Dir(env.Agent)}),
 			})
 			mu.Lock()
 			results[name] = res

@@ -34,7 +34,7 @@ const (
 )
 
 // PassphraseEnv holds the passphrase of an encrypted private key; without
-// it only a CLI on a terminal asks (SetPassphrasePrompt).
+// it only a CLI on a terminal asks (Passphrases, per run).
 const PassphraseEnv = "WSU_SSH_PASSPHRASE"
 
 // Config is everything the SSH transport needs to reach one host, read from

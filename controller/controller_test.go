@@ -1,0 +1,380 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/inventory/kubeinv"
+	"github.com/wsu-project/wsu/test/harness"
+	"github.com/wsu-project/wsu/transport/agentbin"
+)
+
+const ns = "wsu-system"
+
+// bed is a real kube-apiserver with the CRD installed, a real sshd with
+// simulated Windows hosts behind it (stand-in kubelets in their payload),
+// and the controller running in this process against them.
+type bed struct {
+	env    *harness.Env
+	client client.Client
+	inv    *inventory.Inventory
+}
+
+func startBed(t *testing.T, hosts int, opts controller.Options) *bed {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	env, err := harness.Start(ctx, harness.Options{Hosts: hosts, Logf: t.Logf})
+	require.NoError(t, err)
+	t.Cleanup(func() { env.Close() })
+	crd, err := filepath.Abs("../deploy/crd/wsu.dev_windowsinstances.yaml")
+	require.NoError(t, err)
+	require.NoError(t, env.Cluster.InstallCRDFiles(crd))
+	require.NoError(t, env.Cluster.EnsureNamespace(ctx, ns))
+	key, err := os.ReadFile(env.KeyFile)
+	require.NoError(t, err)
+	_, err = env.Cluster.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: kubeinv.KeySecret},
+		Data:       map[string][]byte{kubeinv.KeySecretKey: key},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	inv, diags := inventory.Load(env.Inventory)
+	require.False(t, diags.HasErrors(), "%v", diags)
+
+	scheme, err := controller.NewScheme()
+	require.NoError(t, err)
+	skip := true
+	mgr, err := ctrl.NewManager(env.Cluster.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		// Each test starts its own manager in this one process.
+		Controller: config.Controller{SkipNameValidation: &skip}})
+	require.NoError(t, err)
+	opts.Namespace = ns
+	opts.VarFiles = []string{env.VarFile}
+	opts.StateDir = t.TempDir()
+	opts.Runner = controller.InProcess{Agents: agentbin.New(agentbin.Options{Dir: filepath.Dir(env.Agent)})}
+	opts.NodeReadyCheck = time.Second
+	opts.Backoff = 2 * time.Second
+	if opts.DriftInterval == 0 {
+		opts.DriftInterval = time.Hour
+	}
+	require.NoError(t, controller.Setup(mgr, opts))
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			assert.NoError(t, err)
+		case <-time.After(2 * time.Minute):
+			t.Error("the controller did not stop within 2 minutes of its context ending")
+		}
+	})
+	c, err := client.New(env.Cluster.Config, client.Options{Scheme: scheme})
+	require.NoError(t, err)
+	return &bed{env: env, client: c, inv: inv}
+}
+
+// hostVars are the inventory variables the harness gives host h (how to
+// reach it through the one sshd, and its simulation's arguments), minus the
+// ones the controller sets itself.
+func (b *bed) hostVars(h *harness.Host) map[string]string {
+	out := map[string]string{}
+	for k, v := range b.inv.HostVars(h.Name) {
+		switch k {
+		case "ansible_ssh_private_key_file", "ssh_known_hosts_file", "connection", "ansible_user":
+			continue
+		}
+		if v.Value.Type().FriendlyName() == "string" && v.Value.IsKnown() && !v.Value.IsNull() {
+			out[k] = v.Value.AsString()
+		}
+	}
+	return out
+}
+
+func (b *bed) instance(h *harness.Host, approval wsuv1.Approval) *wsuv1.WindowsInstance {
+	return &wsuv1.WindowsInstance{
+		ObjectMeta: metav1.ObjectMeta{Name: h.Name, Namespace: ns},
+		Spec: wsuv1.WindowsInstanceSpec{
+			Address: h.Name, Username: b.env.SSHUser, Approval: approval,
+			HostVars: b.hostVars(h),
+		},
+	}
+}
+
+// eventually polls cond until it holds, failing with what was last seen.
+func eventually(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, seen := cond()
+		if ok {
+			return
+		}
+		last = seen
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s; last seen: %s", what, within, last)
+}
+
+func (b *bed) get(t *testing.T, name string) *wsuv1.WindowsInstance {
+	t.Helper()
+	wi := &wsuv1.WindowsInstance{}
+	err := b.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, wi)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	return wi
+}
+
+func describe(wi *wsuv1.WindowsInstance) string {
+	if wi == nil {
+		return "(gone)"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "phase=%s failures=%d", wi.Status.Phase, wi.Status.Failures)
+	for _, c := range wi.Status.Conditions {
+		fmt.Fprintf(&b, " %s=%s(%s: %s)", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return b.String()
+}
+
+func (b *bed) events(t *testing.T, name, reason string) []corev1.Event {
+	t.Helper()
+	list, err := b.env.Cluster.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	var out []corev1.Event
+	for _, e := range list.Items {
+		if e.InvolvedObject.Name == name && (reason == "" || e.Reason == reason) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// TestManualApprovalJoinThenRemove: a Manual instance stops at its plan;
+// approving another hash does nothing; approving the plan's hash joins it
+// (a Ready Node, conditions true, events); meanwhile an unreachable
+// instance backs off without holding it up; deleting the instance runs the
+// remove playbook, deletes the Node and lets the object go.
+func TestManualApprovalJoinThenRemove(t *testing.T) {
+	b := startBed(t, 1, controller.Options{})
+	ctx := context.Background()
+	h := b.env.Hosts[0]
+	before, err := b.env.Snapshot(h)
+	require.NoError(t, err)
+
+	gone := &wsuv1.WindowsInstance{
+		ObjectMeta: metav1.ObjectMeta{Name: "win-gone", Namespace: ns},
+		Spec: wsuv1.WindowsInstanceSpec{Address: "win-gone", Username: b.env.SSHUser,
+			HostVars: map[string]string{"ansible_host": "127.0.0.1", "ansible_port": fmt.Sprint(closedPort(t)), "connect_retry_window": "0s"}},
+	}
+	require.NoError(t, b.client.Create(ctx, gone))
+	require.NoError(t, b.client.Create(ctx, b.instance(h, wsuv1.ApprovalManual)))
+
+	var hash string
+	eventually(t, 3*time.Minute, "the Manual instance awaits approval", func() (bool, string) {
+		wi := b.get(t, h.Name)
+		if wi != nil && wi.Status.Phase == wsuv1.PhaseAwaitingApproval && wi.Status.LastPlan != nil {
+			hash = wi.Status.LastPlan.Hash
+			return true, ""
+		}
+		return false, describe(wi)
+	})
+	wi := b.get(t, h.Name)
+	assert.NotZero(t, wi.Status.LastPlan.Add+wi.Status.LastPlan.Change+wi.Status.LastPlan.Run, "a fresh host has changes planned")
+	assert.Equal(t, strings.ToUpper(h.Name), wi.Status.Identity.Hostname, "facts recorded")
+	assert.NotEmpty(t, wi.Status.Identity.HostKeySHA256, "the host key is pinned")
+	assert.NotEmpty(t, b.events(t, h.Name, controller.ReasonAwaitingApproval))
+	now, err := b.env.Snapshot(h)
+	require.NoError(t, err)
+	assert.Equal(t, before, now, "nothing is applied before approval")
+
+	t.Run("unreachable backs off alone", func(t *testing.T) {
+		eventually(t, time.Minute, "the unreachable instance backs off", func() (bool, string) {
+			g := b.get(t, "win-gone")
+			return g != nil && g.Status.Failures >= 1 && meta.IsStatusConditionFalse(g.Status.Conditions, wsuv1.ConditionReachable) && g.Status.NextRetry != nil, describe(g)
+		})
+		assert.NotEmpty(t, b.events(t, "win-gone", controller.ReasonUnreachable))
+	})
+
+	t.Run("a stale approval does nothing", func(t *testing.T) {
+		annotate(t, b, h.Name, wsuv1.ApprovedPlanAnnotation, "0123456789abcdef0123456789abcdef")
+		time.Sleep(3 * time.Second)
+		wi := b.get(t, h.Name)
+		assert.Equal(t, wsuv1.PhaseAwaitingApproval, wi.Status.Phase, describe(wi))
+		assert.Equal(t, hash, wi.Status.LastPlan.Hash, "the same state plans to the same hash")
+		now, err := b.env.Snapshot(h)
+		require.NoError(t, err)
+		assert.Equal(t, before, now, "nothing applied for another plan's hash")
+	})
+
+	t.Run("approving the plan joins", func(t *testing.T) {
+		annotate(t, b, h.Name, wsuv1.ApprovedPlanAnnotation, hash)
+		eventually(t, 5*time.Minute, "joined with a Ready Node", func() (bool, string) {
+			wi := b.get(t, h.Name)
+			return wi != nil && meta.IsStatusConditionTrue(wi.Status.Conditions, wsuv1.ConditionJoined) &&
+				meta.IsStatusConditionTrue(wi.Status.Conditions, wsuv1.ConditionNodeReady), describe(wi)
+		})
+		wi := b.get(t, h.Name)
+		assert.Equal(t, h.NodeName, wi.Status.NodeName)
+		assert.Equal(t, wsuv1.PhaseJoined, wi.Status.Phase)
+		require.NotNil(t, wi.Status.LastApply)
+		assert.Equal(t, "Succeeded", wi.Status.LastApply.Result)
+		assert.Equal(t, wi.Generation, wi.Status.ObservedGeneration)
+		assert.NotEmpty(t, b.events(t, h.Name, controller.ReasonSetup))
+		node, err := b.env.Cluster.Client.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.NotNil(t, node)
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("delete removes", func(t *testing.T) {
+		require.NoError(t, b.client.Delete(ctx, b.get(t, h.Name)))
+		eventually(t, 5*time.Minute, "the instance is gone", func() (bool, string) {
+			wi := b.get(t, h.Name)
+			return wi == nil, describe(wi)
+		})
+		_, err := b.env.Cluster.Client.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "Node deleted: %v", err)
+		after, err := b.env.Snapshot(h)
+		require.NoError(t, err)
+		assert.Equal(t, before, after, "the host is back to its pre-join state")
+		assert.NotEmpty(t, b.events(t, h.Name, controller.ReasonTeardown))
+	})
+
+	t.Run("forget an unreachable host", func(t *testing.T) {
+		require.NoError(t, b.client.Delete(ctx, b.get(t, "win-gone")))
+		time.Sleep(2 * time.Second)
+		require.NotNil(t, b.get(t, "win-gone"), "an unreachable host keeps its finalizer")
+		annotate(t, b, "win-gone", wsuv1.ForgetAnnotation, "true")
+		eventually(t, time.Minute, "a forgotten instance goes", func() (bool, string) {
+			g := b.get(t, "win-gone")
+			return g == nil, describe(g)
+		})
+	})
+}
+
+// TestConfigMapEntries: each valid entry of the BYOH ConfigMap becomes a
+// WindowsInstance the controller owns; a bad entry gets a Warning event
+// naming it and the others go on; an entry taken out deletes its instance.
+// The entries' hosts cannot be reached (no host listens on them), which
+// also shows each backing off on its own.
+func TestConfigMapEntries(t *testing.T) {
+	port := closedPort(t)
+	b := startBed(t, 1, controller.Options{ConfigMap: "windows-instances",
+		HostVars: map[string]string{"ansible_port": fmt.Sprint(port), "connect_retry_window": "0s"}})
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "windows-instances", Namespace: ns},
+		Data: map[string]string{
+			"127.0.20.1":  "username=Administrator",
+			"127.0.20.2":  "username=Administrator",
+			"127.0.20.3":  "username=Administrator",
+			"bad_name_":   "username=Administrator",
+			"127.0.20.4":  "user=Administrator",
+			"win-dns.LAN": "username=admin",
+		},
+	}
+	require.NoError(t, b.client.Create(ctx, cm))
+
+	want := []string{"127.0.20.1", "127.0.20.2", "127.0.20.3", "win-dns.lan"}
+	eventually(t, time.Minute, "one instance per valid entry", func() (bool, string) {
+		list := &wsuv1.WindowsInstanceList{}
+		require.NoError(t, b.client.List(ctx, list, client.InNamespace(ns)))
+		var names []string
+		for _, wi := range list.Items {
+			names = append(names, wi.Name)
+		}
+		return len(names) == len(want), strings.Join(names, ",")
+	})
+	for _, name := range want {
+		wi := b.get(t, name)
+		require.NotNil(t, wi, name)
+		assert.Equal(t, wsuv1.SourceConfigMap, wi.Labels[wsuv1.SourceLabel])
+		require.Len(t, wi.OwnerReferences, 1)
+		assert.Equal(t, "ConfigMap", wi.OwnerReferences[0].Kind)
+	}
+	assert.Equal(t, "win-dns.LAN", b.get(t, "win-dns.lan").Spec.Address)
+	assert.Equal(t, "admin", b.get(t, "win-dns.lan").Spec.Username)
+
+	eventually(t, time.Minute, "a Warning event for each bad entry", func() (bool, string) {
+		evs := b.events(t, "windows-instances", controller.ReasonInvalidEntry)
+		var notes []string
+		for _, e := range evs {
+			notes = append(notes, e.Message)
+		}
+		all := strings.Join(notes, " | ")
+		return strings.Contains(all, "bad_name_") && strings.Contains(all, "127.0.20.4"), all
+	})
+
+	eventually(t, time.Minute, "each unreachable instance backs off", func() (bool, string) {
+		for _, name := range want {
+			wi := b.get(t, name)
+			if wi == nil || wi.Status.Failures < 1 || !meta.IsStatusConditionFalse(wi.Status.Conditions, wsuv1.ConditionReachable) {
+				return false, name + ": " + describe(wi)
+			}
+		}
+		return true, ""
+	})
+
+	// An entry taken out: its instance is deleted; its host cannot be
+	// reached to deconfigure, so it waits on its finalizer until forgotten.
+	cur := &corev1.ConfigMap{}
+	require.NoError(t, b.client.Get(ctx, client.ObjectKeyFromObject(cm), cur))
+	delete(cur.Data, "127.0.20.3")
+	require.NoError(t, b.client.Update(ctx, cur))
+	eventually(t, time.Minute, "the removed entry's instance is being deleted", func() (bool, string) {
+		wi := b.get(t, "127.0.20.3")
+		return wi != nil && !wi.DeletionTimestamp.IsZero(), describe(wi)
+	})
+	annotate(t, b, "127.0.20.3", wsuv1.ForgetAnnotation, "true")
+	eventually(t, time.Minute, "the removed entry's instance is gone", func() (bool, string) {
+		wi := b.get(t, "127.0.20.3")
+		return wi == nil, describe(wi)
+	})
+	assert.NotNil(t, b.get(t, "127.0.20.1"), "the other entries stay")
+}
+
+func annotate(t *testing.T, b *bed, name, key, value string) {
+	t.Helper()
+	wi := b.get(t, name)
+	require.NotNil(t, wi, name)
+	orig := wi.DeepCopy()
+	if wi.Annotations == nil {
+		wi.Annotations = map[string]string{}
+	}
+	wi.Annotations[key] = value
+	require.NoError(t, b.client.Patch(context.Background(), wi, client.MergeFrom(orig)))
+}
+
+// closedPort is a port on 127.0.0.1 nothing listens on.
+func closedPort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	return port
+}
