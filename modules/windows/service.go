@@ -62,6 +62,13 @@ func (Service) Schema() modules.Schema {
 			"that differ. A new `path` or `args` takes effect at the next start, so when either " +
 			"changes on a running service the plan says the service will be restarted. " +
 			"`state = \"restarted\"` always restarts (or starts) the service.\n\n" +
+			"The SCM refuses to stop a service while services depending on it run, so stopping one " +
+			"(a restart, or `state = \"stopped\"`) stops its running dependents first, deepest " +
+			"first. A restart starts them again after the service, in dependency order, and the " +
+			"plan lists them all as restarted; `state = \"stopped\"` leaves them stopped (starting " +
+			"one would start the service again) and the plan lists them as `dependents_stopped`. " +
+			"Dependents that were not running are left alone. If a stop fails midway, what was " +
+			"stopped is started again and the task fails.\n\n" +
 			"Services wsu manages carry a marker: with no `description`, the description is " +
 			"`\"" + ManagedDescription + "\"`, which is how the removal playbook recognises the " +
 			"services it may delete. A custom description replaces the marker.\n\n" +
