@@ -480,7 +480,7 @@ const dependentsField = "dependents_stopped"
 // withDependents completes a diff that stops the service with the running
 // services that depend on it, which must stop first. Plan and Apply both
 // call it after diffService, so the restarts a plan shows are the ones
-// Apply carries out. It asks the host only when the service is stopped.
+// Apply carries out. It asks the host only when the diff stops the service.
 func withDependents(ctx context.Context, h host.Host, cfg modules.Config, name string, d serviceDiff) (serviceDiff, hcl.Diagnostics) {
 	if !d.stop {
 		return d, nil
