@@ -107,6 +107,13 @@ var handlers = map[string]handler{
 	proto.OpSvcWait: with(func(r *request, a proto.WaitArgs) (any, error) {
 		return nil, r.h.WaitService(r.ctx, a.Name, a.State, a.Timeout)
 	}),
+	proto.OpSvcDependents: with(func(r *request, a proto.NameArgs) (any, error) {
+		deps, err := r.h.DependentServices(r.ctx, a.Name)
+		if err == nil && deps == nil {
+			deps = []host.ServiceStatus{} // none is [], not null
+		}
+		return deps, err
+	}),
 
 	proto.OpRegGet: with(func(r *request, a proto.RegArgs) (any, error) { return r.h.RegistryGet(r.ctx, a.Key, a.Name) }),
 	proto.OpRegSet: with(func(r *request, a proto.RegSetArgs) (any, error) {

@@ -32,6 +32,19 @@ type Services interface {
 	DeleteService(ctx context.Context, name string, timeout time.Duration) error
 	// WaitService waits until a service reaches state.
 	WaitService(ctx context.Context, name string, state ServiceState, timeout time.Duration) error
+	// DependentServices lists the services that depend on name, directly
+	// or through others, whatever their state, in the order to stop them:
+	// each before every service it depends on (deepest first). Starting
+	// them in reverse order starts each after its dependencies. The SCM
+	// refuses to stop a service while a dependent runs, so this is what a
+	// caller stops first. A missing service is an error.
+	DependentServices(ctx context.Context, name string) ([]ServiceStatus, error)
+}
+
+// ServiceStatus is a service's name and run state.
+type ServiceStatus struct {
+	Name  string       `json:"name"`
+	State ServiceState `json:"state"`
 }
 
 // ServiceState is a service's run state.
@@ -217,6 +230,9 @@ func (u Unsupported) DeleteService(context.Context, string, time.Duration) error
 }
 func (u Unsupported) WaitService(context.Context, string, ServiceState, time.Duration) error {
 	return u.no("service wait")
+}
+func (u Unsupported) DependentServices(context.Context, string) ([]ServiceStatus, error) {
+	return nil, u.no("service dependents")
 }
 func (u Unsupported) RegistryGet(context.Context, string, string) (RegistryValue, error) {
 	return RegistryValue{}, u.no("registry get")

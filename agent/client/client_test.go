@@ -395,6 +395,13 @@ func (f *fakeHost) WaitService(_ context.Context, name string, state host.Servic
 	f.rec("WaitService", name, state, timeout)
 	return fmt.Errorf("wait for %s: %w", name, context.DeadlineExceeded)
 }
+func (f *fakeHost) DependentServices(_ context.Context, name string) ([]host.ServiceStatus, error) {
+	f.rec("DependentServices", name)
+	if name == "missing" {
+		return nil, fmt.Errorf("service %s: %w", name, fs.ErrNotExist)
+	}
+	return []host.ServiceStatus{{Name: "kube-proxy", State: host.ServiceRunning}, {Name: "kubelet", State: host.ServiceStopped}}, nil
+}
 func (f *fakeHost) RegistryGet(_ context.Context, key, name string) (host.RegistryValue, error) {
 	f.rec("RegistryGet", key, name)
 	if strings.HasSuffix(key, "missing") {
@@ -483,6 +490,8 @@ var windowsCases = []struct {
 	{proto.OpSvcWait, func(ctx context.Context, h host.Host) (any, error) {
 		return nil, h.WaitService(ctx, "kubelet", host.ServiceStopped, time.Minute)
 	}},
+	{proto.OpSvcDependents, func(ctx context.Context, h host.Host) (any, error) { return h.DependentServices(ctx, "containerd") }},
+	{proto.OpSvcDependents, func(ctx context.Context, h host.Host) (any, error) { return h.DependentServices(ctx, "missing") }},
 	{proto.OpRegGet, func(ctx context.Context, h host.Host) (any, error) {
 		return h.RegistryGet(ctx, `HKLM\SYSTEM\CurrentControlSet\Services\kubelet`, "Environment")
 	}},

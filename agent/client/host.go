@@ -210,6 +210,12 @@ func (c *Client) WaitService(ctx context.Context, name string, state host.Servic
 	return err
 }
 
+func (c *Client) DependentServices(ctx context.Context, name string) ([]host.ServiceStatus, error) {
+	var deps []host.ServiceStatus
+	_, err := c.roundTrip(ctx, proto.OpSvcDependents, proto.NameArgs{Name: name}, nil, 0, &deps)
+	return deps, err
+}
+
 func (c *Client) RegistryGet(ctx context.Context, key, name string) (host.RegistryValue, error) {
 	var v host.RegistryValue
 	_, err := c.roundTrip(ctx, proto.OpRegGet, proto.RegArgs{Key: key, Name: name}, nil, 0, &v)

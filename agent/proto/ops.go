@@ -39,6 +39,8 @@ const (
 	OpSvcStop     = "svc.stop"     // NameTimeoutArgs → nothing
 	OpSvcDelete   = "svc.delete"   // NameTimeoutArgs → nothing
 	OpSvcWait     = "svc.wait"     // WaitArgs → nothing
+	// OpSvcDependents lists a service's dependents in stop order.
+	OpSvcDependents = "svc.dependents" // NameArgs → []host.ServiceStatus
 
 	OpRegGet    = "reg.get"    // RegArgs → host.RegistryValue
 	OpRegSet    = "reg.set"    // RegSetArgs → nothing
@@ -63,7 +65,7 @@ var Ops = []string{
 	OpStat, OpSHA256, OpRead, OpWrite, OpMkdir, OpChmod, OpRemove, OpReadDir, OpNativePath,
 	OpRun, OpList, OpKill,
 	OpDial,
-	OpSvcQuery, OpSvcCreate, OpSvcUpdate, OpSvcRecovery, OpSvcStart, OpSvcStop, OpSvcDelete, OpSvcWait,
+	OpSvcQuery, OpSvcCreate, OpSvcUpdate, OpSvcRecovery, OpSvcStart, OpSvcStop, OpSvcDelete, OpSvcWait, OpSvcDependents,
 	OpRegGet, OpRegSet, OpRegDelete,
 	OpEnvGet, OpEnvSet, OpEnvDelete, OpPathAdd, OpPathRm,
 	OpHNSNetworks, OpHNSEndpoints, OpHNSCreateEndpoint, OpHNSDeleteEndpoint, OpHNSDeleteNetwork,

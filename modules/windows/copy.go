@@ -52,7 +52,10 @@ func (Copy) Schema() modules.Schema {
 			"Windows refuses to replace an executable while a process runs it. When `dest` differs " +
 			"and `service` is running, the plan lists the service as restarted and apply stops it " +
 			"(waiting for its process to exit), writes the file and starts it again; the service " +
-			"is started again even when the write fails, with its old binary. Without `service`, " +
+			"is started again even when the write fails, with its old binary. The SCM refuses to " +
+			"stop a service while services depending on it run, so its running dependents are " +
+			"stopped first (deepest first), listed as restarted too, and started again after it, " +
+			"in dependency order. Without `service`, " +
 			"the module checks the service named like the file (`kube-proxy` for " +
 			"`kube-proxy.exe`) and treats it the same way when it is running with `dest` as its " +
 			"binary; name the service explicitly when it is called differently or runs the file " +
@@ -64,7 +67,7 @@ func (Copy) Schema() modules.Schema {
 			{Name: "dest", Type: cty.String, Required: true,
 				Description: "Absolute Windows path of the file on the host (`C:\\k\\kubelet.exe`); parent directories are created."},
 			{Name: "service", Type: cty.String,
-				Description: "The service whose binary `dest` is. When it is running and `dest` changes, it is stopped for the write and started again."},
+				Description: "The service whose binary `dest` is. When it is running and `dest` changes, it is stopped for the write and started again, with the running services that depend on it."},
 			{Name: "sha256", Type: cty.String,
 				Description: "The hex SHA-256 `src` must have, e.g. from a payload manifest. Planning then compares `dest` with it without reading `src` (a re-run reads nothing on the controller), and apply refuses to copy, before stopping any service, when `src` differs."},
 		},
@@ -221,10 +224,12 @@ func nameOrUnknown(v cty.Value) string {
 	return knownAfterApply
 }
 
-// restarts finds the services Apply must stop to replace dest: the one
-// named in `service` if it runs, else the one named like the file when it
-// runs dest. The Host API cannot list services, so that guess is the cheap
-// check; it costs one query and happens only when the file differs.
+// restarts finds the services Apply must stop to replace dest, in the
+// order to stop them: the one named in `service` if it runs, else the one
+// named like the file when it runs dest, each after its running dependents
+// (stopOrder). Naming the file's service is the cheap check: it costs one
+// query (and one for the dependents when it runs), only when the file
+// differs.
 func (Copy) restarts(ctx context.Context, h host.Host, cfg modules.Config, svcV cty.Value, dest string) ([]string, hcl.Diagnostics) {
 	if !svcV.IsKnown() {
 		return []string{knownAfterApply}, nil
@@ -235,7 +240,7 @@ func (Copy) restarts(ctx context.Context, h host.Host, cfg modules.Config, svcV 
 			return nil, hostError(cfg, "service", "Cannot query service", err)
 		}
 		if info.Exists && isActive(info.State) {
-			return []string{name}, nil
+			return serviceStops(ctx, h, cfg, name)
 		}
 		return nil, nil
 	}
@@ -260,9 +265,18 @@ func (Copy) restarts(ctx context.Context, h host.Host, cfg modules.Config, svcV 
 		if info.Config.Name != "" {
 			guess = info.Config.Name
 		}
-		return []string{guess}, nil
+		return serviceStops(ctx, h, cfg, guess)
 	}
 	return nil, nil
+}
+
+// serviceStops is stopOrder with its error located at service.
+func serviceStops(ctx context.Context, h host.Host, cfg modules.Config, name string) ([]string, hcl.Diagnostics) {
+	order, err := stopOrder(ctx, h, name)
+	if err != nil {
+		return nil, hostError(cfg, "service", "Cannot list dependent services", err)
+	}
+	return order, nil
 }
 
 func (m Copy) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
@@ -308,40 +322,31 @@ func (m Copy) Apply(ctx context.Context, req modules.ApplyRequest) modules.Apply
 		return modules.ApplyResponse{Result: res(local.sha, local.size, 0)}
 	}
 
-	// Stop exactly what the plan said; "(known after apply)" stood for the
-	// configured service, known now. A service no longer running is left
-	// alone and not started afterwards.
+	// Stop exactly what the plan said, in its order (dependents first);
+	// "(known after apply)" stood for the configured service and its
+	// dependents, known now. A service no longer running is left alone and
+	// not started afterwards.
 	var planned []string
 	if req.Change != nil {
 		planned = req.Change.Restarts
 	}
-	var stopped []string
-	for _, name := range planned {
-		if name == knownAfterApply {
-			if !hasService {
-				continue
+	if slices.Contains(planned, knownAfterApply) {
+		planned = nil
+		if hasService {
+			order, diags := serviceStops(ctx, h, cfg, service)
+			if diags.HasErrors() {
+				return fail(diags)
 			}
-			name = service
+			planned = order
 		}
-		if slices.ContainsFunc(stopped, func(s string) bool { return strings.EqualFold(s, name) }) {
-			continue
-		}
-		info, err := h.QueryService(ctx, name)
-		if err != nil {
-			return fail(append(m.startAgain(ctx, h, cfg, stopped), hostError(cfg, "service", "Cannot query service", err)...))
-		}
-		if !info.Exists || !isActive(info.State) {
-			continue
-		}
-		if err := h.StopService(ctx, name, serviceTimeout); err != nil {
-			return fail(append(m.startAgain(ctx, h, cfg, stopped), hostError(cfg, "service",
-				fmt.Sprintf("Cannot stop service %s", name), err)...))
-		}
-		stopped = append(stopped, name)
+	}
+	stopped, err := stopInOrder(ctx, h, planned)
+	if err != nil {
+		return fail(append(hostError(cfg, "service", "Cannot stop service", err), startAgain(ctx, h, cfg, "service", stopped)...))
 	}
 
 	sent, sum, diags := m.write(ctx, h, cfg, local, dest, len(stopped) > 0)
-	diags = append(diags, m.startAgain(ctx, h, cfg, stopped)...)
+	diags = append(diags, startAgain(ctx, h, cfg, "service", stopped)...)
 	if diags.HasErrors() {
 		return fail(diags)
 	}
@@ -374,25 +379,4 @@ func (Copy) write(ctx context.Context, h host.Host, cfg modules.Config, local lo
 		return r.n, "", hcl.Diagnostics{cfg.Error("dest", "Cannot write file", detail)}
 	}
 	return r.n, local.sha, nil
-}
-
-// startAgain starts the services stopped for the copy, whatever happened to
-// the write: with the old binary a node keeps working.
-func (Copy) startAgain(ctx context.Context, h host.Host, cfg modules.Config, stopped []string) hcl.Diagnostics {
-	var diags hcl.Diagnostics
-	for _, name := range stopped {
-		if err := startAndWait(ctx, h, name); err != nil {
-			diags = append(diags, hostError(cfg, "service", fmt.Sprintf("Cannot start service %s again", name), err)...)
-		}
-	}
-	return diags
-}
-
-// startAndWait starts a service and waits until it reports running, so the
-// next plan sees it settled.
-func startAndWait(ctx context.Context, h host.Host, name string) error {
-	if err := h.StartService(ctx, name); err != nil {
-		return err
-	}
-	return h.WaitService(ctx, name, host.ServiceRunning, serviceTimeout)
 }

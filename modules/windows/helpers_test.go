@@ -241,6 +241,18 @@ func runningService(t *testing.T, h host.Host, name, binary string, args ...stri
 	return info
 }
 
+// dependentService is runningService for a service depending on others
+// (started after them, as the SCM would).
+func dependentService(t *testing.T, h host.Host, name, binary string, deps ...string) host.ServiceInfo {
+	t.Helper()
+	writeFile(t, h, binary, "MZ stand-in for "+name)
+	require.NoError(t, h.CreateService(ctx, host.ServiceConfig{
+		Name: name, DisplayName: name, Description: ManagedDescription, BinaryPath: binary, StartType: host.StartAutomatic, Dependencies: deps,
+	}))
+	require.NoError(t, h.StartService(ctx, name))
+	return query(t, h, name)
+}
+
 func query(t *testing.T, h host.Host, name string) host.ServiceInfo {
 	t.Helper()
 	info, err := h.QueryService(ctx, name)
@@ -269,6 +281,8 @@ type fakeHost struct {
 	removeErr   error             // Remove fails with it
 	afterList   func(n int)       // called after listing n (1-based) of ReadDir returns
 	lists       int               // ReadDir calls so far
+	stopErr     map[string]error  // StopService of that service fails with it
+	startErr    map[string]error  // StartService of that service fails with it
 }
 
 func (f *fakeHost) record(op string) {
@@ -371,11 +385,17 @@ func (f *fakeHost) SetServiceRecovery(ctx context.Context, name string, r host.S
 
 func (f *fakeHost) StartService(ctx context.Context, name string) error {
 	f.record("start " + name)
+	if err := f.startErr[name]; err != nil {
+		return err
+	}
 	return f.Host.StartService(ctx, name)
 }
 
 func (f *fakeHost) StopService(ctx context.Context, name string, timeout time.Duration) error {
 	f.record("stop " + name)
+	if err := f.stopErr[name]; err != nil {
+		return err
+	}
 	return f.Host.StopService(ctx, name, timeout)
 }
 

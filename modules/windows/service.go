@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,6 +62,13 @@ func (Service) Schema() modules.Schema {
 			"that differ. A new `path` or `args` takes effect at the next start, so when either " +
 			"changes on a running service the plan says the service will be restarted. " +
 			"`state = \"restarted\"` always restarts (or starts) the service.\n\n" +
+			"The SCM refuses to stop a service while services depending on it run, so stopping one " +
+			"(a restart, or `state = \"stopped\"`) stops its running dependents first, deepest " +
+			"first. A restart starts them again after the service, in dependency order, and the " +
+			"plan lists them all as restarted; `state = \"stopped\"` leaves them stopped (starting " +
+			"one would start the service again) and the plan lists them as `dependents_stopped`. " +
+			"Dependents that were not running are left alone. If a stop fails midway, what was " +
+			"stopped is started again and the task fails.\n\n" +
 			"Services wsu manages carry a marker: with no `description`, the description is " +
 			"`\"" + ManagedDescription + "\"`, which is how the removal playbook recognises the " +
 			"services it may delete. A custom description replaces the marker.\n\n" +
@@ -458,6 +466,34 @@ type serviceDiff struct {
 	restart        bool // stop and start: shown as Restarts
 	stateField     *modules.FieldChange
 	resultingState cty.Value
+	// stops is what stopping the service takes down, in stop order: its
+	// running dependents, then itself (stopOrder). A restart starts them
+	// all again; state = "stopped" leaves them stopped.
+	stops []string
+}
+
+// dependentsField lists the running dependents that state = "stopped"
+// stops with the service and leaves stopped (starting one would start
+// the service again).
+const dependentsField = "dependents_stopped"
+
+// withDependents completes a diff that stops the service with the running
+// services that depend on it, which must stop first. Plan and Apply both
+// call it after diffService, so the restarts a plan shows are the ones
+// Apply carries out. It asks the host only when the diff stops the service.
+func withDependents(ctx context.Context, h host.Host, cfg modules.Config, name string, d serviceDiff) (serviceDiff, hcl.Diagnostics) {
+	if !d.stop {
+		return d, nil
+	}
+	order, err := stopOrder(ctx, h, name)
+	if err != nil {
+		return d, hostError(cfg, "state", "Cannot list dependent services", err)
+	}
+	d.stops = order
+	if deps := order[:len(order)-1]; !d.restart && len(deps) > 0 {
+		d.fields = append(d.fields, modules.FieldChange{Name: dependentsField, Old: cty.NullVal(cty.List(cty.String)), New: listVal(deps)})
+	}
+	return d, nil
 }
 
 func (d serviceDiff) empty() bool {
@@ -605,21 +641,8 @@ func (m Service) Plan(ctx context.Context, req modules.PlanRequest) modules.Plan
 	}
 
 	if state == "absent" {
-		info, err := req.Host.QueryService(ctx, name)
-		if err != nil {
-			return modules.PlanResponse{Result: res(cty.NullVal(cty.String)), Diagnostics: hostError(cfg, "name", "Cannot query service", err)}
-		}
-		if info.Exists && !deletable(cfg, info) {
-			return modules.PlanResponse{Result: res(cty.StringVal(string(info.State))), Diagnostics: notManaged(cfg, name, info)}
-		}
-		var change *modules.Change
-		if info.Exists {
-			change = &modules.Change{Action: modules.Delete, Subject: name, Fields: []modules.FieldChange{
-				{Name: "path", Old: cty.StringVal(info.Config.BinaryPath), New: cty.NullVal(cty.String)},
-				{Name: "state", Old: cty.StringVal(string(info.State)), New: cty.NullVal(cty.String)},
-			}}
-		}
-		return modules.PlanResponse{Change: change, Result: res(cty.NullVal(cty.String))}
+		change, st, diags := absent(ctx, req.Host, cfg, name, false)
+		return modules.PlanResponse{Change: change, Result: res(st), Diagnostics: diags}
 	}
 
 	want := wanted(cfg)
@@ -638,7 +661,10 @@ func (m Service) Plan(ctx context.Context, req modules.PlanRequest) modules.Plan
 		}
 		return modules.PlanResponse{Result: res(cty.UnknownVal(cty.String)), Diagnostics: missingService(cfg, name)}
 	}
-	d := diffService(info, rec, want, state)
+	d, diags := withDependents(ctx, req.Host, cfg, name, diffService(info, rec, want, state))
+	if diags.HasErrors() {
+		return modules.PlanResponse{Result: res(cty.UnknownVal(cty.String)), Diagnostics: diags}
+	}
 	if d.empty() {
 		return modules.PlanResponse{Result: res(cty.StringVal(string(info.State)))}
 	}
@@ -647,7 +673,7 @@ func (m Service) Plan(ctx context.Context, req modules.PlanRequest) modules.Plan
 		change.Action = modules.Create
 	}
 	if d.restart {
-		change.Restarts = []string{name}
+		change.Restarts = d.stops
 	}
 	return modules.PlanResponse{Change: change, Result: res(d.resultingState)}
 }
@@ -670,24 +696,11 @@ func (m Service) Apply(ctx context.Context, req modules.ApplyRequest) modules.Ap
 	}
 
 	if state == "absent" {
-		info, err := h.QueryService(ctx, name)
-		if err != nil {
-			return fail(hostError(cfg, "name", "Cannot query service", err))
+		_, st, diags := absent(ctx, h, cfg, name, true)
+		if diags.HasErrors() {
+			return fail(diags)
 		}
-		if info.Exists && !deletable(cfg, info) {
-			return modules.ApplyResponse{Result: result(serviceResults, map[string]cty.Value{"name": cty.StringVal(name), "state": cty.StringVal(string(info.State))}),
-				Diagnostics: notManaged(cfg, name, info)}
-		}
-		if info.Exists {
-			if err := h.DeleteService(ctx, name, serviceTimeout); err != nil {
-				return fail(hostError(cfg, "name", "Cannot delete service", err))
-			}
-			// Windows deletes the service's key with it; elsewhere drop
-			// wsu's copy of the failure actions. Best effort: a stale copy
-			// is ignored by a service that does not exist.
-			_ = h.RegistryDelete(ctx, serviceKey(name), wsuFailureActions)
-		}
-		return modules.ApplyResponse{Result: result(serviceResults, map[string]cty.Value{"name": cty.StringVal(name)})}
+		return modules.ApplyResponse{Result: result(serviceResults, map[string]cty.Value{"name": cty.StringVal(name), "state": st}), Diagnostics: diags}
 	}
 
 	want := wanted(cfg)
@@ -698,7 +711,10 @@ func (m Service) Apply(ctx context.Context, req modules.ApplyRequest) modules.Ap
 	if !info.Exists && stateOnly(cfg) {
 		return fail(missingService(cfg, name))
 	}
-	d := diffService(info, rec, want, state)
+	d, diags := withDependents(ctx, h, cfg, name, diffService(info, rec, want, state))
+	if diags.HasErrors() {
+		return fail(diags)
+	}
 	sc := desiredConfig(cfg, want)
 	switch {
 	case d.create:
@@ -728,20 +744,66 @@ func (m Service) Apply(ctx context.Context, req modules.ApplyRequest) modules.Ap
 			})
 		}
 	}
-	if d.stop {
-		if err := h.StopService(ctx, name, serviceTimeout); err != nil {
-			return fail(append(diags, hostError(cfg, "state", "Cannot stop service", err)...))
-		}
-	}
-	if d.start {
-		if err := startAndWait(ctx, h, name); err != nil {
-			return fail(append(diags, hostError(cfg, "state", "Cannot start service", err)...))
-		}
+	if sd := runState(ctx, h, cfg, name, d); sd.HasErrors() {
+		return fail(append(diags, sd...))
 	}
 	return modules.ApplyResponse{
 		Result:      result(serviceResults, map[string]cty.Value{"name": cty.StringVal(name), "state": d.resultingState}),
 		Diagnostics: diags,
 	}
+}
+
+// runState stops and starts what d says. Stopping takes the running
+// dependents down first (d.stops); a restart starts the service, then them,
+// in dependency order. Whatever fails, the services stopped are started
+// again where the task wants the service running, and every failure is
+// reported: no node is left half-stopped as if the task had succeeded.
+func runState(ctx context.Context, h host.Host, cfg modules.Config, name string, d serviceDiff) hcl.Diagnostics {
+	stopped, err := stopInOrder(ctx, h, d.stops)
+	if err != nil {
+		return append(hostError(cfg, "state", "Cannot stop service", err), startAgain(ctx, h, cfg, "state", stopped)...)
+	}
+	if !d.start {
+		return nil
+	}
+	var diags hcl.Diagnostics
+	if err := startAndWait(ctx, h, name); err != nil {
+		diags = hostError(cfg, "state", "Cannot start service", err)
+	}
+	dependents := slices.DeleteFunc(stopped, func(s string) bool { return strings.EqualFold(s, name) })
+	return append(diags, startAgain(ctx, h, cfg, "state", dependents)...)
+}
+
+// absent is state = "absent" for Plan and, with apply, Apply: the change
+// (nil when there is no service), the state the result reports and the
+// diagnostics. A service only_if_managed protects is left with a warning.
+func absent(ctx context.Context, h host.Host, cfg modules.Config, name string, apply bool) (*modules.Change, cty.Value, hcl.Diagnostics) {
+	none := cty.NullVal(cty.String)
+	info, err := h.QueryService(ctx, name)
+	if err != nil {
+		return nil, none, hostError(cfg, "name", "Cannot query service", err)
+	}
+	if !info.Exists {
+		return nil, none, nil
+	}
+	if !deletable(cfg, info) {
+		return nil, cty.StringVal(string(info.State)), notManaged(cfg, name, info)
+	}
+	change := &modules.Change{Action: modules.Delete, Subject: name, Fields: []modules.FieldChange{
+		{Name: "path", Old: cty.StringVal(info.Config.BinaryPath), New: none},
+		{Name: "state", Old: cty.StringVal(string(info.State)), New: none},
+	}}
+	if !apply {
+		return change, none, nil
+	}
+	if err := h.DeleteService(ctx, name, serviceTimeout); err != nil {
+		return nil, none, hostError(cfg, "name", "Cannot delete service", err)
+	}
+	// Windows deletes the service's key with it; elsewhere drop wsu's copy
+	// of the failure actions. Best effort: a stale copy is ignored by a
+	// service that does not exist.
+	_ = h.RegistryDelete(ctx, serviceKey(name), wsuFailureActions)
+	return change, none, nil
 }
 
 // deletable: may state = "absent" delete this existing service? Always,

@@ -26,6 +26,7 @@ import (
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/test/harness"
+	"github.com/wsu-project/wsu/test/payloadtest"
 )
 
 // wsuBin is built once for every test of the package.
@@ -329,6 +330,74 @@ func TestUpgradeOneHostAtATime(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestUpgradeKubeletAndContainerd: an upgrade that brings a new kubelet and
+// a new containerd. Both are services others depend on (kube-proxy needs
+// hybrid-overlay-node, which needs the kubelet, which needs containerd),
+// and the SCM, as the simulation, refuses to stop one while a dependent
+// runs. The plan names every service each copy restarts, dependents
+// included, in stop order; the upgrade stops them deepest first, replaces
+// the binaries, starts them again in dependency order, and the node comes
+// back Ready at the new version with csi-proxy (no dependency) untouched.
+func TestUpgradeKubeletAndContainerd(t *testing.T) {
+	env := start(t, harness.Options{Hosts: 1})
+	h := env.Hosts[0]
+	requireSuccess(t, run(t, env, nil, "apply", "join"))
+	checkJoined(t, env, h)
+	if t.Failed() {
+		return
+	}
+	before := servicePIDs(t, env, h)
+
+	_, err := env.BumpPayload(context.Background(), payloadtest.Kubelet, "v1.31.5-standin")
+	require.NoError(t, err)
+	m, err := env.BumpPayload(context.Background(), payloadtest.Containerd, "v1.7.25-standin")
+	require.NoError(t, err)
+
+	plan := run(t, env, nil, "plan", "upgrade")
+	requireSuccess(t, plan)
+	restarts := map[string][]string{}
+	for _, ev := range plan.Tasks(h.Name) {
+		if ev.Module == "win_copy" && ev.Status == "changed" && ev.Change != nil {
+			restarts[ev.Change.Subject] = ev.Change.Restarts
+		}
+	}
+	assert.Equal(t, map[string][]string{
+		`C:\k\kubelet.exe`:               {"kube-proxy", "hybrid-overlay-node", "kubelet"},
+		`C:\k\containerd\containerd.exe`: {"kube-proxy", "hybrid-overlay-node", "kubelet", "containerd"},
+	}, restarts, "each copy's plan names every service it restarts, dependents first")
+
+	up := run(t, env, nil, "apply", "upgrade")
+	requireSuccess(t, up)
+	checkJoined(t, env, h)
+	assert.Equal(t, m.Version, env.Manifest.Version)
+	after := servicePIDs(t, env, h)
+	for _, s := range []string{"containerd", "kubelet", "hybrid-overlay-node", "kube-proxy"} {
+		assert.NotEqualf(t, before[s], after[s], "%s was restarted", s)
+	}
+	assert.Equal(t, before["csi-proxy"], after["csi-proxy"], "csi-proxy depends on neither: left running")
+
+	again := run(t, env, nil, "apply", "upgrade")
+	requireSuccess(t, again)
+	assert.Empty(t, again.Changed(h.Name), "a second upgrade changes nothing")
+}
+
+// servicePIDs is the pid of each of the node's services.
+func servicePIDs(t *testing.T, env *harness.Env, h *harness.Host) map[string]int {
+	t.Helper()
+	pids := map[string]int{}
+	require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
+		for name := range wantServices(h) {
+			info, err := s.QueryService(context.Background(), name)
+			if err != nil {
+				return err
+			}
+			pids[name] = info.PID
+		}
+		return nil
+	}))
+	return pids
 }
 
 // TestConnectionCutDuringHybridOverlay: starting hybrid-overlay drops the

@@ -42,6 +42,9 @@ type Change struct {
 		Old  string `json:"old"`
 		New  string `json:"new"`
 	} `json:"fields"`
+	// Restarts names the services the change stops and starts again, in
+	// stop order.
+	Restarts []string `json:"restarts"`
 }
 
 // Recap is one host's line of the recap.

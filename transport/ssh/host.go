@@ -205,6 +205,12 @@ func (h *Host) WaitService(ctx context.Context, name string, state host.ServiceS
 	return h.call(ctx, "svc.wait", timeout, func(ctx context.Context) error { return h.agent.client.WaitService(ctx, name, state, timeout) })
 }
 
+func (h *Host) DependentServices(ctx context.Context, name string) ([]host.ServiceStatus, error) {
+	return do1(ctx, h, "svc.dependents", 0, func(ctx context.Context) ([]host.ServiceStatus, error) {
+		return h.agent.client.DependentServices(ctx, name)
+	})
+}
+
 func (h *Host) RegistryGet(ctx context.Context, key, name string) (host.RegistryValue, error) {
 	return do1(ctx, h, "reg.get", 0, func(ctx context.Context) (host.RegistryValue, error) {
 		return h.agent.client.RegistryGet(ctx, key, name)

@@ -379,6 +379,42 @@ func (h *Host) stop(ctx context.Context, name string, timeout time.Duration) err
 	return h.update(func(t *tx) error { _, err := t.processes(); return err })
 }
 
+// DependentServices lists the services depending on name, directly or
+// through others, in stop order (host.StopOrder), each with its state.
+func (h *Host) DependentServices(ctx context.Context, name string) ([]host.ServiceStatus, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []host.ServiceStatus
+	err := h.view(func(t *tx) error {
+		s, err := t.services()
+		if err != nil {
+			return err
+		}
+		if s.Services[svcKey(name)] == nil {
+			return ErrServiceNotFound
+		}
+		deps := map[string][]string{}
+		for _, rec := range s.Services {
+			deps[rec.Config.Name] = rec.Config.Dependencies
+		}
+		for _, d := range host.StopOrder(name, deps) {
+			st := host.ServiceStatus{Name: d, State: host.ServiceStopped}
+			if p, err := t.serviceProc(d); err != nil {
+				return err
+			} else if p != nil {
+				st.State = host.ServiceRunning
+			}
+			out = append(out, st)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dependents of service %s: %w", name, err)
+	}
+	return out, nil
+}
+
 // DeleteService stops the service if it runs (with StopService's rules)
 // and removes it.
 // servicesKey is where the SCM keeps each service's configuration.

@@ -154,9 +154,27 @@ func TestServiceDependencies(t *testing.T) {
 	assert.ErrorIs(t, h.DeleteService(ctx, "containerd", time.Second), ErrDependentServicesRunning)
 	assert.Equal(t, host.ServiceRunning, state("kubelet"))
 
+	// The dependents, in the order to stop them, with their states; the
+	// group is not a service, and "broken" is created below.
+	deps, err := h.DependentServices(ctx, "CONTAINERD")
+	require.NoError(t, err)
+	assert.Equal(t, []host.ServiceStatus{
+		{Name: "kube-proxy", State: host.ServiceRunning},
+		{Name: "hybrid-overlay-node", State: host.ServiceRunning},
+		{Name: "kubelet", State: host.ServiceRunning},
+	}, deps)
+	deps, err = h.DependentServices(ctx, "kube-proxy")
+	require.NoError(t, err)
+	assert.Empty(t, deps)
+	_, err = h.DependentServices(ctx, "missing")
+	assert.ErrorIs(t, err, ErrServiceNotFound)
+
 	for _, s := range []string{"kube-proxy", "hybrid-overlay-node", "kubelet", "containerd"} {
 		require.NoError(t, h.StopService(ctx, s, time.Second), "the removal order works")
 	}
+	deps, err = h.DependentServices(ctx, "containerd")
+	require.NoError(t, err)
+	assert.Equal(t, host.ServiceStopped, deps[0].State, "stopped dependents are listed too")
 
 	assert.ErrorIs(t, h.StartService(ctx, "orphan"), ErrDependencyMissing)
 	assert.Equal(t, host.ServiceStopped, state("orphan"))

@@ -56,34 +56,7 @@ func TestWineAgent(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := pr.p.Command(wsu, "agent")
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	// A file, not a pipe: the processes the agent starts inherit it.
-	stderr, err := os.Create(filepath.Join(t.TempDir(), "agent.stderr"))
-	require.NoError(t, err)
-	defer stderr.Close()
-	cmd.Stderr = stderr
-	require.NoError(t, cmd.Start())
-	var c *client.Client
-	t.Cleanup(func() {
-		if c != nil {
-			c.Close()
-		}
-		stdin.Close() // the agent exits when its input closes
-		stopped := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
-		defer stopped.Stop()
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("agent did not exit cleanly when its input closed: %v", err)
-		}
-		if b, _ := os.ReadFile(stderr.Name()); len(b) > 0 {
-			t.Logf("agent stderr:\n%s", b)
-		}
-	})
-	c, err = client.Dial(ctx, stdout, stdin)
-	require.NoError(t, err)
+	c := startAgent(ctx, t, pr, wsu)
 	var h host.Host = c
 	assert.Equal(t, "windows", c.Hello().Platform, "the native backend names its OS")
 
@@ -177,4 +150,39 @@ func TestWineAgent(t *testing.T) {
 
 	_, err = h.HNSNetworks(ctx)
 	assert.ErrorIs(t, err, host.ErrNotSupported)
+}
+
+// startAgent starts `wsu.exe agent` in the probe's prefix and dials it; the
+// agent is stopped (by closing its input) when the test ends.
+func startAgent(ctx context.Context, t *testing.T, pr *probe, wsu string) *client.Client {
+	t.Helper()
+	cmd := pr.p.Command(wsu, "agent")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	// A file, not a pipe: the processes the agent starts inherit it.
+	stderr, err := os.Create(filepath.Join(t.TempDir(), "agent.stderr"))
+	require.NoError(t, err)
+	defer stderr.Close()
+	cmd.Stderr = stderr
+	require.NoError(t, cmd.Start())
+	var c *client.Client
+	t.Cleanup(func() {
+		if c != nil {
+			c.Close()
+		}
+		stdin.Close() // the agent exits when its input closes
+		stopped := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
+		defer stopped.Stop()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("agent did not exit cleanly when its input closed: %v", err)
+		}
+		if b, _ := os.ReadFile(stderr.Name()); len(b) > 0 {
+			t.Logf("agent stderr:\n%s", b)
+		}
+	})
+	c, err = client.Dial(ctx, stdout, stdin)
+	require.NoError(t, err)
+	return c
 }

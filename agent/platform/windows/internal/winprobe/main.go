@@ -175,6 +175,8 @@ func do(h host.Host, name string, a args) (any, error) {
 		return nil, h.DeleteService(ctx, a.Name, timeout)
 	case "svc-wait":
 		return nil, h.WaitService(ctx, a.Name, a.State, timeout)
+	case "svc-dependents":
+		return h.DependentServices(ctx, a.Name)
 	case "reg-get":
 		return h.RegistryGet(ctx, a.Key, a.Name)
 	case "reg-set":
