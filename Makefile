@@ -15,9 +15,11 @@ AGENT_FORBIDDEN := github.com/hashicorp/hcl|github.com/zclconf/go-cty|k8s.io/cli
 AGENT_MAX_BYTES := 12000000
 TOOLS    := $(CURDIR)/bin/tools
 STATICCHECK_VERSION := v0.8.2
+CONTROLLER_GEN_VERSION := v0.23.0
+CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
 FUZZTIME ?= 30s
 
-.PHONY: help build agents test kubetest lint docs demo fuzz bench bench-smoke bench-engine clean tools
+.PHONY: help build agents generate test kubetest lint docs demo fuzz bench bench-smoke bench-engine clean tools
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -64,6 +66,16 @@ lint: tools ## gofmt, go vet, staticcheck, and playbook formatting
 	$(GO) run ./cmd/wsu fmt --check $(wildcard examples playbooks)
 
 tools: $(TOOLS)/staticcheck ## install the lint tools into bin/tools
+
+# Cached by version, as kubetest caches its binaries: a new version is a new file.
+$(CONTROLLER_GEN):
+	GOBIN=$(TOOLS)/cg-$(CONTROLLER_GEN_VERSION) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	mv $(TOOLS)/cg-$(CONTROLLER_GEN_VERSION)/controller-gen $@ && rmdir $(TOOLS)/cg-$(CONTROLLER_GEN_VERSION)
+
+generate: $(CONTROLLER_GEN) ## regenerate the API's deepcopy code, the CRD and the controller's RBAC (controller-gen)
+	$(CONTROLLER_GEN) object paths=./api/...
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:dir=deploy/crd
+	$(CONTROLLER_GEN) rbac:roleName=wsu-controller paths=./controller/... output:rbac:dir=deploy/rbac/controller
 
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)

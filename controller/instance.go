@@ -61,8 +61,9 @@ const (
 	ReasonForgotten        = "Forgotten"
 )
 
-// Reconcile implements reconcile.Reconciler.
-//
+// The controller's permissions (deploy/rbac/controller, make generate): its own
+// namespace's instances, ConfigMaps, key Secrets (get only), events and Lease,
+// and Nodes. The playbooks' cluster tasks need deploy/rbac/wsu-cluster-role.yaml's too.
 // +kubebuilder:rbac:groups=wsu.dev,namespace=wsu-system,resources=windowsinstances,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=wsu.dev,namespace=wsu-system,resources=windowsinstances/status;windowsinstances/finalizers,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",namespace=wsu-system,resources=configmaps,verbs=get;list;watch
@@ -70,6 +71,8 @@ const (
 // +kubebuilder:rbac:groups="",namespace=wsu-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=wsu-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;update;patch;delete
+
+// Reconcile implements reconcile.Reconciler.
 func (r *InstanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	wi := &wsuv1.WindowsInstance{}
 	if err := r.Client.Get(ctx, req.NamespacedName, wi); err != nil {
