@@ -37,13 +37,13 @@ func deepAnyObject(keys, depth int) string {
 // variable: reading and converting them must never crash or hang, and
 // whatever is refused is refused with a diagnostic.
 func FuzzInputs(f *testing.F) {
-	deep := strings.Repeat("[", 30000) + "1" + strings.Repeat("]", 30000)
+	deep := strings.Repeat("[", 5000) + "1" + strings.Repeat("]", 5000)
 	f.Add([]byte("nums = [1, 2]\nitems = { a = 1 }\n"), "[1, 2, 3]")
 	f.Add([]byte("nums = "+deep+"\n"), deep)
 	f.Add([]byte("items = "+deepAnyObject(300, 90)+"\n"), deepAnyObject(100, 99))
-	f.Add([]byte("obj = { a = "+strings.Repeat("[", 99)+strings.Repeat("]", 99)+" }\n"), strings.Repeat("-", 50000)+"1")
+	f.Add([]byte("obj = { a = "+strings.Repeat("[", 99)+strings.Repeat("]", 99)+" }\n"), strings.Repeat("-", 5000)+"1")
 	f.Add([]byte("# "+strings.Repeat("x", limits.MaxFileSize)+"\n"), strings.Repeat("1", limits.MaxValueSize+1))
-	f.Add([]byte("raw = 1"+strings.Repeat("+1", 100000)+"\n"), "{"+strings.Repeat("a = true ? 1 : ", 20000)+"1}")
+	f.Add([]byte("raw = 1"+strings.Repeat("+1", 5000)+"\n"), "{"+strings.Repeat("a = true ? 1 : ", 5000)+"1}")
 	dir := f.TempDir()
 	declared := map[string]bool{}
 	for _, v := range inputVars {

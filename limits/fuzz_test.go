@@ -14,9 +14,9 @@ func limitSeeds(f *testing.F) {
 	for _, mk := range nestings {
 		f.Add([]byte("x = " + mk(MaxNesting-1) + "\n"))
 		f.Add([]byte("x = " + mk(MaxNesting+1) + "\n"))
-		f.Add([]byte("x = " + mk(20000) + "\n"))
+		f.Add([]byte("x = " + mk(5000) + "\n"))
 	}
-	f.Add([]byte("x = 1" + strings.Repeat("+1", 60000) + "\n"))
+	f.Add([]byte("x = 1" + strings.Repeat("+1", 5000) + "\n"))
 	f.Add([]byte("x = \"" + strings.Repeat("a", MaxFileSize) + "\"\n"))
 }
 
@@ -50,7 +50,7 @@ func FuzzCheckConfig(f *testing.F) {
 func FuzzCheckExpression(f *testing.F) {
 	for _, mk := range nestings {
 		f.Add([]byte(mk(MaxNesting - 1)))
-		f.Add([]byte(mk(20000)))
+		f.Add([]byte(mk(5000)))
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
 		if CheckExpression(src, "<-var>", hcl.InitialPos, MaxValueSize).HasErrors() {
@@ -68,8 +68,8 @@ func FuzzCheckExpression(f *testing.F) {
 // FuzzCheckTemplate is FuzzCheckConfig for a templatefile template.
 func FuzzCheckTemplate(f *testing.F) {
 	f.Add([]byte(strings.Repeat("%{if true}", MaxNesting-1) + strings.Repeat("%{endif}", MaxNesting-1)))
-	f.Add([]byte(strings.Repeat("%{for x in [1]}", 40000)))
-	f.Add([]byte(strings.Repeat("${(", 40000)))
+	f.Add([]byte(strings.Repeat("%{for x in [1]}", 5000)))
+	f.Add([]byte(strings.Repeat("${(", 5000)))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		if CheckTemplate(src, "t.tmpl", hcl.InitialPos).HasErrors() {
 			return
