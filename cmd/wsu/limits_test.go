@@ -65,6 +65,7 @@ func TestDeepOrHugeInputIsRefusedBeforeAnythingRuns(t *testing.T) {
 		name    string
 		files   map[string]string // written under the playbook directory
 		args    []string
+		env     []string
 		summary string
 		where   string // file name and line of the located error
 	}{
@@ -78,6 +79,8 @@ func TestDeepOrHugeInputIsRefusedBeforeAnythingRuns(t *testing.T) {
 			args: []string{"-var-file", "vars.hcl"}, summary: "Input nested too deeply", where: "on vars.hcl line 1"},
 		{name: "typed -var", files: map[string]string{"site.hcl": limitsPlaybook},
 			args: []string{"-var", "nums=" + deep}, summary: "Input nested too deeply", where: "on <value for var.nums> line 1"},
+		{name: "WSU_VAR_", files: map[string]string{"site.hcl": limitsPlaybook},
+			env: []string{"WSU_VAR_nums=" + deep}, summary: "Input nested too deeply", where: "on <value for var.nums> line 1"},
 		{name: "map(any) -var", files: map[string]string{"site.hcl": limitsPlaybook},
 			args: []string{"-var", "items=" + deepAny()}, summary: "Value beyond limits", where: "<value for var.items>"},
 		{name: "map(any) var file", files: map[string]string{"site.hcl": limitsPlaybook, "vars.hcl": "items = " + deepAny() + "\n"},
@@ -112,11 +115,11 @@ func TestDeepOrHugeInputIsRefusedBeforeAnythingRuns(t *testing.T) {
 					}
 					args = append(args, "-var", "root="+root)
 				}
-				if cmd == "validate" && len(tt.args) > 0 {
+				if cmd == "validate" && len(tt.args)+len(tt.env) > 0 {
 					continue // validate takes no inventory or variables
 				}
 				start := time.Now()
-				code, out, errs := wsu(t, nil, append(args, tt.args...)...)
+				code, out, errs := wsu(t, tt.env, append(args, tt.args...)...)
 				took := time.Since(start)
 				all := errs + out
 				assert.NotEqual(t, 0, code, "%s: refused", cmd)
