@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/wsu-project/wsu/engine/playbook"
 	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/limits"
 )
 
 // Inputs are the variable values given from outside the playbook. Precedence,
@@ -54,12 +54,16 @@ func parseInputs(in Inputs, declared map[string]bool) (*parsedInputs, hcl.Diagno
 	p := &parsedInputs{env: map[string]rawValue{}, cli: map[string]rawValue{}, Sources: map[string][]byte{}}
 	var diags hcl.Diagnostics
 	for _, path := range in.VarFiles {
-		src, err := os.ReadFile(path)
+		src, err := limits.ReadFile(path)
 		if err != nil {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Cannot read variables file", Detail: fmt.Sprintf("Reading -var-file %s: %s.", path, err)})
 			continue
 		}
 		p.Sources[path] = src
+		if d := limits.CheckConfig(src, path, hcl.InitialPos); d.HasErrors() {
+			diags = append(diags, d...)
+			continue
+		}
 		file, d := hclsyntax.ParseConfig(src, path, hcl.InitialPos)
 		diags = append(diags, d...)
 		if d.HasErrors() {
@@ -149,6 +153,9 @@ func (r rawValue) convert(v *playbook.Variable) (cty.Value, hcl.Diagnostics) {
 		// Inventory INI values are strings; one that is meant as a list,
 		// map, number or bool is parsed as an HCL literal.
 		if val.Type() == cty.String && !val.IsNull() && v.Type != cty.String && v.Type != cty.DynamicPseudoType {
+			if d := checkLiteral(val.AsString(), rng); d.HasErrors() {
+				return cty.NilVal, d
+			}
 			if pv, ok := parseLiteral(val.AsString(), rng); ok {
 				val = pv
 			}
@@ -158,6 +165,9 @@ func (r rawValue) convert(v *playbook.Variable) (cty.Value, hcl.Diagnostics) {
 		if v.Type == cty.String || v.Type == cty.DynamicPseudoType {
 			val = cty.StringVal(r.text)
 			break
+		}
+		if d := limits.CheckExpression([]byte(r.text), pseudo, hcl.InitialPos, limits.MaxValueSize); d.HasErrors() {
+			return cty.NilVal, d
 		}
 		expr, d := hclsyntax.ParseExpression([]byte(r.text), pseudo, hcl.InitialPos)
 		if d.HasErrors() {
@@ -170,6 +180,9 @@ func (r rawValue) convert(v *playbook.Variable) (cty.Value, hcl.Diagnostics) {
 		}
 		rng = &hcl.Range{Filename: pseudo, Start: hcl.InitialPos, End: hcl.Pos{Line: 1, Column: len(r.text) + 1, Byte: len(r.text)}}
 	}
+	if d := limits.CheckValue(val, v.Type, fmt.Sprintf("The value for variable %q from %s", v.Name, r.source), rng); d.HasErrors() {
+		return cty.NilVal, d
+	}
 	conv, err := convert.Convert(val, v.Type)
 	if err != nil {
 		return cty.NilVal, hcl.Diagnostics{{
@@ -180,6 +193,21 @@ func (r rawValue) convert(v *playbook.Variable) (cty.Value, hcl.Diagnostics) {
 		}}
 	}
 	return conv, nil
+}
+
+// checkLiteral bounds an inventory value parsed as a literal.
+func checkLiteral(s string, rng *hcl.Range) hcl.Diagnostics {
+	name := "<inventory value>"
+	if rng != nil {
+		name = rng.Filename
+	}
+	d := limits.CheckExpression([]byte(s), name, hcl.InitialPos, limits.MaxValueSize)
+	for _, diag := range d {
+		if rng != nil {
+			diag.Subject = rng // the value's place in the inventory
+		}
+	}
+	return d
 }
 
 func parseLiteral(s string, rng *hcl.Range) (cty.Value, bool) {

@@ -108,6 +108,7 @@ func checkResult(t *testing.T, src []byte, inv *Inventory, diags hcl.Diagnostics
 
 func FuzzParseINI(f *testing.F) {
 	addSeeds(f, iniSeeds, ".ini")
+	addAdversarial(f, ".ini")
 	f.Fuzz(func(t *testing.T, src []byte) {
 		inv, diags := ParseINI("fuzz.ini", src)
 		checkResult(t, src, inv, diags)
@@ -116,6 +117,7 @@ func FuzzParseINI(f *testing.F) {
 
 func FuzzParseYAML(f *testing.F) {
 	addSeeds(f, yamlSeeds, ".yml")
+	addAdversarial(f, ".yml")
 	f.Fuzz(func(t *testing.T, src []byte) {
 		if len(src) > 64<<10 {
 			return // the syntax-error locator is quadratic; inventories are small
@@ -127,6 +129,7 @@ func FuzzParseYAML(f *testing.F) {
 
 func FuzzParseHCL(f *testing.F) {
 	addSeeds(f, hclSeeds, ".hcl")
+	addAdversarial(f, ".hcl")
 	f.Fuzz(func(t *testing.T, src []byte) {
 		inv, diags := ParseHCL("fuzz.hcl", src)
 		checkResult(t, src, inv, diags)

@@ -8,6 +8,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/wsu-project/wsu/limits"
 )
 
 var (
@@ -61,6 +63,10 @@ func ParseHCL(filename string, src []byte) (*Inventory, hcl.Diagnostics) {
 	body := src
 	if len(src) >= 3 && string(src[:3]) == string(utf8BOM) {
 		start.Byte, body = 3, src[3:]
+	}
+	if diags := limits.CheckConfig(body, filename, start); diags.HasErrors() {
+		b.diags = append(b.diags, diags...)
+		return b.finish()
 	}
 	file, diags := hclsyntax.ParseConfig(body, filename, start)
 	if diags.HasErrors() {

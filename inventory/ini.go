@@ -8,6 +8,8 @@ import (
 	"github.com/agext/levenshtein"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/wsu-project/wsu/limits"
 )
 
 type sectionKind int
@@ -38,6 +40,10 @@ type iniParser struct {
 // survive. An unquoted value in a [group:vars] section ends at " #".
 func ParseINI(filename string, src []byte) (*Inventory, hcl.Diagnostics) {
 	b := newBuilder(filename, src)
+	if diags := limits.CheckSize(len(src), limits.MaxFileSize, filename, hcl.InitialPos); diags.HasErrors() {
+		b.diags = append(b.diags, diags...)
+		return b.finish()
+	}
 	p := &iniParser{
 		b:           b,
 		f:           b.file,

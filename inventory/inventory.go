@@ -21,6 +21,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/wsu-project/wsu/limits"
 )
 
 // Var is one inventory variable with where it was set (for located errors).
@@ -74,7 +76,7 @@ func Load(arg string) (*Inventory, hcl.Diagnostics) {
 			Detail:   fmt.Sprintf("%q is a directory; give the path of an INI, YAML or HCL inventory file.", arg),
 		}}
 	case err == nil:
-		src, err := os.ReadFile(arg)
+		src, err := limits.ReadFile(arg)
 		if err != nil {
 			return nil, hcl.Diagnostics{{
 				Severity: hcl.DiagError,

@@ -11,6 +11,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 	"gopkg.in/yaml.v3"
+
+	"github.com/wsu-project/wsu/limits"
 )
 
 // yamlNodeBudget caps how many nodes one parse may visit, because aliases
@@ -39,6 +41,10 @@ func ParseYAML(filename string, src []byte) (*Inventory, hcl.Diagnostics) {
 	b := newBuilder(filename, src)
 	p := &yamlParser{b: b, f: b.file, budget: yamlNodeBudget, aliasing: map[*yaml.Node]bool{}}
 
+	if diags := limits.CheckYAML(src, filename); diags.HasErrors() {
+		b.diags = append(b.diags, diags...)
+		return b.finish()
+	}
 	var doc yaml.Node
 	if err := safeUnmarshal(src, &doc); err != nil {
 		p.syntaxError(err)

@@ -1,20 +1,26 @@
 package kube
 
 import (
+	"crypto"
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -30,6 +36,10 @@ type csrSpec struct {
 	usages []certificatesv1.KeyUsage
 	user   string
 	groups []string
+	// key signs the request (default testKey); created is its
+	// creationTimestamp (default a minute after testStart).
+	key     crypto.Signer
+	created time.Time
 }
 
 var testKey = func() *ecdsa.PrivateKey {
@@ -39,6 +49,27 @@ var testKey = func() *ecdsa.PrivateKey {
 	}
 	return k
 }()
+
+func rsaKey(t testing.TB, bits int) crypto.Signer {
+	k, err := rsa.GenerateKey(rand.Reader, bits)
+	require.NoError(t, err)
+	return k
+}
+
+func ecKey(t testing.TB, c elliptic.Curve) crypto.Signer {
+	k, err := ecdsa.GenerateKey(c, rand.Reader)
+	require.NoError(t, err)
+	return k
+}
+
+func edKey(t testing.TB) crypto.Signer {
+	_, k, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	return k
+}
+
+// testStart is when the join of the tests began.
+var testStart = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
 // requestPEM makes a real PKCS#10 request with crypto/x509.
 func requestPEM(t testing.TB, s csrSpec) []byte {
@@ -56,14 +87,22 @@ func requestPEM(t testing.TB, s csrSpec) []byte {
 		require.NoError(t, err)
 		tmpl.URIs = append(tmpl.URIs, pu)
 	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, testKey)
+	var key crypto.Signer = testKey
+	if s.key != nil {
+		key = s.key
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
 	require.NoError(t, err)
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
 }
 
 func makeCSR(t testing.TB, name string, s csrSpec) *certificatesv1.CertificateSigningRequest {
+	created := s.created
+	if created.IsZero() {
+		created = testStart.Add(time.Minute)
+	}
 	return &certificatesv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
+		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(created)},
 		Spec: certificatesv1.CertificateSigningRequestSpec{
 			Request:    requestPEM(t, s),
 			SignerName: s.signer,
@@ -81,6 +120,7 @@ var (
 		NodeName:  "WIN-1", // the kubelet lower-cases; so does Validate
 		Addresses: []string{"10.0.0.5", "fd00::5", "win-1.internal.example.com"},
 		Hostnames: []string{"win-1", "WIN-1.example.com."},
+		NotBefore: testStart,
 	}
 	validClient = csrSpec{
 		cn: "system:node:" + testNode, orgs: []string{"system:nodes"},
@@ -97,16 +137,48 @@ var (
 		user:   "system:node:" + testNode,
 		groups: []string{"system:nodes", "system:authenticated"},
 	}
+	// validRenewal is the kubelet renewing its client certificate with
+	// the one it has.
+	validRenewal = csrSpec{
+		cn: "system:node:" + testNode, orgs: []string{"system:nodes"},
+		signer: certificatesv1.KubeAPIServerClientKubeletSignerName,
+		usages: []certificatesv1.KeyUsage{"digital signature", "client auth"},
+		user:   "system:node:" + testNode,
+		groups: []string{"system:nodes", "system:authenticated"},
+	}
 )
+
+func renewal(e *Expectation) { e.Renewal = true }
+
+func noNode() *corev1.Node { return nil }
+
+// testNodeObj is the Node the kubelet of the test instance registered.
+func testNodeObj() *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: testNode},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+			{Type: corev1.NodeInternalIP, Address: "10.0.0.5"},
+			{Type: corev1.NodeInternalIP, Address: "fd00::5"},
+			{Type: corev1.NodeHostName, Address: "win-1"},
+			{Type: corev1.NodeInternalDNS, Address: "win-1.example.com"},
+			{Type: corev1.NodeExternalDNS, Address: "WIN-1.internal.example.com."},
+		}},
+	}
+}
 
 func TestValidate(t *testing.T) {
 	tests := []struct {
-		name     string
-		base     csrSpec
-		edit     func(*csrSpec)
-		expect   func(*Expectation)
+		name   string
+		base   csrSpec
+		edit   func(*csrSpec)
+		expect func(*Expectation)
+		// node replaces the registered Node (default: none for a client
+		// CSR, testNodeObj for a serving one).
+		node     func() *corev1.Node
 		wantKind string
 		wantRule string // "" means approvable
+		// wantDetail is part of the reason given.
+		wantDetail string
 	}{
 		{name: "valid client", base: validClient, wantKind: CSRClient},
 		{name: "valid client without key encipherment", base: validClient, edit: func(s *csrSpec) {
@@ -156,10 +228,62 @@ func TestValidate(t *testing.T) {
 		{name: "kubeadm requester not configured", base: validClient, edit: func(s *csrSpec) { s.user = "system:bootstrap:abcdef" }, wantKind: CSRClient, wantRule: RuleClientRequester},
 		{name: "kubeadm other token", base: validClient, edit: func(s *csrSpec) { s.user = "system:bootstrap:zzzzzz" },
 			expect: func(e *Expectation) { e.ClientRequesters = []string{"system:bootstrap:abcdef"} }, wantKind: CSRClient, wantRule: RuleClientRequester},
-		{name: "Node already exists", base: validClient, expect: func(e *Expectation) { e.NodeExists = true }, wantKind: CSRClient, wantRule: RuleNodeExists},
+		{name: "Node already exists", base: validClient, node: testNodeObj, wantKind: CSRClient, wantRule: RuleNodeExists},
+		{name: "second client CSR of the join", base: validClient, expect: func(e *Expectation) { e.ClientCSR = "csr-first" }, wantKind: CSRClient, wantRule: RuleClientOnce},
+		{name: "the join's own client CSR", base: validClient, expect: func(e *Expectation) { e.ClientCSR = "csr-x" }, wantKind: CSRClient},
+
+		// Renewals.
+		{name: "valid renewal", base: validRenewal, expect: renewal, node: testNodeObj, wantKind: CSRClient},
+		{name: "renewal without the Node", base: validRenewal, expect: renewal, node: noNode, wantKind: CSRClient, wantRule: RuleNodeRegistered},
+		{name: "renewal by the bootstrap identity", base: validRenewal, expect: renewal, node: testNodeObj,
+			edit: func(s *csrSpec) { s.user = OpenShiftBootstrapper }, wantKind: CSRClient, wantRule: RuleClientRequester},
+		{name: "renewal by another node", base: validRenewal, expect: renewal, node: testNodeObj,
+			edit: func(s *csrSpec) { s.user = "system:node:win-2" }, wantKind: CSRClient, wantRule: RuleClientRequester},
+		{name: "renewal outside system:nodes", base: validRenewal, expect: renewal, node: testNodeObj,
+			edit: func(s *csrSpec) { s.groups = []string{"system:authenticated"} }, wantKind: CSRClient, wantRule: RuleClientRequester},
+		{name: "second renewal in the window", base: validRenewal, node: testNodeObj, expect: func(e *Expectation) {
+			renewal(e)
+			e.ClientCSR = "csr-first"
+		}, wantKind: CSRClient, wantRule: RuleClientOnce},
+
+		// Key policy.
+		{name: "RSA 2048", base: validClient, edit: func(s *csrSpec) { s.key = rsaKey(t, 2048) }, wantKind: CSRClient},
+		{name: "ECDSA P-384", base: validServing, edit: func(s *csrSpec) { s.key = ecKey(t, elliptic.P384()) }, wantKind: CSRServing},
+		{name: "RSA 1024", base: validClient, edit: func(s *csrSpec) { s.key = rsaKey(t, 1024) }, wantKind: CSRClient, wantRule: RuleKey, wantDetail: "RSA key of 1024 bits"},
+		{name: "RSA 2047", base: validServing, edit: func(s *csrSpec) { s.key = rsaKey(t, 2047) }, wantKind: CSRServing, wantRule: RuleKey, wantDetail: "2047 bits"},
+		{name: "ECDSA P-224", base: validClient, edit: func(s *csrSpec) { s.key = ecKey(t, elliptic.P224()) }, wantKind: CSRClient, wantRule: RuleKey, wantDetail: "curve P-224"},
+		{name: "ECDSA P-521", base: validServing, edit: func(s *csrSpec) { s.key = ecKey(t, elliptic.P521()) }, wantKind: CSRServing, wantRule: RuleKey, wantDetail: "curve P-521"},
+		{name: "Ed25519", base: validClient, edit: func(s *csrSpec) { s.key = edKey(t) }, wantKind: CSRClient, wantRule: RuleKey, wantDetail: "Ed25519 key"},
+
+		// Time window.
+		{name: "created before the join", base: validClient, edit: func(s *csrSpec) { s.created = testStart.Add(-CSRClockSkew - time.Second) },
+			wantKind: CSRClient, wantRule: RuleNotBefore, wantDetail: "before this join began"},
+		{name: "created within the clock skew", base: validServing, edit: func(s *csrSpec) { s.created = testStart.Add(-CSRClockSkew + time.Second) }, wantKind: CSRServing},
+		{name: "no window", base: validClient, edit: func(s *csrSpec) { s.created = testStart.Add(-24 * time.Hour) },
+			expect: func(e *Expectation) { e.NotBefore = time.Time{} }, wantKind: CSRClient},
 
 		// Serving rules.
-		{name: "serving Node existing is fine", base: validServing, expect: func(e *Expectation) { e.NodeExists = true }, wantKind: CSRServing},
+		{name: "serving without the Node", base: validServing, node: noNode, wantKind: CSRServing, wantRule: RuleNodeRegistered},
+		{name: "serving IP not the Node's", base: validServing, node: func() *corev1.Node {
+			n := testNodeObj()
+			n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.99"}, {Type: corev1.NodeHostName, Address: testNode}}
+			return n
+		}, wantKind: CSRServing, wantRule: RuleServingNodeSANs, wantDetail: "IP address 10.0.0.5 is not one of Node \"win-1\"'s addresses"},
+		{name: "serving DNS not the Node's", base: validServing, node: func() *corev1.Node {
+			n := testNodeObj()
+			n.Status.Addresses = n.Status.Addresses[:2]
+			return n
+		}, wantKind: CSRServing, wantRule: RuleServingNodeSANs, wantDetail: "DNS name"},
+		{name: "serving Node with no addresses", base: validServing, node: func() *corev1.Node {
+			n := testNodeObj()
+			n.Status.Addresses = nil
+			return n
+		}, wantKind: CSRServing, wantRule: RuleServingNodeSANs, wantDetail: "none given"},
+		{name: "serving IP only in the Node's InternalDNS is not an IP", base: validServing, node: func() *corev1.Node {
+			n := testNodeObj()
+			n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalDNS, Address: "10.0.0.5"}, {Type: corev1.NodeInternalIP, Address: "fd00::5"}}
+			return n
+		}, wantKind: CSRServing, wantRule: RuleServingNodeSANs},
 		{name: "serving wrong requester", base: validServing, edit: func(s *csrSpec) { s.user = OpenShiftBootstrapper }, wantKind: CSRServing, wantRule: RuleServingRequester},
 		{name: "serving requested by another node", base: validServing, edit: func(s *csrSpec) { s.user = "system:node:win-2" }, wantKind: CSRServing, wantRule: RuleServingRequester},
 		{name: "serving missing system:nodes", base: validServing, edit: func(s *csrSpec) { s.groups = []string{"system:authenticated"} }, wantKind: CSRServing, wantRule: RuleServingGroups},
@@ -188,7 +312,14 @@ func TestValidate(t *testing.T) {
 			if tt.expect != nil {
 				tt.expect(&want)
 			}
-			kind, err := Validate(makeCSR(t, "csr-x", s), want)
+			node := (*corev1.Node)(nil)
+			if tt.base.signer == certificatesv1.KubeletServingSignerName {
+				node = testNodeObj()
+			}
+			if tt.node != nil {
+				node = tt.node()
+			}
+			kind, err := Validate(makeCSR(t, "csr-x", s), want, node)
 			assert.Equal(t, tt.wantKind, kind)
 			if tt.wantRule == "" {
 				require.NoError(t, err)
@@ -198,6 +329,7 @@ func TestValidate(t *testing.T) {
 			require.True(t, errors.As(err, &re), "want rule %s, got %v", tt.wantRule, err)
 			assert.Equal(t, tt.wantRule, re.Rule, re.Detail)
 			assert.Contains(t, err.Error(), "rule "+tt.wantRule+": ")
+			assert.Contains(t, re.Detail, tt.wantDetail)
 		})
 	}
 }
@@ -222,7 +354,7 @@ func TestValidateBadRequests(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			csr := good.DeepCopy()
 			csr.Spec.Request = tt.request
-			kind, err := Validate(csr, testExpect)
+			kind, err := Validate(csr, testExpect, nil)
 			assert.Equal(t, CSRClient, kind)
 			var re *RuleError
 			require.True(t, errors.As(err, &re), "%v", err)
@@ -230,4 +362,118 @@ func TestValidateBadRequests(t *testing.T) {
 			assert.Contains(t, re.Detail, tt.detail)
 		})
 	}
+}
+
+func TestJudgeOneClientPerJoin(t *testing.T) {
+	at := func(d time.Duration) func(*csrSpec) {
+		return func(s *csrSpec) { s.created = testStart.Add(d) }
+	}
+	approved := func(c *certificatesv1.CertificateSigningRequest) *certificatesv1.CertificateSigningRequest {
+		c.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue}}
+		return c
+	}
+	mk := func(name string, base csrSpec, edits ...func(*csrSpec)) *certificatesv1.CertificateSigningRequest {
+		s := base
+		for _, e := range edits {
+			e(&s)
+		}
+		return makeCSR(t, name, s)
+	}
+	badUsage := func(s *csrSpec) { s.usages = []certificatesv1.KeyUsage{"client auth"} }
+	tests := []struct {
+		name       string
+		csrs       []*certificatesv1.CertificateSigningRequest
+		want       Expectation
+		wantClient string
+		verdicts   map[string]string // pending CSR → rule, "" approvable
+	}{
+		{
+			name: "first valid pending wins, later ones refused",
+			csrs: []*certificatesv1.CertificateSigningRequest{
+				mk("c3", validClient, at(3*time.Minute)), mk("c1", validClient, at(time.Minute), badUsage),
+				mk("c2", validClient, at(2*time.Minute)), mk("other-node", validClient, at(time.Minute), func(s *csrSpec) { s.cn = "system:node:win-2" }),
+			},
+			want: testExpect, wantClient: "c2",
+			verdicts: map[string]string{"c1": RuleClientUsages, "c2": "", "c3": RuleClientOnce},
+		},
+		{
+			name: "an approved one in the window takes the place",
+			csrs: []*certificatesv1.CertificateSigningRequest{
+				mk("c1", validClient, at(2*time.Minute)), approved(mk("done", validClient, at(3*time.Minute))),
+			},
+			want: testExpect, wantClient: "done",
+			verdicts: map[string]string{"c1": RuleClientOnce},
+		},
+		{
+			name: "an approved one from before the window does not count",
+			csrs: []*certificatesv1.CertificateSigningRequest{
+				approved(mk("old", validClient, at(-time.Hour))), mk("c1", validClient, at(time.Minute)),
+			},
+			want: testExpect, wantClient: "c1",
+			verdicts: map[string]string{"c1": ""},
+		},
+		{
+			name: "the caller's record wins",
+			csrs: []*certificatesv1.CertificateSigningRequest{mk("c1", validClient), mk("c2", validClient, at(2*time.Minute))},
+			want: func() Expectation { e := testExpect; e.ClientCSR = "c2"; return e }(), wantClient: "c2",
+			verdicts: map[string]string{"c1": RuleClientOnce, "c2": ""},
+		},
+		{
+			name: "a stale pending one is refused and does not count",
+			csrs: []*certificatesv1.CertificateSigningRequest{mk("stale", validClient, at(-time.Hour)), mk("c1", validClient)},
+			want: testExpect, wantClient: "c1",
+			verdicts: map[string]string{"stale": RuleNotBefore, "c1": ""},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			items := make([]certificatesv1.CertificateSigningRequest, len(tt.csrs))
+			for i, c := range tt.csrs {
+				items[i] = *c
+			}
+			got, want := Judge(items, tt.want, nil)
+			assert.Equal(t, tt.wantClient, want.ClientCSR)
+			verdicts := map[string]string{}
+			for i, c := range got {
+				if i > 0 {
+					assert.False(t, c.CSR.CreationTimestamp.Before(&got[i-1].CSR.CreationTimestamp), "oldest first")
+				}
+				if c.State != CSRPending {
+					continue
+				}
+				verdicts[c.Name] = ""
+				var re *RuleError
+				if errors.As(c.Err, &re) {
+					verdicts[c.Name] = re.Rule
+				}
+			}
+			assert.Equal(t, tt.verdicts, verdicts)
+		})
+	}
+}
+
+func TestConcernsNodeDespiteABadSignature(t *testing.T) {
+	csr := makeCSR(t, "x", validClient)
+	block, _ := pem.Decode(csr.Spec.Request)
+	block.Bytes[len(block.Bytes)-3] ^= 0xff
+	csr.Spec.Request = pem.EncodeToMemory(block)
+	assert.True(t, CSRConcernsNode(csr, testNode), "a forged request naming the node is reported")
+	_, err := Validate(csr, testExpect, nil)
+	var re *RuleError
+	require.True(t, errors.As(err, &re), "%v", err)
+	assert.Equal(t, RuleRequest, re.Rule)
+}
+
+func TestRuleErrorsListBoundedly(t *testing.T) {
+	s := validServing
+	for i := range 500 {
+		s.dns = append(s.dns, fmt.Sprintf("n%d.evil.example", i))
+	}
+	s.emails = []string{"a@b.c"}
+	_, err := Validate(makeCSR(t, "x", s), testExpect, testNodeObj())
+	var re *RuleError
+	require.True(t, errors.As(err, &re), "%v", err)
+	assert.Equal(t, RuleServingSANs, re.Rule)
+	assert.Contains(t, re.Detail, "and 498 more")
+	assert.Less(t, len(re.Detail), 600)
 }

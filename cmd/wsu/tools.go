@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wsu-project/wsu/engine/playbook"
+	"github.com/wsu-project/wsu/limits"
 	"github.com/wsu-project/wsu/modules/all"
 	"github.com/wsu-project/wsu/modules/docs"
 	"github.com/wsu-project/wsu/playbooks"
@@ -71,6 +72,10 @@ formatting and exits 3 if there are any (for CI).`,
 					return err
 				}
 				sources[f] = src
+				if d := limits.CheckConfig(src, f, hcl.InitialPos); d.HasErrors() {
+					diags = append(diags, d...)
+					continue
+				}
 				if _, d := hclsyntax.ParseConfig(src, f, hcl.InitialPos); d.HasErrors() {
 					diags = append(diags, d...)
 					continue

@@ -16,6 +16,8 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
+
+	"github.com/wsu-project/wsu/limits"
 )
 
 // fileSource resolves and reads the files that file functions refer to,
@@ -216,6 +218,9 @@ func makeTemplateFileFunc(files *fileSource, funcs map[string]function.Function)
 			src, name, err := files.read(args[0].AsString())
 			if err != nil {
 				return cty.DynamicVal, err
+			}
+			if diags := limits.CheckTemplate(src, name, hcl.InitialPos); diags.HasErrors() {
+				return cty.DynamicVal, fmt.Errorf("refusing template: %s", diags.Error())
 			}
 			expr, diags := hclsyntax.ParseTemplate(src, name, hcl.InitialPos)
 			if diags.HasErrors() {

@@ -3,6 +3,7 @@ package playbook_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/hcl/v2"
@@ -94,6 +95,14 @@ func FuzzLoad(f *testing.F) {
 			f.Add([]byte(tc.src))
 		}
 	}
+	// Deep and huge input, refused before parsing (issue 17).
+	deep := strings.Repeat("[", 5000) + strings.Repeat("]", 5000)
+	f.Add([]byte("locals {\n  x = " + deep + "\n}\n"))
+	f.Add([]byte("variable \"v\" {\n  type = " + strings.Repeat("list(", 5000) + "string" + strings.Repeat(")", 5000) + "\n}\n"))
+	f.Add([]byte("locals {\n  x = \"" + strings.Repeat("${\"", 5000) + "\n}\n"))
+	f.Add([]byte("locals {\n  x = " + strings.Repeat("true ? 1 : ", 5000) + "1\n}\n"))
+	f.Add([]byte("locals {\n  x = 1" + strings.Repeat("+1", 5000) + "\n}\n"))
+	f.Add([]byte("# " + strings.Repeat("x", 2<<20) + "\n"))
 	// Includes in inputs resolve next to the fixtures of diag_test.go.
 	name := diagDir("inc", "fuzz.hcl")
 	reg := all.Schemas()

@@ -3,7 +3,6 @@ package playbook
 import (
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
+	"github.com/wsu-project/wsu/limits"
 	"github.com/wsu-project/wsu/modules"
 )
 
@@ -63,7 +63,7 @@ func (loc location) read() ([]byte, error) {
 	if loc.fsys != nil {
 		return fs.ReadFile(loc.fsys, loc.name)
 	}
-	return os.ReadFile(loc.name)
+	return limits.ReadFile(loc.name)
 }
 
 // resolve interprets an include source relative to the including file.
@@ -135,6 +135,9 @@ var fileSchema = &hcl.BodySchema{
 func (l *Loader) parse(loc location, src []byte, stack []string) (*Playbook, hcl.Diagnostics) {
 	display := loc.display()
 	l.sources[display] = src
+	if diags := limits.CheckConfig(src, display, hcl.InitialPos); diags.HasErrors() {
+		return nil, diags
+	}
 	file, diags := hclsyntax.ParseConfig(src, display, hcl.InitialPos)
 	if diags.HasErrors() {
 		return nil, diags

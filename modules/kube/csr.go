@@ -10,7 +10,6 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/modules"
@@ -45,6 +44,9 @@ var csrApproveAttrs = withConn(
 		Default: cty.ListVal([]cty.Value{cty.StringVal(kube.OpenShiftBootstrapper)}),
 		Description: "Usernames allowed to request the client certificate: OpenShift's node-bootstrapper service account by default; " +
 			"for kubeadm, `system:bootstrap:<token id>` (`k8s_bootstrap_token`'s `requester`)."},
+	modules.Attribute{Name: "not_before", Type: cty.String,
+		Description: "When the instance's join began (RFC 3339, e.g. `2026-11-22T10:00:00Z`): CSRs created more than a minute of clock skew earlier are refused. " +
+			"Default: when the run started. Set it earlier to approve a kubelet's CSR left pending by an earlier run, or restart the kubelet so it asks again."},
 	modules.Attribute{Name: "timeout", Type: cty.Number, Default: cty.NumberIntVal(600),
 		Description: "Seconds to wait for the expected CSRs before failing."},
 	modules.Attribute{Name: "interval", Type: cty.Number, Default: cty.NumberIntVal(2),
@@ -69,13 +71,16 @@ func (CSRApprove) Schema() modules.Schema {
 		Description: "A kubelet joining for the first time asks for a client certificate (as the bootstrap " +
 			"identity) and then a serving certificate (as `system:node:<name>`); these CSRs exist only on " +
 			"that first join. Apply waits up to `timeout` for the expected ones and approves each pending " +
-			"CSR for this node that passes every rule: CN `system:node:<node_name>`, organisation exactly " +
-			"`system:nodes`; for a client CSR no SANs, usages digital signature (+ key encipherment) + client " +
-			"auth, a requester in `client_requesters` and no Node of that name yet; for a serving CSR " +
-			"requester `system:node:<node_name>` in groups `system:nodes` and `system:authenticated`, usages " +
-			"server auth plus only digital signature/key encipherment, and IP and DNS SANs all among " +
-			"`addresses`/`hostnames`. A CSR for this node that breaks a rule is left pending and listed in " +
-			"`rejected` with the rule, and warned about; CSRs of other nodes are never touched.\n\n" +
+			"CSR for this node that passes every rule: an RSA (2048-8192 bits) or ECDSA P-256/P-384 key, CN " +
+			"`system:node:<node_name>`, organisation exactly `system:nodes`, created no earlier than " +
+			"`not_before` (less a minute); for a client CSR no SANs, usages digital signature (+ key " +
+			"encipherment) + client auth, a requester in `client_requesters`, no Node of that name yet, and " +
+			"only one per join (the first valid one); for a serving CSR requester `system:node:<node_name>` " +
+			"in groups `system:nodes` and `system:authenticated`, usages server auth plus only digital " +
+			"signature/key encipherment, a registered Node, and IP and DNS SANs all among " +
+			"`addresses`/`hostnames` and among the Node's own `status.addresses`. A CSR for this node that " +
+			"breaks a rule is left pending and listed in `rejected` with the rule, and warned about; CSRs of " +
+			"other nodes are never touched. docs/kubernetes.md lists the rules.\n\n" +
 			"The plan shows no change when nothing is left to do: the client CSR is done once the Node " +
 			"exists, the serving CSR once one for this node is approved — or, when the Node is older than " +
 			"the hour the API server keeps approved CSRs, when none is pending.",
@@ -117,6 +122,11 @@ func (CSRApprove) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 				"client = true needs at least one identity allowed to request the client certificate."))
 		}
 	}
+	if v := get(cfg, "not_before"); v.IsKnown() && !v.IsNull() {
+		if _, err := notBefore(v); err != nil {
+			diags = append(diags, cfg.Error("not_before", "Invalid not_before", err.Error()))
+		}
+	}
 	c, s := get(cfg, "client"), get(cfg, "serving")
 	if c.IsKnown() && s.IsKnown() && !c.IsNull() && !s.IsNull() && c.False() && s.False() {
 		diags = append(diags, cfg.Error("client", "Nothing to approve", "client and serving are both false."))
@@ -129,6 +139,16 @@ func (CSRApprove) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 		}
 	}
 	return append(diags, validateSeconds(cfg, []string{"timeout"}, []string{"interval"})...)
+}
+
+// notBefore parses not_before.
+func notBefore(v cty.Value) (time.Time, error) {
+	s, _ := str(v)
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("not_before %q is not an RFC 3339 time such as 2026-11-22T10:00:00Z", s)
+	}
+	return t, nil
 }
 
 // csrPlan is what the CSRs say about the node right now.
@@ -154,27 +174,39 @@ func stringList(cfg modules.Config, name string) []string {
 	return out
 }
 
-func expectation(cfg modules.Config) kube.Expectation {
+// expectation is what the task records about the instance; the join began
+// at not_before, else when the run started.
+func expectation(ctx context.Context, cfg modules.Config) kube.Expectation {
 	name, _ := str(get(cfg, "node_name"))
+	start := kube.RunStart(ctx)
+	if v := get(cfg, "not_before"); v.IsKnown() && !v.IsNull() {
+		if t, err := notBefore(v); err == nil {
+			start = t
+		}
+	}
 	return kube.Expectation{
 		NodeName:         name,
 		Addresses:        stringList(cfg, "addresses"),
 		Hostnames:        stringList(cfg, "hostnames"),
 		ClientRequesters: stringList(cfg, "client_requesters"),
+		NotBefore:        start,
 	}
 }
 
-// survey reads the node's CSRs and decides what is left to do.
-func survey(ctx context.Context, cl *kube.Client, cfg modules.Config) (csrPlan, error) {
-	csrs, want, err := kube.NodeCSRs(ctx, cl.Kube, expectation(cfg))
+// survey reads the node's CSRs and decides what is left to do. clientCSR
+// is the client CSR this task approved earlier, if any: the join's one.
+func survey(ctx context.Context, cl *kube.Client, cfg modules.Config, clientCSR string) (csrPlan, error) {
+	want := expectation(ctx, cfg)
+	want.ClientCSR = clientCSR
+	s, err := kube.NodeCSRs(ctx, cl.Kube, want)
 	if err != nil {
 		return csrPlan{}, err
 	}
-	p := csrPlan{want: want}
-	p.clientDone = !get(cfg, "client").True() || want.NodeExists
+	p := csrPlan{want: s.Want}
+	p.clientDone = !get(cfg, "client").True() || s.Node != nil
 	p.servingDone = !get(cfg, "serving").True()
 	servingPending := false
-	for _, c := range csrs {
+	for _, c := range s.CSRs {
 		switch {
 		case c.State == kube.CSRApproved && c.Kind == kube.CSRClient:
 			p.clientDone = true
@@ -186,28 +218,21 @@ func survey(ctx context.Context, cl *kube.Client, cfg modules.Config) (csrPlan, 
 		default:
 			p.rejected = append(p.rejected, c)
 		}
-		if c.State == kube.CSRPending && c.Kind == kube.CSRServing {
+		if c.State == kube.CSRPending && c.Kind == kube.CSRServing && !brokeRule(c.Err, kube.RuleNotBefore) {
 			servingPending = true
 		}
 	}
-	if !p.servingDone && want.NodeExists && !servingPending {
-		old, err := nodeOlderThan(ctx, cl, want.NodeName, csrGCAge)
-		if err != nil {
-			return p, err
-		}
-		// Approved CSRs are gone after an hour; an older node with none
-		// pending joined long ago.
-		p.servingDone = old
+	// Approved CSRs are gone after an hour; an older node with none
+	// pending since the join began joined long ago.
+	if !p.servingDone && s.Node != nil && !servingPending {
+		p.servingDone = time.Since(s.Node.CreationTimestamp.Time) > csrGCAge
 	}
 	return p, nil
 }
 
-func nodeOlderThan(ctx context.Context, cl *kube.Client, name string, age time.Duration) (bool, error) {
-	n, err := cl.Kube.CoreV1().Nodes().Get(ctx, strings.ToLower(name), metav1.GetOptions{})
-	if err != nil {
-		return false, fmt.Errorf("reading node %s: %w", name, err)
-	}
-	return time.Since(n.CreationTimestamp.Time) > age, nil
+func brokeRule(err error, rule string) bool {
+	var re *kube.RuleError
+	return errors.As(err, &re) && re.Rule == rule
 }
 
 func (p csrPlan) done() bool {
@@ -302,7 +327,7 @@ func (m CSRApprove) Plan(ctx context.Context, req modules.PlanRequest) modules.P
 	if !known || !cfg.Value.IsWhollyKnown() {
 		return pending(cty.UnknownVal(cty.List(cty.String)), nil)
 	}
-	p, err := survey(ctx, cl, cfg)
+	p, err := survey(ctx, cl, cfg, "")
 	switch {
 	case err != nil && transient(err):
 		return pending(cty.UnknownVal(cty.List(cty.String)), hcl.Diagnostics{{Severity: hcl.DiagWarning,
@@ -365,12 +390,13 @@ func (m CSRApprove) Apply(ctx context.Context, req modules.ApplyRequest) modules
 	timeout, interval := seconds(get(cfg, "timeout")), seconds(get(cfg, "interval"))
 
 	var (
-		approved []string
-		rejected []kube.NodeCSR // in the order first seen, once each
-		last     csrPlan
+		approved  []string
+		clientCSR string       // the join's one client CSR, once approved here
+		rejected  rejectionLog // the latest verdict on each CSR left alone
+		last      csrPlan
 	)
 	res, err := waitFor(ctx, timeout, interval, func(ctx context.Context) (bool, string, error) {
-		p, err := survey(ctx, cl, cfg)
+		p, err := survey(ctx, cl, cfg, clientCSR)
 		if err != nil {
 			return false, "", err
 		}
@@ -388,48 +414,73 @@ func (m CSRApprove) Apply(ctx context.Context, req modules.ApplyRequest) modules
 			}
 			approved = append(approved, c.Name)
 			if c.Kind == kube.CSRClient {
-				p.clientDone = true
+				p.clientDone, clientCSR = true, c.Name
 			} else {
 				p.servingDone = true
 			}
 		}
 		p.approvable = nil
-		for _, r := range p.rejected {
-			if !slices.ContainsFunc(rejected, func(o kube.NodeCSR) bool { return o.Name == r.Name }) {
-				rejected = append(rejected, r)
-			}
-		}
+		rejected.record(p.rejected, approved)
 		last = p
 		if p.done() {
 			return true, "done", nil
 		}
 		return false, fmt.Sprintf("no approvable %s CSR yet (%d approved, %d rejected)", p.missing(), len(approved), len(rejected)), nil
 	})
+	return csrApplyResponse(ctx, cfg, req.Change, applyOutcome{
+		name: name, timeout: timeout, approved: approved, rejected: rejected, last: last, res: res, err: err})
+}
+
+// applyOutcome is what Apply's wait ended with.
+type applyOutcome struct {
+	name     string
+	timeout  time.Duration
+	approved []string
+	rejected rejectionLog
+	last     csrPlan
+	res      pollResult
+	err      error
+}
+
+// rejectionLog keeps the latest verdict on each CSR left alone, in the
+// order first seen: a CSR refused while its Node was not registered yet
+// may pass a later look, and then it is no longer a rejection.
+type rejectionLog []kube.NodeCSR
+
+func (l *rejectionLog) record(rs []kube.NodeCSR, approved []string) {
+	for _, r := range rs {
+		if i := slices.IndexFunc(*l, func(o kube.NodeCSR) bool { return o.Name == r.Name }); i >= 0 {
+			(*l)[i] = r
+		} else {
+			*l = append(*l, r)
+		}
+	}
+	*l = slices.DeleteFunc(*l, func(o kube.NodeCSR) bool { return slices.Contains(approved, o.Name) })
+}
+
+// csrApplyResponse reports an Apply: its result, a warning for each CSR
+// left alone that the plan did not warn about, and why the wait failed.
+func csrApplyResponse(ctx context.Context, cfg modules.Config, change *modules.Change, o applyOutcome) modules.ApplyResponse {
 	out := result(csrApproveResults, map[string]cty.Value{
-		"approved": namesVal(approved), "rejected": rejectedVal(rejected), "waited": waitedVal(res.waited)})
+		"approved": namesVal(o.approved), "rejected": rejectedVal(o.rejected), "waited": waitedVal(o.res.waited)})
 	var warned []string
-	if req.Change != nil && req.Change.Private[warnedKey] != "" {
-		warned = strings.Split(req.Change.Private[warnedKey], ",")
+	if change != nil && change.Private[warnedKey] != "" {
+		warned = strings.Split(change.Private[warnedKey], ",")
 	}
-	var unwarned []kube.NodeCSR
-	for _, r := range rejected {
-		if !slices.Contains(warned, r.Name) {
-			unwarned = append(unwarned, r)
-		}
-	}
-	diags = rejectionWarnings(cfg, name, unwarned)
+	unwarned := slices.DeleteFunc(slices.Clone(o.rejected), func(r kube.NodeCSR) bool { return slices.Contains(warned, r.Name) })
+	diags := rejectionWarnings(cfg, o.name, unwarned)
 	switch {
-	case err != nil && ctx.Err() != nil:
-		diags = append(diags, cfg.Error("node_name", "Stopped waiting for the CSRs of node "+name,
-			fmt.Sprintf("Interrupted (%v); last observed: %s.", err, res.last)))
-	case err != nil:
-		diags = append(diags, apiError(cfg, "node_name", "Cannot approve the CSRs of node "+name, err)...)
-	case res.timedOut:
-		detail := fmt.Sprintf("Waited %s for the %s CSR of node %s; last observed: %s.", timeout, last.missing(), name, res.last)
-		if len(rejected) > 0 {
-			detail += " Some CSRs for this node broke approval rules (see the warnings): is node_name, addresses, hostnames or client_requesters wrong?"
+	case o.err != nil && ctx.Err() != nil:
+		diags = append(diags, cfg.Error("node_name", "Stopped waiting for the CSRs of node "+o.name,
+			fmt.Sprintf("Interrupted (%v); last observed: %s.", o.err, o.res.last)))
+	case o.err != nil:
+		diags = append(diags, apiError(cfg, "node_name", "Cannot approve the CSRs of node "+o.name, o.err)...)
+	case o.res.timedOut:
+		detail := fmt.Sprintf("Waited %s for the %s CSR of node %s; last observed: %s.", o.timeout, o.last.missing(), o.name, o.res.last)
+		if len(o.rejected) > 0 {
+			detail += " Some CSRs for this node broke approval rules (see the warnings): is node_name, addresses, hostnames, client_requesters or not_before wrong?"
 		}
-		diags = append(diags, cfg.Error("node_name", "Timed out waiting for the CSRs of node "+name, detail))
+		diags = append(diags, cfg.Error("node_name", "Timed out waiting for the CSRs of node "+o.name, detail))
 	}
 	return modules.ApplyResponse{Result: out, Diagnostics: diags}
 }

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -18,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/zclconf/go-cty/cty"
 	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,6 +47,10 @@ type kubeletCSR struct {
 	// viaCert creates it with a client certificate for as in groups
 	// instead of impersonation.
 	viaCert bool
+	// key signs the request (default a new ECDSA P-256 key, as a
+	// kubelet's); tamper breaks the signature.
+	key    crypto.Signer
+	tamper bool
 }
 
 var (
@@ -87,9 +93,12 @@ func createCSR(t *testing.T, c *kubetest.Cluster, k kubeletCSR) {
 
 // submitCSR is createCSR for goroutines, which must not end the test.
 func submitCSR(c *kubetest.Cluster, k kubeletCSR) error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
+	key := k.key
+	if key == nil {
+		var err error
+		if key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+			return err
+		}
 	}
 	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: k.cn, Organization: k.orgs}, DNSNames: k.dns}
 	for _, ip := range k.ips {
@@ -98,6 +107,9 @@ func submitCSR(c *kubetest.Cluster, k kubeletCSR) error {
 	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
 	if err != nil {
 		return err
+	}
+	if k.tamper {
+		der[len(der)-3] ^= 0xff // inside the signature
 	}
 	cfg := rest.CopyConfig(c.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: k.as, Groups: k.groups}
@@ -175,6 +187,45 @@ func warnings(diags hcl.Diagnostics) int {
 	return n
 }
 
+// playKubelet plays a joining kubelet: once its client CSR is approved it
+// registers the Node, with the serving CSR's addresses as the Node's, and
+// asks for the serving certificate.
+func playKubelet(c *kubetest.Cluster, node, clientName string, serving kubeletCSR) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		done <- func() error {
+			for {
+				csr, err := c.Client.CertificatesV1().CertificateSigningRequests().Get(ctx, clientName, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				if kube.CSRState(csr) == kube.CSRApproved {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if err := registerNode(c, node, serving.ips...); err != nil {
+				return err
+			}
+			return submitCSR(c, serving)
+		}()
+	}()
+	return done
+}
+
+// registerNode registers a Node with an InternalIP per ip and its name as
+// its Hostname, as a kubelet does.
+func registerNode(c *kubetest.Cluster, node string, ips ...string) error {
+	if _, err := c.CreateNode(ctx, node, nil); err != nil {
+		return err
+	}
+	addrs := []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: node}}
+	for _, ip := range ips {
+		addrs = append(addrs, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+	}
+	return c.SetNodeAddresses(ctx, node, addrs...)
+}
+
 func TestCSRApproveFirstJoin(t *testing.T) {
 	c := csrCluster(t)
 	const node = "win-1"
@@ -234,28 +285,7 @@ func TestCSRApproveFirstJoin(t *testing.T) {
 	assert.Equal(t, "approve kubelet CSRs of node win-1", plan.Change.Subject)
 	assert.Equal(t, len(wantRejected), warnings(plan.Diagnostics))
 
-	// Play the kubelet: once its client certificate is approved it
-	// registers the Node and asks for a serving certificate.
-	kubelet := make(chan error, 1)
-	go func() {
-		kubelet <- func() error {
-			for {
-				csr, err := c.Client.CertificatesV1().CertificateSigningRequests().Get(ctx, "client-ok", metav1.GetOptions{})
-				if err != nil {
-					return err
-				}
-				if kube.CSRState(csr) == kube.CSRApproved {
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			if _, err := c.CreateNode(ctx, node, nil); err != nil {
-				return err
-			}
-			return submitCSR(c, servingCSR("serving-ok", node, "10.0.0.5"))
-		}()
-	}()
-
+	kubelet := playKubelet(c, node, "client-ok", servingCSR("serving-ok", node, "10.0.0.5"))
 	resp := m.Apply(ctx, modules.ApplyRequest{Config: cfg, Change: plan.Change})
 	require.NoError(t, <-kubelet)
 	require.False(t, resp.Diagnostics.HasErrors(), "%v", resp.Diagnostics)
@@ -287,8 +317,7 @@ func TestCSRApproveFirstJoin(t *testing.T) {
 func TestCSRApproveNodeAlreadyExists(t *testing.T) {
 	c := csrCluster(t)
 	const node = "win-3"
-	_, err := c.CreateNode(ctx, node, nil)
-	require.NoError(t, err)
+	require.NoError(t, registerNode(c, node, "10.0.0.7"))
 	createCSR(t, c, clientCSR("late-client", node, kube.OpenShiftBootstrapper))
 	createCSR(t, c, servingCSR("serving", node, "10.0.0.7"))
 

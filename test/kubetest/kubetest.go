@@ -6,9 +6,10 @@
 // It is an API server and nothing else: no controller-manager, scheduler,
 // kubelet or network plugin. Their work that wsu depends on is played
 // explicitly by the helpers here, so a test shows which part it stands in
-// for: SignCSR (the CSR signer), CreateNode, SetNodeReady, SetPodRunning
-// and FinishPodDeletion (the kubelet), UpdatePDBStatus (the disruption
-// controller), AnnotateNode (the OVN-Kubernetes master). RunParts plays
+// for: SignCSR (the CSR signer), CreateNode, SetNodeReady,
+// SetNodeAddresses, SetPodRunning and FinishPodDeletion (the kubelet),
+// UpdatePDBStatus (the disruption controller), AnnotateNode (the
+// OVN-Kubernetes master). RunParts plays
 // the CSR signer and the OVN-Kubernetes master continuously, for end-to-end
 // joins with a real kubelet stand-in (test/standin/kubelet), and
 // InitKubeadm publishes what kubeadm init leaves for joining nodes.

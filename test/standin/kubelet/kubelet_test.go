@@ -130,8 +130,9 @@ func waitCSR(t *testing.T, c *kubetest.Cluster, signer string) certificatesv1.Ce
 func approve(t *testing.T, c *kubetest.Cluster, name, wantKind string, want kube.Expectation) {
 	t.Helper()
 	ctx := context.Background()
-	csrs, _, err := kube.NodeCSRs(ctx, c.Client, want)
+	s, err := kube.NodeCSRs(ctx, c.Client, want)
 	require.NoError(t, err)
+	csrs := s.CSRs
 	i := slices.IndexFunc(csrs, func(x kube.NodeCSR) bool { return x.Name == name })
 	require.GreaterOrEqual(t, i, 0, "CSR %s concerns node %s", name, want.NodeName)
 	require.Equal(t, kube.CSRPending, csrs[i].State)
@@ -281,7 +282,6 @@ func TestKubeletJoin(t *testing.T) {
 	serving := waitCSR(t, c, certificatesv1.KubeletServingSignerName)
 	t.Logf("serving CSR %s after %s", serving.Name, time.Since(startedAt).Round(time.Millisecond))
 	assert.Equal(t, "system:node:"+n.name, serving.Spec.Username)
-	want.NodeExists = true
 	approve(t, c, serving.Name, kube.CSRServing, want)
 	servingPEM := n.local(t, `c:\var\lib\kubelet\pki\kubelet-server-current.pem`)
 	require.Eventually(t, func() bool { _, err := os.Stat(servingPEM); return err == nil }, 20*time.Second, 50*time.Millisecond)
