@@ -112,9 +112,6 @@ func (fc fileConfig) result(cfg modules.Config) cty.Value {
 
 func (m File) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
-	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
-		return modules.PlanResponse{Result: unknownResult(fileResults), Diagnostics: diags}
-	}
 	fc := decodeFile(cfg)
 	res := fc.result(cfg)
 
@@ -205,8 +202,7 @@ func (m File) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 // fields: values unknown at plan time are known now.
 func (m File) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
-	diags := m.Validate(modules.ValidateRequest{Config: cfg})
-	if diags = append(diags, requireKnown(cfg, "path", "state", "content", "mode")...); diags.HasErrors() {
+	if diags := requireKnown(cfg, "path", "state", "content", "mode"); diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(fileResults), Diagnostics: diags}
 	}
 	fc := decodeFile(cfg)

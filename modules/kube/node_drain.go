@@ -197,9 +197,6 @@ func strList(ss []string) cty.Value {
 
 func (m NodeDrain) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
-	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
-		return modules.PlanResponse{Result: unknownResult(nodeDrainResults), Diagnostics: diags}
-	}
 	cl, known, diags := client(ctx, cfg)
 	if diags.HasErrors() {
 		return modules.PlanResponse{Result: unknownResult(nodeDrainResults), Diagnostics: diags}
@@ -262,9 +259,7 @@ type evicting struct {
 
 func (m NodeDrain) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
-	diags := m.Validate(modules.ValidateRequest{Config: cfg})
-	diags = append(diags, requireKnown(cfg, attrNames(nodeDrainAttrs)...)...)
-	if diags.HasErrors() {
+	if diags := requireKnown(cfg, attrNames(nodeDrainAttrs)...); diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(nodeDrainResults), Diagnostics: diags}
 	}
 	cl, _, diags := client(ctx, cfg)

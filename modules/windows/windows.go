@@ -241,9 +241,6 @@ func validateServiceName(cfg modules.Config, name string) hcl.Diagnostics {
 // onWindows refuses a host that is not Windows: a Windows path on a Linux
 // host would name a file literally called `C:\x` in the working directory.
 func onWindows(ctx context.Context, h host.Host, cfg modules.Config, attr string) hcl.Diagnostics {
-	if h == nil {
-		return hcl.Diagnostics{cfg.Error(attr, "No host", "This module needs a host to act on.")}
-	}
 	facts, err := h.Facts(ctx)
 	if err != nil {
 		return hcl.Diagnostics{cfg.Error(attr, "Cannot read host facts", err.Error())}
