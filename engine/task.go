@@ -13,7 +13,7 @@ import (
 
 	"github.com/wsu-project/wsu/engine/playbook"
 	"github.com/wsu-project/wsu/host"
-	"github.com/wsu-project/wsu/transport/notify"
+	"github.com/wsu-project/wsu/notify"
 )
 
 // playOnHost runs a play's tasks, then its notified handlers, on one host.

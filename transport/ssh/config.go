@@ -16,7 +16,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/wsu-project/wsu/inventory"
-	"github.com/wsu-project/wsu/transport/notify"
+	"github.com/wsu-project/wsu/notify"
 	"github.com/wsu-project/wsu/version"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/inventory"
-	"github.com/wsu-project/wsu/transport/notify"
+	"github.com/wsu-project/wsu/notify"
 )
 
 // Dial is the transport's Dialer: it reads the host's settings from its

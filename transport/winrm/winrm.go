@@ -22,7 +22,7 @@ import (
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/host/osfs"
 	"github.com/wsu-project/wsu/inventory"
-	"github.com/wsu-project/wsu/transport/notify"
+	"github.com/wsu-project/wsu/notify"
 )
 
 // bootstrapCommand is the only PowerShell wsu runs on a host, once per
