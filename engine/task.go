@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/wsu-project/wsu/engine/playbook"
 	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/notify"
 )
 
@@ -259,7 +261,32 @@ const maxReconnects = 3
 
 // DefaultReconnectTimeout is how long a host gets to come back after a task
 // cut its connection; the inventory variable reconnect_timeout overrides it.
+// The engine owns the variable, since the engine reconnects; transports
+// ignore it.
 const DefaultReconnectTimeout = 5 * time.Minute
+
+// reconnectTimeout reads a host's reconnect_timeout: "90s", "5m" or a
+// number of seconds. A bad value is an error naming where it was set.
+func reconnectTimeout(vars map[string]inventory.Var) (time.Duration, error) {
+	const name = "reconnect_timeout"
+	v, ok := vars[name]
+	if !ok {
+		return DefaultReconnectTimeout, nil
+	}
+	val, _ := v.Value.Unmark()
+	if val.IsNull() {
+		return DefaultReconnectTimeout, nil
+	}
+	d, err := parseDuration(val)
+	if err != nil || d < 0 {
+		where := ""
+		if v.Range.Filename != "" {
+			where = fmt.Sprintf("%s:%d:%d: ", v.Range.Filename, v.Range.Start.Line, v.Range.Start.Column)
+		}
+		return 0, fmt.Errorf(`%s%s must be a duration such as "30s" or "5m", or a number of seconds`, where, name)
+	}
+	return d, nil
+}
 
 func lost(h host.Host) bool {
 	l, ok := h.(host.Lossy)
@@ -269,11 +296,9 @@ func lost(h host.Host) bool {
 // reconnect replaces a lost connection, trying until reconnect_timeout.
 func (r *runner) reconnect(ctx context.Context, hs *hostState, ev Event) (host.Host, error) {
 	hs.dropConn()
-	timeout := DefaultReconnectTimeout
-	if v, ok := hs.vars["reconnect_timeout"]; ok {
-		if d, err := parseDuration(v.Value); err == nil {
-			timeout = d
-		}
+	timeout, err := reconnectTimeout(hs.vars)
+	if err != nil {
+		return nil, err // connect refused it before: not reached
 	}
 	e := ev
 	e.Type = EventReconnecting
@@ -307,11 +332,11 @@ func parseDuration(v cty.Value) (time.Duration, error) {
 		return time.Duration(f * float64(time.Second)), nil
 	}
 	if v.Type() == cty.String {
-		if d, err := time.ParseDuration(v.AsString()); err == nil {
+		s := strings.TrimSpace(v.AsString())
+		if d, err := time.ParseDuration(s); err == nil {
 			return d, nil
 		}
-		var f float64
-		if _, err := fmt.Sscanf(v.AsString(), "%g", &f); err == nil {
+		if f, err := strconv.ParseFloat(s, 64); err == nil {
 			return time.Duration(f * float64(time.Second)), nil
 		}
 	}
@@ -325,6 +350,9 @@ func (r *runner) connect(ctx context.Context, hs *hostState) (host.Host, error) 
 	}
 	if r.req.Connector == nil {
 		return nil, fmt.Errorf("no transport configured")
+	}
+	if _, err := reconnectTimeout(hs.vars); err != nil {
+		return nil, fmt.Errorf("host %s: %w", hs.name, err)
 	}
 	// What the transport reports while connecting (a host key recorded on
 	// first use, retries) becomes host_warning and host_connect_retry.
