@@ -1,5 +1,5 @@
-// Package transport opens connections to hosts. Each transport (local, and
-// later ssh and winrm) turns a host's inventory variables into a host.Host.
+// Package transport opens connections to hosts. Each transport (local, ssh
+// and winrm) turns a host's inventory variables into a host.Host.
 package transport
 
 import (
