@@ -184,17 +184,6 @@ func podsOnNode(ctx context.Context, cl *kube.Client, node string) ([]corev1.Pod
 	return list.Items, nil
 }
 
-func strList(ss []string) cty.Value {
-	if len(ss) == 0 {
-		return cty.ListValEmpty(cty.String)
-	}
-	vals := make([]cty.Value, len(ss))
-	for i, s := range ss {
-		vals[i] = cty.StringVal(s)
-	}
-	return cty.ListVal(vals)
-}
-
 func (m NodeDrain) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
 	cl, known, diags := client(ctx, cfg)

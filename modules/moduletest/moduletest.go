@@ -172,13 +172,4 @@ func RequireError(t *testing.T, diags hcl.Diagnostics, cfg modules.Config, summa
 }
 
 // Strs is a list of strings (an empty list of strings for none).
-func Strs(ss ...string) cty.Value {
-	if len(ss) == 0 {
-		return cty.ListValEmpty(cty.String)
-	}
-	vals := make([]cty.Value, len(ss))
-	for i, s := range ss {
-		vals[i] = cty.StringVal(s)
-	}
-	return cty.ListVal(vals)
-}
+func Strs(ss ...string) cty.Value { return modutil.Strings(ss) }

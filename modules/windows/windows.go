@@ -44,6 +44,7 @@ var (
 	result        = modutil.Result
 	unknownResult = modutil.UnknownResult
 	requireKnown  = modutil.RequireKnown
+	listVal       = modutil.Strings
 )
 
 // strList decodes a wholly known list of strings; null is an empty list.
@@ -63,19 +64,6 @@ func strList(v cty.Value) ([]string, bool) {
 		out = append(out, s)
 	}
 	return out, true
-}
-
-// listVal is the cty form of a string list; an empty one stays a typed list
-// so that plans render [] rather than null.
-func listVal(ss []string) cty.Value {
-	if len(ss) == 0 {
-		return cty.ListValEmpty(cty.String)
-	}
-	vals := make([]cty.Value, len(ss))
-	for i, s := range ss {
-		vals[i] = cty.StringVal(s)
-	}
-	return cty.ListVal(vals)
 }
 
 // --- Windows paths ---
