@@ -304,14 +304,20 @@ func (r *runner) collectOutputs(ctx context.Context, child *instance) {
 	}
 }
 
+// evalGlobal evaluates a play's or an include's own expression (hosts,
+// serial, max_fail_percentage): without a host, so only var and local.
+func (r *runner) evalGlobal(inst *instance, expr hcl.Expression) (cty.Value, hcl.Diagnostics) {
+	sc, diags := r.globalScope(inst)
+	if diags.HasErrors() {
+		return cty.NilVal, diags
+	}
+	return sc.eval(expr, nil, nil)
+}
+
 // selectHosts evaluates a play's hosts pattern against the inventory and
 // --limit, dropping hosts that already failed.
 func (r *runner) selectHosts(inst *instance, hostsExpr hcl.Expression) ([]string, hcl.Diagnostics) {
-	sc, diags := r.globalScope(inst)
-	if diags.HasErrors() {
-		return nil, diags
-	}
-	v, diags := sc.eval(hostsExpr, nil, nil)
+	v, diags := r.evalGlobal(inst, hostsExpr)
 	if diags.HasErrors() {
 		return nil, diags
 	}
@@ -357,11 +363,7 @@ func (r *runner) batches(inst *instance, serial hcl.Expression, hosts []string) 
 	if serial == nil || len(hosts) == 0 {
 		return [][]string{hosts}, nil
 	}
-	sc, diags := r.globalScope(inst)
-	if diags.HasErrors() {
-		return nil, diags
-	}
-	v, diags := sc.eval(serial, nil, nil)
+	v, diags := r.evalGlobal(inst, serial)
 	if diags.HasErrors() {
 		return nil, diags
 	}
@@ -401,11 +403,7 @@ func (r *runner) maxFail(inst *instance, expr hcl.Expression) (float64, bool, hc
 	if expr == nil {
 		return 0, false, nil
 	}
-	sc, diags := r.globalScope(inst)
-	if diags.HasErrors() {
-		return 0, false, diags
-	}
-	v, diags := sc.eval(expr, nil, nil)
+	v, diags := r.evalGlobal(inst, expr)
 	if diags.HasErrors() {
 		return 0, false, diags
 	}
