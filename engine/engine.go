@@ -136,7 +136,7 @@ func Run(ctx context.Context, req Request) *Result {
 	r.result.SetupDiagnostics = diags // warnings
 	r.emit(Event{Type: EventRunStart, Hosts: r.hostOrder})
 	r.result.Diagnostics = append(r.result.Diagnostics, diags...)
-	r.runInstance(ctx, r.root)
+	r.runPlaybook(ctx, r.root)
 	r.closeAll()
 	if ctx.Err() != nil {
 		r.result.Cancelled = true
@@ -237,7 +237,9 @@ func (r *runner) emit(e Event) {
 	r.req.Hooks.Event(e)
 }
 
-func (r *runner) runInstance(ctx context.Context, inst *instance) {
+// runPlaybook runs one playbook instance (the root or an include) item
+// by item in file order: its plays, and its includes with their outputs.
+func (r *runner) runPlaybook(ctx context.Context, inst *instance) {
 	for _, it := range inst.pb.Items {
 		if ctx.Err() != nil || r.aborted {
 			return
@@ -251,7 +253,7 @@ func (r *runner) runInstance(ctx context.Context, inst *instance) {
 				continue
 			}
 			child := inst.children[it.Name]
-			r.runInstance(ctx, child)
+			r.runPlaybook(ctx, child)
 			if ctx.Err() != nil || r.aborted {
 				return
 			}
@@ -302,14 +304,20 @@ func (r *runner) collectOutputs(ctx context.Context, child *instance) {
 	}
 }
 
+// evalGlobal evaluates a play's or an include's own expression (hosts,
+// serial, max_fail_percentage): without a host, so only var and local.
+func (r *runner) evalGlobal(inst *instance, expr hcl.Expression) (cty.Value, hcl.Diagnostics) {
+	sc, diags := r.globalScope(inst)
+	if diags.HasErrors() {
+		return cty.NilVal, diags
+	}
+	return sc.eval(expr, nil, nil)
+}
+
 // selectHosts evaluates a play's hosts pattern against the inventory and
 // --limit, dropping hosts that already failed.
 func (r *runner) selectHosts(inst *instance, hostsExpr hcl.Expression) ([]string, hcl.Diagnostics) {
-	sc, diags := r.globalScope(inst)
-	if diags.HasErrors() {
-		return nil, diags
-	}
-	v, diags := sc.eval(hostsExpr, nil, nil)
+	v, diags := r.evalGlobal(inst, hostsExpr)
 	if diags.HasErrors() {
 		return nil, diags
 	}
@@ -355,11 +363,7 @@ func (r *runner) batches(inst *instance, serial hcl.Expression, hosts []string) 
 	if serial == nil || len(hosts) == 0 {
 		return [][]string{hosts}, nil
 	}
-	sc, diags := r.globalScope(inst)
-	if diags.HasErrors() {
-		return nil, diags
-	}
-	v, diags := sc.eval(serial, nil, nil)
+	v, diags := r.evalGlobal(inst, serial)
 	if diags.HasErrors() {
 		return nil, diags
 	}
@@ -399,11 +403,7 @@ func (r *runner) maxFail(inst *instance, expr hcl.Expression) (float64, bool, hc
 	if expr == nil {
 		return 0, false, nil
 	}
-	sc, diags := r.globalScope(inst)
-	if diags.HasErrors() {
-		return 0, false, diags
-	}
-	v, diags := sc.eval(expr, nil, nil)
+	v, diags := r.evalGlobal(inst, expr)
 	if diags.HasErrors() {
 		return 0, false, diags
 	}
@@ -415,61 +415,76 @@ func (r *runner) maxFail(inst *instance, expr hcl.Expression) (float64, bool, hc
 	return f, true, nil
 }
 
-func (r *runner) runPlay(ctx context.Context, inst *instance, p *playbook.Play) {
-	fail := func(d hcl.Diagnostics) {
+// rollout is how a play or a serial include reaches its hosts: which
+// hosts, in which batches, and the failure share that stops the run.
+type rollout struct {
+	hosts   []string
+	batches [][]string
+	maxFail float64 // a percentage, when hasMax
+	hasMax  bool
+}
+
+// rollout reads a play's or a serial include's hosts, serial and
+// max_fail_percentage. An error in any of them stops the run: it is
+// reported (as a diagnostic of play, which may be "") and ok is false.
+func (r *runner) rollout(inst *instance, play string, hostsExpr, serial, maxFail hcl.Expression) (ro rollout, ok bool) {
+	fail := func(d hcl.Diagnostics) (rollout, bool) {
 		r.result.Diagnostics = append(r.result.Diagnostics, d...)
-		r.emit(Event{Type: EventDiagnostic, Play: p.Name, Diagnostics: DiagViews(d)})
+		r.emit(Event{Type: EventDiagnostic, Play: play, Diagnostics: DiagViews(d)})
 		r.aborted = true
+		return rollout{}, false
 	}
-	hosts, diags := r.selectHosts(inst, p.Hosts)
-	if diags.HasErrors() {
-		fail(diags)
+	var diags hcl.Diagnostics
+	if ro.hosts, diags = r.selectHosts(inst, hostsExpr); diags.HasErrors() {
+		return fail(diags)
+	}
+	if ro.batches, diags = r.batches(inst, serial, ro.hosts); diags.HasErrors() {
+		return fail(diags)
+	}
+	if ro.maxFail, ro.hasMax, diags = r.maxFail(inst, maxFail); diags.HasErrors() {
+		return fail(diags)
+	}
+	return ro, true
+}
+
+func (r *runner) runPlay(ctx context.Context, inst *instance, p *playbook.Play) {
+	ro, ok := r.rollout(inst, p.Name, p.Hosts, p.Serial, p.MaxFailPercentage)
+	if !ok {
 		return
 	}
-	batches, diags := r.batches(inst, p.Serial, hosts)
-	if diags.HasErrors() {
-		fail(diags)
-		return
-	}
-	pct, hasMax, diags := r.maxFail(inst, p.MaxFailPercentage)
-	if diags.HasErrors() {
-		fail(diags)
-		return
-	}
-	r.emit(Event{Type: EventPlayStart, Play: p.Name, Hosts: hosts, Batches: batches, Count: len(p.Tasks)})
-	for _, batch := range batches {
+	r.emit(Event{Type: EventPlayStart, Play: p.Name, Hosts: ro.hosts, Batches: ro.batches, Count: len(p.Tasks)})
+	for _, batch := range ro.batches {
 		if ctx.Err() != nil {
 			return
 		}
-		sem := make(chan struct{}, r.forks)
-		var wg sync.WaitGroup
-		for _, name := range batch {
-			hs := r.hosts[name]
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				r.playOnHost(ctx, inst, p, hs)
-			}()
-		}
-		wg.Wait()
-		failed := 0
-		for _, name := range batch {
-			if hs := r.hosts[name]; hs.failed || hs.unreachable {
-				failed++
-			}
-		}
-		if r.tooManyFailed(batch, hasMax, pct, p.MaxFailPercentage, p.Name) {
+		r.playBatch(ctx, inst, p, batch)
+		if r.tooManyFailed(batch, ro, p.MaxFailPercentage, p.Name) {
 			return
 		}
 	}
 }
 
+// playBatch runs a play on a batch of hosts, at most forks at once.
+func (r *runner) playBatch(ctx context.Context, inst *instance, p *playbook.Play, batch []string) {
+	sem := make(chan struct{}, r.forks)
+	var wg sync.WaitGroup
+	for _, name := range batch {
+		hs := r.hosts[name]
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			r.playOnHost(ctx, inst, p, hs)
+		}()
+	}
+	wg.Wait()
+}
+
 // tooManyFailed stops the run when a batch's failures exceed
 // max_fail_percentage.
-func (r *runner) tooManyFailed(batch []string, hasMax bool, pct float64, expr hcl.Expression, play string) bool {
-	if !hasMax || len(batch) == 0 {
+func (r *runner) tooManyFailed(batch []string, ro rollout, expr hcl.Expression, play string) bool {
+	if !ro.hasMax || len(batch) == 0 {
 		return false
 	}
 	failed := 0
@@ -478,13 +493,13 @@ func (r *runner) tooManyFailed(batch []string, hasMax bool, pct float64, expr hc
 			failed++
 		}
 	}
-	if float64(failed)*100/float64(len(batch)) <= pct {
+	if float64(failed)*100/float64(len(batch)) <= ro.maxFail {
 		return false
 	}
 	d := hcl.Diagnostics{{
 		Severity: hcl.DiagError,
 		Summary:  "Maximum failure percentage exceeded",
-		Detail:   fmt.Sprintf("%d of %d hosts in this batch failed, more than max_fail_percentage = %g; the run stops here.", failed, len(batch), pct),
+		Detail:   fmt.Sprintf("%d of %d hosts in this batch failed, more than max_fail_percentage = %g; the run stops here.", failed, len(batch), ro.maxFail),
 		Subject:  expr.Range().Ptr(),
 	}}
 	r.result.Diagnostics = append(r.result.Diagnostics, d...)
@@ -496,30 +511,14 @@ func (r *runner) tooManyFailed(batch []string, hasMax bool, pct float64, expr hc
 // runSerialInclude runs an included playbook whole, one batch of its hosts
 // at a time.
 func (r *runner) runSerialInclude(ctx context.Context, inst *instance, inc *playbook.Include) {
-	fail := func(d hcl.Diagnostics) {
-		r.result.Diagnostics = append(r.result.Diagnostics, d...)
-		r.emit(Event{Type: EventDiagnostic, Diagnostics: DiagViews(d)})
-		r.aborted = true
-	}
-	hosts, diags := r.selectHosts(inst, inc.Hosts)
-	if diags.HasErrors() {
-		fail(diags)
-		return
-	}
-	batches, diags := r.batches(inst, inc.Serial, hosts)
-	if diags.HasErrors() {
-		fail(diags)
-		return
-	}
-	pct, hasMax, diags := r.maxFail(inst, inc.MaxFailPercentage)
-	if diags.HasErrors() {
-		fail(diags)
+	ro, ok := r.rollout(inst, "", inc.Hosts, inc.Serial, inc.MaxFailPercentage)
+	if !ok {
 		return
 	}
 	outer := r.restrict
 	defer func() { r.restrict = outer }()
 	child := inst.children[inc.Name]
-	for _, batch := range batches {
+	for _, batch := range ro.batches {
 		if ctx.Err() != nil || r.aborted {
 			return
 		}
@@ -527,12 +526,12 @@ func (r *runner) runSerialInclude(ctx context.Context, inst *instance, inc *play
 		for _, h := range batch {
 			r.restrict[h] = true
 		}
-		r.runInstance(ctx, child)
+		r.runPlaybook(ctx, child)
 		if ctx.Err() != nil || r.aborted {
 			return
 		}
 		r.collectOutputs(ctx, child)
-		if r.tooManyFailed(batch, hasMax, pct, inc.MaxFailPercentage, "include "+inc.Name) {
+		if r.tooManyFailed(batch, ro, inc.MaxFailPercentage, "include "+inc.Name) {
 			return
 		}
 	}

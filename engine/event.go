@@ -7,7 +7,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/wsu-project/wsu/host"
-	"github.com/wsu-project/wsu/transport/notify"
+	"github.com/wsu-project/wsu/notify"
 )
 
 // EventSchema versions the event stream (`--output json`). Add fields freely;

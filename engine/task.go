@@ -4,18 +4,18 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/wsu-project/wsu/engine/playbook"
 	"github.com/wsu-project/wsu/host"
-	"github.com/wsu-project/wsu/modules"
-	"github.com/wsu-project/wsu/transport/notify"
+	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/notify"
 )
 
 // playOnHost runs a play's tasks, then its notified handlers, on one host.
@@ -102,7 +102,7 @@ func (r *runner) runTask(ctx context.Context, sc *scope, playVars map[string]cty
 		}
 	}
 	if t.ForEach == nil {
-		res, changed := r.runInstance1(ctx, sc, playVars, t, hs, nil, base)
+		res, changed := r.runTaskInstance(ctx, sc, playVars, t, hs, nil, base)
 		if !t.Handler {
 			sc.tasks[t.Name] = res
 		}
@@ -156,7 +156,7 @@ func (r *runner) runTask(ctx context.Context, sc *scope, playVars map[string]cty
 		ev := base
 		ev.Address = fmt.Sprintf("%s[%q]", addr, item.key)
 		ev.Key = item.key
-		res, changed := r.runInstance1(ctx, sc, playVars, t, hs, map[string]cty.Value{playbook.RootEach: each}, ev)
+		res, changed := r.runTaskInstance(ctx, sc, playVars, t, hs, map[string]cty.Value{playbook.RootEach: each}, ev)
 		results[item.key] = res
 		changedAny = changedAny || changed
 	}
@@ -164,226 +164,6 @@ func (r *runner) runTask(ctx context.Context, sc *scope, playVars map[string]cty
 		sc.tasks[t.Name] = cty.ObjectVal(results)
 	}
 	return changedAny
-}
-
-// runInstance1 runs one task instance: when → decode → plan → apply →
-// until, with retries. It returns the task result and whether it changed.
-func (r *runner) runInstance1(ctx context.Context, sc *scope, playVars map[string]cty.Value, t *playbook.Task, hs *hostState, extra map[string]cty.Value, ev Event) (cty.Value, bool) {
-	start := time.Now()
-	nullResult := cty.NullVal(t.Schema.ResultType())
-	r.emit(withType(ev, EventTaskStart))
-	done := func(status Status, change *ChangeView, msg string, attempts int, diags hcl.Diagnostics) {
-		e := ev
-		e.Type, e.Status, e.Change, e.Message, e.Attempts = EventTaskResult, status, change, msg, attempts
-		e.DurationMS = time.Since(start).Milliseconds()
-		e.Diagnostics = DiagViews(diags)
-		r.emit(e)
-	}
-
-	if t.When != nil {
-		w, diags := sc.eval(t.When, extra, playVars)
-		if diags.HasErrors() {
-			r.taskFailed(t, hs, ev, diags, &start)
-			return nullResult, false
-		}
-		w, _ = w.Unmark()
-		if !w.IsKnown() {
-			hs.recap.Deferred++
-			r.recordPlan(hs, ev.Address, StatusDeferred, "deferred", func() string { return fingerprint(t.Module, cty.DynamicVal, StatusDeferred, nil) })
-			done(StatusDeferred, nil, "the condition depends on values known only after apply", 0, nil)
-			return cty.UnknownVal(t.Schema.ResultType()), false
-		}
-		b, err := convert.Convert(w, cty.Bool)
-		if err != nil || b.IsNull() {
-			r.taskFailed(t, hs, ev, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid when", Detail: "when must be true or false.", Subject: t.When.Range().Ptr()}}, &start)
-			return nullResult, false
-		}
-		if b.False() {
-			hs.recap.Skipped++
-			r.recordPlan(hs, ev.Address, StatusSkipped, "skipped", func() string { return fingerprint(t.Module, cty.NilVal, StatusSkipped, nil) })
-			done(StatusSkipped, nil, "", 0, nil)
-			return nullResult, false
-		}
-	}
-
-	mod, _ := r.req.Registry.Lookup(t.Module)
-	spec := playbook.Spec(t.Schema)
-	ectx, diags := sc.ctx(hcldec.Variables(t.Body, spec), extra, playVars)
-	if diags.HasErrors() {
-		r.taskFailed(t, hs, ev, diags, &start)
-		return nullResult, false
-	}
-	raw, diags := hcldec.Decode(t.Body, spec, ectx)
-	if diags.HasErrors() {
-		r.taskFailed(t, hs, ev, diags, &start)
-		return nullResult, false
-	}
-	cfgVal, paths := raw.UnmarkDeepWithPaths()
-	sensitive := map[string]bool{}
-	var secrets scrubber
-	for _, pm := range paths {
-		if _, ok := pm.Marks[Sensitive]; ok && len(pm.Path) > 0 {
-			if ga, ok := pm.Path[0].(cty.GetAttrStep); ok {
-				sensitive[ga.Name] = true
-			}
-			if v, err := pm.Path.Apply(cfgVal); err == nil {
-				secrets.add(v)
-			}
-		}
-	}
-	secret := secretFields{args: map[string]bool{}, sensitive: sensitive}
-	for _, a := range t.Schema.Attributes {
-		secret.args[a.Name] = true
-		if a.Sensitive {
-			sensitive[a.Name] = true
-			secrets.add(cfgVal.GetAttr(a.Name))
-		}
-	}
-	// Whatever a module derives from a secret (a subject, an error) is
-	// scrubbed before anyone sees it.
-	ev.scrub = secrets.scrub // done (above) reads ev when called
-	cfg := modules.Config{Value: cfgVal, Block: t.BodyRange, Ranges: map[string]hcl.Range{}}
-	for name, a := range t.Body.Attributes {
-		cfg.Ranges[name] = a.Expr.Range()
-	}
-	if v, ok := mod.(modules.Validator); ok {
-		if d := v.Validate(modules.ValidateRequest{Config: cfg}); d.HasErrors() {
-			r.taskFailed(t, hs, ev, d, &start)
-			return nullResult, false
-		}
-	}
-	var h host.Host
-	if t.Schema.Target == modules.TargetHost {
-		var err error
-		if h, err = r.connect(ctx, hs); err != nil {
-			r.unreachable(hs, ev, err)
-			return nullResult, false
-		}
-		// From here on, including reconnects, the task's traffic is the
-		// growth of the host's counters; connecting was not the task's.
-		if before, ok := hs.counters(); ok {
-			ev.traffic = func() *Traffic {
-				now, _ := hs.counters()
-				return trafficOf(now.Sub(before))
-			}
-		}
-	}
-
-	retries, delay, d := r.retryPolicy(sc, t, extra, playVars)
-	if d.HasErrors() {
-		r.taskFailed(t, hs, ev, d, &start)
-		return nullResult, false
-	}
-	var (
-		result     cty.Value
-		change     *modules.Change
-		attempt    int
-		reconnects int
-		// warnings of the attempt that succeeded, shown with its result
-		warnings hcl.Diagnostics
-	)
-	for attempt = 1; ; attempt++ {
-		var diags hcl.Diagnostics
-		result, change, diags = r.planApply(ctx, mod, cfg, h, hs.planned > 0)
-		if !diags.HasErrors() && r.req.Mode == ModeApply && t.Until != nil {
-			res := markResult(t.Schema, result, secret)
-			ok, d := r.untilMet(sc, t, extra, playVars, res)
-			diags = append(diags, d...)
-			if !d.HasErrors() && !ok {
-				diags = append(diags, &hcl.Diagnostic{
-					Severity: hcl.DiagError,
-					Summary:  "Condition not met",
-					Detail:   fmt.Sprintf("until was still false after %d attempts.", attempt),
-					Subject:  t.Until.Range().Ptr(),
-				})
-			}
-		}
-		if !diags.HasErrors() {
-			warnings = diags
-			break
-		}
-		// The task cut the connection under itself (hybrid-overlay and
-		// HNS changes do): reconnect and run it again from Plan, which
-		// converges because modules are idempotent. This is not a retry.
-		if lost(h) && reconnects < maxReconnects && ctx.Err() == nil {
-			reconnects++
-			attempt--
-			nh, err := r.reconnect(ctx, hs, ev)
-			if err != nil {
-				r.unreachable(hs, ev, err)
-				return nullResult, false
-			}
-			h = nh
-			continue
-		}
-		if attempt > retries || ctx.Err() != nil || r.req.Mode == ModePlan {
-			if r.ignoreErrors(sc, t, extra, playVars) {
-				hs.recap.Ignored++
-				done(StatusIgnored, renderChange(change, secret), "", attempt, diags)
-				return nullResult, false
-			}
-			r.taskFailed(t, hs, ev, diags, &start)
-			return nullResult, false
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(delay):
-		}
-	}
-	result = markResult(t.Schema, result, secret)
-	msg := ""
-	if t.Schema.Show != "" && result.IsKnown() && !result.IsNull() {
-		if mv := result.GetAttr(t.Schema.Show); mv.HasMark(Sensitive) {
-			msg = shownSensitive
-		} else if mv.IsKnown() && !mv.IsNull() && mv.Type() == cty.String {
-			msg = mv.AsString()
-		} else {
-			msg = Render(mv)
-		}
-	}
-	cv := renderChange(change, secret)
-	status := StatusOK
-	summary := "no change"
-	if change != nil {
-		status = StatusChanged
-		summary = ev.scrub(cv.Symbol + " " + cv.Action + " " + cv.Subject)
-		hs.recap.Changed++
-		hs.planned++
-		r.countChange()
-	} else {
-		hs.recap.OK++
-	}
-	r.recordPlan(hs, ev.Address, status, summary, func() string { return fingerprint(t.Module, cfgVal, status, change) })
-	done(status, cv, msg, attempt, warnings)
-	return result, change != nil
-}
-
-// planApply asks the module for its plan and, when applying, applies it.
-func (r *runner) planApply(ctx context.Context, mod modules.Module, cfg modules.Config, h host.Host, pending bool) (cty.Value, *modules.Change, hcl.Diagnostics) {
-	pr := mod.Plan(ctx, modules.PlanRequest{Config: cfg, Host: h, Pending: r.req.Mode == ModePlan && pending})
-	if pr.Diagnostics.HasErrors() {
-		return cty.NilVal, pr.Change, pr.Diagnostics
-	}
-	if pr.Change == nil || r.req.Mode == ModePlan {
-		return pr.Result, pr.Change, pr.Diagnostics
-	}
-	ar := mod.Apply(ctx, modules.ApplyRequest{Config: cfg, Host: h, Change: pr.Change})
-	return ar.Result, pr.Change, append(pr.Diagnostics, ar.Diagnostics...)
-}
-
-// markResult re-applies sensitivity to a result: attributes the schema
-// declares sensitive, and those derived from a sensitive argument.
-func markResult(s modules.Schema, v cty.Value, secret secretFields) cty.Value {
-	if v == cty.NilVal || v.IsNull() || !v.IsKnown() || !v.Type().IsObjectType() {
-		return v
-	}
-	m := v.AsValueMap()
-	for _, a := range s.Results {
-		if rv, ok := m[a.Name]; ok && (a.Sensitive || secret.hide(a.Name)) {
-			m[a.Name] = rv.Mark(Sensitive)
-		}
-	}
-	return cty.ObjectVal(m)
 }
 
 func (r *runner) retryPolicy(sc *scope, t *playbook.Task, extra, playVars map[string]cty.Value) (int, time.Duration, hcl.Diagnostics) {
@@ -481,7 +261,32 @@ const maxReconnects = 3
 
 // DefaultReconnectTimeout is how long a host gets to come back after a task
 // cut its connection; the inventory variable reconnect_timeout overrides it.
+// The engine owns the variable, since the engine reconnects; transports
+// ignore it.
 const DefaultReconnectTimeout = 5 * time.Minute
+
+// reconnectTimeout reads a host's reconnect_timeout: "90s", "5m" or a
+// number of seconds. A bad value is an error naming where it was set.
+func reconnectTimeout(vars map[string]inventory.Var) (time.Duration, error) {
+	const name = "reconnect_timeout"
+	v, ok := vars[name]
+	if !ok {
+		return DefaultReconnectTimeout, nil
+	}
+	val, _ := v.Value.Unmark()
+	if val.IsNull() {
+		return DefaultReconnectTimeout, nil
+	}
+	d, err := parseDuration(val)
+	if err != nil || d < 0 {
+		where := ""
+		if v.Range.Filename != "" {
+			where = fmt.Sprintf("%s:%d:%d: ", v.Range.Filename, v.Range.Start.Line, v.Range.Start.Column)
+		}
+		return 0, fmt.Errorf(`%s%s must be a duration such as "30s" or "5m", or a number of seconds`, where, name)
+	}
+	return d, nil
+}
 
 func lost(h host.Host) bool {
 	l, ok := h.(host.Lossy)
@@ -491,11 +296,9 @@ func lost(h host.Host) bool {
 // reconnect replaces a lost connection, trying until reconnect_timeout.
 func (r *runner) reconnect(ctx context.Context, hs *hostState, ev Event) (host.Host, error) {
 	hs.dropConn()
-	timeout := DefaultReconnectTimeout
-	if v, ok := hs.vars["reconnect_timeout"]; ok {
-		if d, err := parseDuration(v.Value); err == nil {
-			timeout = d
-		}
+	timeout, err := reconnectTimeout(hs.vars)
+	if err != nil {
+		return nil, err // connect refused it before: not reached
 	}
 	e := ev
 	e.Type = EventReconnecting
@@ -529,11 +332,11 @@ func parseDuration(v cty.Value) (time.Duration, error) {
 		return time.Duration(f * float64(time.Second)), nil
 	}
 	if v.Type() == cty.String {
-		if d, err := time.ParseDuration(v.AsString()); err == nil {
+		s := strings.TrimSpace(v.AsString())
+		if d, err := time.ParseDuration(s); err == nil {
 			return d, nil
 		}
-		var f float64
-		if _, err := fmt.Sscanf(v.AsString(), "%g", &f); err == nil {
+		if f, err := strconv.ParseFloat(s, 64); err == nil {
 			return time.Duration(f * float64(time.Second)), nil
 		}
 	}
@@ -547,6 +350,9 @@ func (r *runner) connect(ctx context.Context, hs *hostState) (host.Host, error) 
 	}
 	if r.req.Connector == nil {
 		return nil, fmt.Errorf("no transport configured")
+	}
+	if _, err := reconnectTimeout(hs.vars); err != nil {
+		return nil, fmt.Errorf("host %s: %w", hs.name, err)
 	}
 	// What the transport reports while connecting (a host key recorded on
 	// first use, retries) becomes host_warning and host_connect_retry.

@@ -28,10 +28,26 @@ type Module interface {
 }
 
 // Validator is implemented by modules that can check their configuration
-// without touching a host (relative paths, conflicting options). The engine
-// calls it at load time and again before Plan; unknown values are possible.
+// without touching a host (relative paths, conflicting options). The
+// static checker calls it at load time, when unknown values are possible,
+// and the engine again (through Validate) with the real values before
+// Plan.
 type Validator interface {
 	Validate(req ValidateRequest) hcl.Diagnostics
+}
+
+// Validate runs m's Validate, if m has one. It is the one place a
+// configuration is checked before Plan and Apply: the engine calls it for
+// every task instance, before connecting, and never calls Plan or Apply
+// after an error. So Plan and Apply take a valid configuration for
+// granted, and, for a TargetHost module, a non-nil Host; tests calling a
+// module directly go through modules/moduletest, which keeps both promises
+// the same way.
+func Validate(m Module, cfg Config) hcl.Diagnostics {
+	if v, ok := m.(Validator); ok {
+		return v.Validate(ValidateRequest{Config: cfg})
+	}
+	return nil
 }
 
 // Target says where a module does its work.
@@ -121,7 +137,7 @@ func (c Config) Range(name string) *hcl.Range {
 	return &r
 }
 
-// Errorf builds an error diagnostic located at an argument.
+// Error builds an error diagnostic located at an argument.
 func (c Config) Error(attr, summary, detail string) *hcl.Diagnostic {
 	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: c.Range(attr)}
 }

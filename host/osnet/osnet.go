@@ -1,6 +1,7 @@
-// Package osnet implements the network probes of the Host API with the
-// machine's own network stack, for the backends that run on the host itself
-// (the Windows agent, the simulation, the local transport).
+// Package osnet implements the network probes of the Host API, and the
+// address choice of the ipv4 fact, with the machine's own network stack, for
+// the backends that run on the host itself (the Windows agent, the
+// simulation, the local transport).
 package osnet
 
 import (

@@ -42,3 +42,17 @@ func TestDialTCP(t *testing.T) {
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.NotErrorIs(t, err, host.ErrUnreachable, "the caller gave up: no answer about the port")
 }
+
+func TestFirstIPv4(t *testing.T) {
+	ips := func(ss ...string) []net.IP {
+		var out []net.IP
+		for _, s := range ss {
+			out = append(out, net.ParseIP(s))
+		}
+		return out
+	}
+	assert.Equal(t, "10.0.0.5", FirstIPv4(ips("fe80::1", "169.254.3.4", "10.0.0.5", "10.0.0.6")), "a global address beats a link-local one")
+	assert.Equal(t, "169.254.3.4", FirstIPv4(ips("fe80::1", "169.254.3.4")), "link-local when there is nothing else")
+	assert.Equal(t, "", FirstIPv4(ips("fe80::1")))
+	assert.Equal(t, "", FirstIPv4(nil))
+}

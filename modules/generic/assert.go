@@ -67,9 +67,6 @@ func (Assert) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 
 // check evaluates the conditions; passed is unknown while any is.
 func (m Assert) check(cfg modules.Config) (cty.Value, hcl.Diagnostics) {
-	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
-		return unknownResult(assertResults), diags
-	}
 	that := get(cfg, "that")
 	if !that.IsWhollyKnown() {
 		return unknownResult(assertResults), nil

@@ -182,9 +182,6 @@ func guard(ctx context.Context, h host.Host, cfg modules.Config) (skip, known bo
 			known = false
 			continue
 		}
-		if h == nil {
-			return false, false, hcl.Diagnostics{cfg.Error(g.name, "No host", "This module needs a host to act on.")}
-		}
 		fi, err := h.Stat(ctx, p)
 		if err != nil {
 			return false, false, hcl.Diagnostics{cfg.Error(g.name, "Cannot check "+g.name, err.Error())}
@@ -203,9 +200,6 @@ func skippedResult() cty.Value {
 
 func (m Command) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
-	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
-		return modules.PlanResponse{Result: unknownResult(commandResults), Diagnostics: diags}
-	}
 	skip, known, diags := guard(ctx, req.Host, cfg)
 	if diags.HasErrors() {
 		return modules.PlanResponse{Result: unknownResult(commandResults), Diagnostics: diags}
@@ -232,9 +226,7 @@ func (m Command) Plan(ctx context.Context, req modules.PlanRequest) modules.Plan
 
 func (m Command) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
-	diags := m.Validate(modules.ValidateRequest{Config: cfg})
-	diags = append(diags, requireKnown(cfg, "argv", "creates", "removes", "chdir", "env", "stdin", "timeout", "expected_exit_codes")...)
-	if diags.HasErrors() {
+	if diags := requireKnown(cfg, "argv", "creates", "removes", "chdir", "env", "stdin", "timeout", "expected_exit_codes"); diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(commandResults), Diagnostics: diags}
 	}
 	// Guards again: a path unknown at plan time is known now.
@@ -278,9 +270,6 @@ func (m Command) Apply(ctx context.Context, req modules.ApplyRequest) modules.Ap
 		}
 	}
 
-	if req.Host == nil {
-		return modules.ApplyResponse{Result: unknownResult(commandResults), Diagnostics: hcl.Diagnostics{cfg.Error("argv", "No host", "This module needs a host to act on.")}}
-	}
 	out, err := req.Host.Run(ctx, rr)
 	if err != nil {
 		return modules.ApplyResponse{

@@ -68,9 +68,6 @@ func (Directory) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 
 func (m Directory) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
-	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
-		return modules.PlanResponse{Result: unknownResult(directoryResults), Diagnostics: diags}
-	}
 	pathV := get(cfg, "path")
 	path, pathOK := str(pathV)
 	state, stateOK := str(get(cfg, "state"))
@@ -123,8 +120,7 @@ func (m Directory) Plan(ctx context.Context, req modules.PlanRequest) modules.Pl
 
 func (m Directory) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
-	diags := m.Validate(modules.ValidateRequest{Config: cfg})
-	if diags = append(diags, requireKnown(cfg, "path", "state", "mode")...); diags.HasErrors() {
+	if diags := requireKnown(cfg, "path", "state", "mode"); diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(directoryResults), Diagnostics: diags}
 	}
 	path, _ := str(get(cfg, "path"))

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
-	"fmt"
 	"io/fs"
 	"strings"
 
@@ -14,6 +12,7 @@ import (
 
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/modules"
+	"github.com/wsu-project/wsu/modules/modutil"
 )
 
 // File manages one regular file's content and permissions.
@@ -112,9 +111,6 @@ func (fc fileConfig) result(cfg modules.Config) cty.Value {
 
 func (m File) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
-	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
-		return modules.PlanResponse{Result: unknownResult(fileResults), Diagnostics: diags}
-	}
 	fc := decodeFile(cfg)
 	res := fc.result(cfg)
 
@@ -205,8 +201,7 @@ func (m File) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 // fields: values unknown at plan time are known now.
 func (m File) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
-	diags := m.Validate(modules.ValidateRequest{Config: cfg})
-	if diags = append(diags, requireKnown(cfg, "path", "state", "content", "mode")...); diags.HasErrors() {
+	if diags := requireKnown(cfg, "path", "state", "content", "mode"); diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(fileResults), Diagnostics: diags}
 	}
 	fc := decodeFile(cfg)
@@ -268,42 +263,24 @@ func (m File) Apply(ctx context.Context, req modules.ApplyRequest) modules.Apply
 	return modules.ApplyResponse{Result: res}
 }
 
-// probeFile is statFile and then SHA256 for a plan, in one round trip
-// when the file is missing or already holds wantSHA ("" when that does not
-// settle it): a sha256 answers only for a regular file, its not-found says
-// nothing is there, and the same sha256 means the same size. Otherwise the
-// file is stat'ed as well, for its size and mode, or to explain an error
-// (a directory, a bad path) exactly as statFile does.
+// fileProbe words the shared file probe for this module.
+func fileProbe(cfg modules.Config) modutil.FileProbe {
+	return modutil.FileProbe{
+		Cfg:       cfg,
+		Attr:      "path",
+		DirDetail: "%s is a directory; the file module manages regular files (see the directory module).",
+		HostError: func(summary string, err error) hcl.Diagnostics { return hostError(cfg, summary, err) },
+	}
+}
+
+// probeFile is modutil.FileProbe.Probe: statFile and the sha256, in one
+// round trip when that settles it.
 func probeFile(ctx context.Context, h host.Host, cfg modules.Config, path, wantSHA string, wantSize int64) (host.FileInfo, string, hcl.Diagnostics) {
-	sum, err := h.SHA256(ctx, path)
-	switch {
-	case err == nil && wantSHA != "" && sum == wantSHA:
-		return host.FileInfo{Path: path, Exists: true, Size: wantSize}, sum, nil
-	case errors.Is(err, fs.ErrNotExist):
-		return host.FileInfo{Path: path}, "", nil
-	}
-	fi, diags := statFile(ctx, h, cfg, path)
-	switch {
-	case diags.HasErrors():
-		return fi, "", diags
-	case !fi.Exists: // removed in between
-		return fi, "", nil
-	case err != nil:
-		return fi, "", hostError(cfg, "Cannot read file", err)
-	}
-	return fi, sum, nil
+	return fileProbe(cfg).Probe(ctx, h, path, wantSHA, wantSize)
 }
 
 // statFile stats path and refuses a directory: replacing one with a file, or
 // removing it, is not this module's job.
 func statFile(ctx context.Context, h host.Host, cfg modules.Config, path string) (host.FileInfo, hcl.Diagnostics) {
-	fi, err := h.Stat(ctx, path)
-	if err != nil {
-		return fi, hostError(cfg, "Cannot read file state", err)
-	}
-	if fi.Exists && fi.IsDir {
-		return fi, hcl.Diagnostics{cfg.Error("path", "Path is a directory",
-			fmt.Sprintf("%s is a directory; the file module manages regular files (see the directory module).", path))}
-	}
-	return fi, nil
+	return fileProbe(cfg).Stat(ctx, h, path)
 }

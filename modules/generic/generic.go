@@ -170,9 +170,6 @@ type hostTarget struct {
 // checkHost reads the host's facts and rejects a Windows path on a host that
 // would read it as a relative name (a file literally called `C:\x`).
 func checkHost(ctx context.Context, h host.Host, cfg modules.Config, path string) (hostTarget, hcl.Diagnostics) {
-	if h == nil {
-		return hostTarget{}, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No host", Detail: "This module needs a host to act on.", Subject: cfg.Range("path")}}
-	}
 	facts, err := h.Facts(ctx)
 	if err != nil {
 		return hostTarget{}, hcl.Diagnostics{cfg.Error("path", "Cannot read host facts", err.Error())}

@@ -137,9 +137,6 @@ func clusterInfo(ctx context.Context, cl *kube.Client, cfg modules.Config) (stri
 
 func (m BootstrapToken) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
-	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
-		return modules.PlanResponse{Result: unknownResult(bootstrapTokenResults), Diagnostics: diags}
-	}
 	create := &modules.Change{Action: modules.Create, Subject: "bootstrap token in " + kube.BootstrapTokenNamespace,
 		Fields: []modules.FieldChange{
 			{Name: "ttl", Old: cty.NullVal(cty.String), New: get(cfg, "ttl")},
@@ -177,9 +174,7 @@ var tokenMu sync.Mutex
 
 func (m BootstrapToken) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
-	diags := m.Validate(modules.ValidateRequest{Config: cfg})
-	diags = append(diags, requireKnown(cfg, attrNames(bootstrapTokenAttrs)...)...)
-	if diags.HasErrors() {
+	if diags := requireKnown(cfg, attrNames(bootstrapTokenAttrs)...); diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(bootstrapTokenResults), Diagnostics: diags}
 	}
 	cl, _, diags := m.client(cfg)

@@ -304,9 +304,6 @@ func orUnknown(kind string) string {
 
 func (m CSRApprove) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
-	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
-		return modules.PlanResponse{Result: unknownResult(csrApproveResults), Diagnostics: diags}
-	}
 	name, nameOK := str(get(cfg, "node_name"))
 	subject := "approve kubelet CSRs of node " + knownAfterApply
 	if nameOK {
@@ -376,9 +373,7 @@ func csrNames(cs []kube.NodeCSR) []string {
 
 func (m CSRApprove) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
-	diags := m.Validate(modules.ValidateRequest{Config: cfg})
-	diags = append(diags, requireKnown(cfg, attrNames(csrApproveAttrs)...)...)
-	if diags.HasErrors() {
+	if diags := requireKnown(cfg, attrNames(csrApproveAttrs)...); diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(csrApproveResults), Diagnostics: diags}
 	}
 	cl, _, diags := m.client(cfg)

@@ -200,9 +200,6 @@ func validText(b []byte) string { return strings.ToValidUTF8(string(b), "\uFFFD"
 
 func (m Ignition) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
-	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
-		return modules.PlanResponse{Result: unknownResult(ignitionResults), Diagnostics: diags}
-	}
 	// Arguments an earlier task produces are unknown in a plan; the read
 	// happens when the run gets here with them known.
 	if !cfg.Value.IsWhollyKnown() {

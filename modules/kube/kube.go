@@ -103,6 +103,7 @@ var (
 	result        = modutil.Result
 	unknownResult = modutil.UnknownResult
 	requireKnown  = modutil.RequireKnown
+	strList       = modutil.Strings
 )
 
 // attrNames lists a schema's argument names, for requireKnown.

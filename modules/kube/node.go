@@ -343,9 +343,6 @@ func (d nodeDiff) patch(resourceVersion string) ([]byte, error) {
 
 func (m Node) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
-	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
-		return modules.PlanResponse{Result: unknownResult(nodeResults), Diagnostics: diags}
-	}
 	name, nameOK := str(get(cfg, "name"))
 	cl, known, diags := m.client(cfg)
 	if diags.HasErrors() {
@@ -383,9 +380,7 @@ func (m Node) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 
 func (m Node) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
-	diags := m.Validate(modules.ValidateRequest{Config: cfg})
-	diags = append(diags, requireKnown(cfg, attrNames(nodeAttrs)...)...)
-	if diags.HasErrors() {
+	if diags := requireKnown(cfg, attrNames(nodeAttrs)...); diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(nodeResults), Diagnostics: diags}
 	}
 	cl, _, diags := m.client(cfg)

@@ -67,9 +67,6 @@ func setUnschedulable(ctx context.Context, cl *kube.Client, name string, on bool
 
 func (m NodeCordon) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
-	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
-		return modules.PlanResponse{Result: unknownResult(nodeCordonResults), Diagnostics: diags}
-	}
 	name, nameOK := str(get(cfg, "name"))
 	want := get(cfg, "cordoned")
 	cl, known, diags := m.client(cfg)
@@ -112,9 +109,7 @@ func (m NodeCordon) Plan(ctx context.Context, req modules.PlanRequest) modules.P
 
 func (m NodeCordon) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
-	diags := m.Validate(modules.ValidateRequest{Config: cfg})
-	diags = append(diags, requireKnown(cfg, attrNames(nodeCordonAttrs)...)...)
-	if diags.HasErrors() {
+	if diags := requireKnown(cfg, attrNames(nodeCordonAttrs)...); diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(nodeCordonResults), Diagnostics: diags}
 	}
 	cl, _, diags := m.client(cfg)

@@ -51,9 +51,6 @@ func (NodeDelete) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 
 func (m NodeDelete) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
-	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
-		return modules.PlanResponse{Result: unknownResult(nodeDeleteResults), Diagnostics: diags}
-	}
 	name, nameOK := str(get(cfg, "name"))
 	cl, known, diags := m.client(cfg)
 	if diags.HasErrors() {
@@ -81,9 +78,7 @@ func (m NodeDelete) Plan(ctx context.Context, req modules.PlanRequest) modules.P
 
 func (m NodeDelete) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
-	diags := m.Validate(modules.ValidateRequest{Config: cfg})
-	diags = append(diags, requireKnown(cfg, attrNames(nodeDeleteAttrs)...)...)
-	if diags.HasErrors() {
+	if diags := requireKnown(cfg, attrNames(nodeDeleteAttrs)...); diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(nodeDeleteResults), Diagnostics: diags}
 	}
 	cl, _, diags := m.client(cfg)

@@ -184,22 +184,8 @@ func podsOnNode(ctx context.Context, cl *kube.Client, node string) ([]corev1.Pod
 	return list.Items, nil
 }
 
-func strList(ss []string) cty.Value {
-	if len(ss) == 0 {
-		return cty.ListValEmpty(cty.String)
-	}
-	vals := make([]cty.Value, len(ss))
-	for i, s := range ss {
-		vals[i] = cty.StringVal(s)
-	}
-	return cty.ListVal(vals)
-}
-
 func (m NodeDrain) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
-	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
-		return modules.PlanResponse{Result: unknownResult(nodeDrainResults), Diagnostics: diags}
-	}
 	cl, known, diags := m.client(cfg)
 	if diags.HasErrors() {
 		return modules.PlanResponse{Result: unknownResult(nodeDrainResults), Diagnostics: diags}
@@ -262,9 +248,7 @@ type evicting struct {
 
 func (m NodeDrain) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
-	diags := m.Validate(modules.ValidateRequest{Config: cfg})
-	diags = append(diags, requireKnown(cfg, attrNames(nodeDrainAttrs)...)...)
-	if diags.HasErrors() {
+	if diags := requireKnown(cfg, attrNames(nodeDrainAttrs)...); diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(nodeDrainResults), Diagnostics: diags}
 	}
 	cl, _, diags := m.client(cfg)

@@ -105,9 +105,6 @@ func conditionDetail(c corev1.NodeCondition) string {
 
 func (m NodeWait) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
-	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
-		return modules.PlanResponse{Result: unknownResult(nodeWaitResults), Diagnostics: diags}
-	}
 	name, nameOK := str(get(cfg, "name"))
 	cond, condOK := str(get(cfg, "condition"))
 	want, wantOK := str(get(cfg, "status"))
@@ -152,9 +149,7 @@ func (m NodeWait) Plan(ctx context.Context, req modules.PlanRequest) modules.Pla
 
 func (m NodeWait) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
-	diags := m.Validate(modules.ValidateRequest{Config: cfg})
-	diags = append(diags, requireKnown(cfg, attrNames(nodeWaitAttrs)...)...)
-	if diags.HasErrors() {
+	if diags := requireKnown(cfg, attrNames(nodeWaitAttrs)...); diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(nodeWaitResults), Diagnostics: diags}
 	}
 	cl, _, diags := m.client(cfg)

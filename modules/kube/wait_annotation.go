@@ -94,9 +94,6 @@ func nodeAnnotation(ctx context.Context, cl *kube.Client, node, key string) (val
 
 func (m WaitAnnotation) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
-	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
-		return modules.PlanResponse{Result: unknownResult(waitAnnotationResults), Diagnostics: diags}
-	}
 	node, nodeOK := str(get(cfg, "node"))
 	key, keyOK := str(get(cfg, "annotation"))
 	subject := knownAfterApply
@@ -132,9 +129,7 @@ func (m WaitAnnotation) Plan(ctx context.Context, req modules.PlanRequest) modul
 
 func (m WaitAnnotation) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
-	diags := m.Validate(modules.ValidateRequest{Config: cfg})
-	diags = append(diags, requireKnown(cfg, attrNames(waitAnnotationAttrs)...)...)
-	if diags.HasErrors() {
+	if diags := requireKnown(cfg, attrNames(waitAnnotationAttrs)...); diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(waitAnnotationResults), Diagnostics: diags}
 	}
 	cl, _, diags := m.client(cfg)

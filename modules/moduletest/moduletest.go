@@ -1,15 +1,22 @@
-// Package moduletest holds test helpers shared by the module packages.
+// Package moduletest holds the test helpers the module packages share:
+// building a Config as the engine decodes one, and calling a module's Plan
+// and Apply as the engine does (after modules.Validate, with a host for a
+// host module), so tests see what a playbook would.
 package moduletest
 
 import (
+	"context"
 	"testing"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
+	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/modules"
+	"github.com/wsu-project/wsu/modules/modutil"
 )
 
 // BlockRange is where test configs pretend their module block is.
@@ -43,3 +50,126 @@ func Config(t *testing.T, m modules.Module, attrs map[string]cty.Value) modules.
 	}
 	return modules.Config{Value: cty.ObjectVal(vals), Block: BlockRange, Ranges: ranges}
 }
+
+// Plan calls m.Plan as the engine does: only after modules.Validate passed
+// (a failed validation is the response, as it fails the task), and with a
+// host for a host module. It checks the result's type.
+func Plan(t *testing.T, m modules.Module, req modules.PlanRequest) modules.PlanResponse {
+	t.Helper()
+	if d := ready(t, m, req.Config, req.Host); d.HasErrors() {
+		return modules.PlanResponse{Result: modutil.UnknownResult(m.Schema().Results), Diagnostics: d}
+	}
+	resp := m.Plan(context.Background(), req)
+	CheckResult(t, m, resp.Result)
+	return resp
+}
+
+// Apply calls m.Apply as the engine does; see Plan.
+func Apply(t *testing.T, m modules.Module, req modules.ApplyRequest) modules.ApplyResponse {
+	t.Helper()
+	if d := ready(t, m, req.Config, req.Host); d.HasErrors() {
+		return modules.ApplyResponse{Result: modutil.UnknownResult(m.Schema().Results), Diagnostics: d}
+	}
+	resp := m.Apply(context.Background(), req)
+	CheckResult(t, m, resp.Result)
+	return resp
+}
+
+// ready keeps the engine's two promises to Plan and Apply: a configuration
+// that passed Validate, and a host for a host module (a test without one
+// is a broken test).
+func ready(t *testing.T, m modules.Module, cfg modules.Config, h host.Host) hcl.Diagnostics {
+	t.Helper()
+	if d := modules.Validate(m, cfg); d.HasErrors() {
+		return d
+	}
+	if m.Schema().Target == modules.TargetHost && h == nil {
+		t.Fatalf("%s acts on a host: the test must give it one", m.Schema().Name)
+	}
+	return nil
+}
+
+// Converge plans, applies what was planned and plans again, which must
+// show nothing left to do: the idempotence every module promises. h is
+// nil for a controller module.
+func Converge(t *testing.T, m modules.Module, h host.Host, cfg modules.Config) (modules.PlanResponse, modules.ApplyResponse) {
+	t.Helper()
+	pr := Plan(t, m, modules.PlanRequest{Config: cfg, Host: h})
+	require.False(t, pr.Diagnostics.HasErrors(), "plan: %v", pr.Diagnostics)
+	var ar modules.ApplyResponse
+	if pr.Change != nil {
+		ar = Apply(t, m, modules.ApplyRequest{Config: cfg, Host: h, Change: pr.Change})
+		require.False(t, ar.Diagnostics.HasErrors(), "apply: %v", ar.Diagnostics)
+	}
+	again := Plan(t, m, modules.PlanRequest{Config: cfg, Host: h})
+	require.False(t, again.Diagnostics.HasErrors(), "second plan: %v", again.Diagnostics)
+	require.Nil(t, again.Change, "the second plan must have nothing to do, has %+v", again.Change)
+	return pr, ar
+}
+
+// CheckResult insists on a result of the schema's result type (conformance:
+// win_registry's value is dynamic).
+func CheckResult(t *testing.T, m modules.Module, v cty.Value) {
+	t.Helper()
+	require.True(t, v != cty.NilVal, "result missing")
+	want := m.Schema().ResultType()
+	errs := v.Type().TestConformance(want)
+	require.Empty(t, errs, "result type %s, want %s", v.Type().FriendlyName(), want.FriendlyName())
+}
+
+// FieldNames lists a change's field names; nil for no change.
+func FieldNames(c *modules.Change) []string {
+	if c == nil {
+		return nil
+	}
+	var names []string
+	for _, f := range c.Fields {
+		names = append(names, f.Name)
+	}
+	return names
+}
+
+// Field returns the change's field name, failing the test without one.
+func Field(t *testing.T, c *modules.Change, name string) modules.FieldChange {
+	t.Helper()
+	require.NotNil(t, c, "no change")
+	for _, f := range c.Fields {
+		if f.Name == name {
+			return f
+		}
+	}
+	t.Fatalf("change has no field %s (has %v)", name, FieldNames(c))
+	return modules.FieldChange{}
+}
+
+// Action is "" for a nil change, so tables can say "no change" simply.
+func Action(c *modules.Change) modules.Action {
+	if c == nil {
+		return ""
+	}
+	return c.Action
+}
+
+// RequireDiag finds a diagnostic of severity with summary, located at attr
+// (at the block when attr was not set explicitly).
+func RequireDiag(t *testing.T, diags hcl.Diagnostics, cfg modules.Config, severity hcl.DiagnosticSeverity, summary, attr string) *hcl.Diagnostic {
+	t.Helper()
+	for _, d := range diags {
+		if d.Severity == severity && d.Summary == summary {
+			require.NotNil(t, d.Subject)
+			assert.Equal(t, *cfg.Range(attr), *d.Subject, "diagnostic location")
+			return d
+		}
+	}
+	t.Fatalf("no %q diagnostic in %v", summary, diags)
+	return nil
+}
+
+// RequireError is RequireDiag for an error.
+func RequireError(t *testing.T, diags hcl.Diagnostics, cfg modules.Config, summary, attr string) *hcl.Diagnostic {
+	t.Helper()
+	return RequireDiag(t, diags, cfg, hcl.DiagError, summary, attr)
+}
+
+// Strs is a list of strings (an empty list of strings for none).
+func Strs(ss ...string) cty.Value { return modutil.Strings(ss) }

@@ -69,3 +69,16 @@ func RequireKnown(cfg modules.Config, names ...string) hcl.Diagnostics {
 	}
 	return diags
 }
+
+// Strings is the cty form of a string list; an empty one stays a typed
+// list, so that plans render [] rather than null.
+func Strings(ss []string) cty.Value {
+	if len(ss) == 0 {
+		return cty.ListValEmpty(cty.String)
+	}
+	vals := make([]cty.Value, len(ss))
+	for i, s := range ss {
+		vals[i] = cty.StringVal(s)
+	}
+	return cty.ListVal(vals)
+}

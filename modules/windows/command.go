@@ -83,9 +83,6 @@ func withoutPaths(cfg modules.Config) modules.Config {
 }
 
 func (m Command) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
-	if diags := m.Validate(modules.ValidateRequest{Config: req.Config}); diags.HasErrors() {
-		return modules.PlanResponse{Result: unknownResult(m.Schema().Results), Diagnostics: diags}
-	}
 	if diags := onWindows(ctx, req.Host, req.Config, "argv"); diags.HasErrors() {
 		return modules.PlanResponse{Result: unknownResult(m.Schema().Results), Diagnostics: diags}
 	}
@@ -93,9 +90,6 @@ func (m Command) Plan(ctx context.Context, req modules.PlanRequest) modules.Plan
 }
 
 func (m Command) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
-	if diags := m.Validate(modules.ValidateRequest{Config: req.Config}); diags.HasErrors() {
-		return modules.ApplyResponse{Result: unknownResult(m.Schema().Results), Diagnostics: diags}
-	}
 	if diags := onWindows(ctx, req.Host, req.Config, "argv"); diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(m.Schema().Results), Diagnostics: diags}
 	}

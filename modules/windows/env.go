@@ -76,9 +76,6 @@ func (Env) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 
 func (m Env) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
-	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
-		return modules.PlanResponse{Result: unknownResult(envResults), Diagnostics: diags}
-	}
 	nameV, valueV := get(cfg, "name"), get(cfg, "value")
 	name, nameOK := str(nameV)
 	state, stateOK := str(get(cfg, "state"))
@@ -97,9 +94,6 @@ func (m Env) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResp
 		}
 		return modules.PlanResponse{Result: res, Change: &modules.Change{Action: modules.Update, Subject: subject,
 			Fields: []modules.FieldChange{{Name: "value", Old: cty.UnknownVal(cty.String), New: want}}}}
-	}
-	if req.Host == nil {
-		return modules.PlanResponse{Result: res, Diagnostics: hcl.Diagnostics{cfg.Error("name", "No host", "This module needs a host to act on.")}}
 	}
 	old, exists, err := req.Host.EnvGet(ctx, name)
 	if err != nil {
@@ -129,17 +123,13 @@ func (m Env) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResp
 
 func (m Env) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
-	diags := m.Validate(modules.ValidateRequest{Config: cfg})
-	if diags = append(diags, requireKnown(cfg, "name", "value", "state")...); diags.HasErrors() {
+	if diags := requireKnown(cfg, "name", "value", "state"); diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(envResults), Diagnostics: diags}
 	}
 	name, _ := str(get(cfg, "name"))
 	state, _ := str(get(cfg, "state"))
 	value, _ := str(get(cfg, "value"))
 	h := req.Host
-	if h == nil {
-		return modules.ApplyResponse{Result: unknownResult(envResults), Diagnostics: hcl.Diagnostics{cfg.Error("name", "No host", "This module needs a host to act on.")}}
-	}
 	old, exists, err := h.EnvGet(ctx, name)
 	if err != nil {
 		return modules.ApplyResponse{Result: unknownResult(envResults), Diagnostics: hostError(cfg, "name", "Cannot read environment", err)}

@@ -87,9 +87,6 @@ func contentFields(oldSHA string, oldSize int64, exists bool, newSHA, newSize ct
 
 func (m File) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
-	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
-		return modules.PlanResponse{Result: unknownResult(fileResults), Diagnostics: diags}
-	}
 	pathV := get(cfg, "path")
 	path, pathOK := str(pathV)
 	state, stateOK := str(get(cfg, "state"))
@@ -148,8 +145,7 @@ func (m File) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 // now, and the file may have changed since.
 func (m File) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
-	diags := m.Validate(modules.ValidateRequest{Config: cfg})
-	if diags = append(diags, requireKnown(cfg, "path", "state", "content")...); diags.HasErrors() {
+	if diags := requireKnown(cfg, "path", "state", "content"); diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(fileResults), Diagnostics: diags}
 	}
 	path, _ := str(get(cfg, "path"))

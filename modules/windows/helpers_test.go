@@ -30,11 +30,15 @@ var ctx = context.Background()
 // blockRange is where test configs pretend their module block is.
 var blockRange = moduletest.BlockRange
 
-// cfgFor builds a Config as the engine does; see moduletest.Config.
-func cfgFor(t *testing.T, m modules.Module, attrs map[string]cty.Value) modules.Config {
-	t.Helper()
-	return moduletest.Config(t, m, attrs)
-}
+// The shared helpers, under the names this package's tests use.
+var (
+	cfgFor      = moduletest.Config
+	field       = moduletest.Field
+	fieldNames  = moduletest.FieldNames
+	action      = moduletest.Action
+	requireDiag = moduletest.RequireDiag
+	strs        = moduletest.Strs
+)
 
 // newHost is the simulated Windows host the suite runs against.
 func newHost(t *testing.T) *sim.Host {
@@ -80,87 +84,19 @@ func route(t *testing.T, h host.Host) host.Host {
 
 func plan(t *testing.T, m modules.Module, h host.Host, cfg modules.Config) modules.PlanResponse {
 	t.Helper()
-	resp := m.Plan(ctx, modules.PlanRequest{Config: cfg, Host: route(t, h)})
-	checkResult(t, m, resp.Result)
-	return resp
+	return moduletest.Plan(t, m, modules.PlanRequest{Config: cfg, Host: route(t, h)})
 }
 
 func apply(t *testing.T, m modules.Module, h host.Host, cfg modules.Config, change *modules.Change) modules.ApplyResponse {
 	t.Helper()
-	resp := m.Apply(ctx, modules.ApplyRequest{Config: cfg, Host: route(t, h), Change: change})
-	checkResult(t, m, resp.Result)
-	return resp
+	return moduletest.Apply(t, m, modules.ApplyRequest{Config: cfg, Host: route(t, h), Change: change})
 }
 
-// converge plans, applies what was planned and plans again, which must
-// show nothing left to do: the idempotence every module promises.
+// converge is moduletest.Converge on h (through the agent when the suite
+// runs that way).
 func converge(t *testing.T, m modules.Module, h host.Host, cfg modules.Config) (modules.PlanResponse, modules.ApplyResponse) {
 	t.Helper()
-	pr := plan(t, m, h, cfg)
-	require.False(t, pr.Diagnostics.HasErrors(), "plan: %v", pr.Diagnostics)
-	var ar modules.ApplyResponse
-	if pr.Change != nil {
-		ar = apply(t, m, h, cfg, pr.Change)
-		require.False(t, ar.Diagnostics.HasErrors(), "apply: %v", ar.Diagnostics)
-	}
-	again := plan(t, m, h, cfg)
-	require.False(t, again.Diagnostics.HasErrors(), "second plan: %v", again.Diagnostics)
-	require.Nil(t, again.Change, "second apply: no change")
-	return pr, ar
-}
-
-// checkResult insists on a result that conforms to the schema's type
-// (win_registry's value is dynamic, so conformance, not equality).
-func checkResult(t *testing.T, m modules.Module, v cty.Value) {
-	t.Helper()
-	require.True(t, v != cty.NilVal, "result missing")
-	errs := v.Type().TestConformance(m.Schema().ResultType())
-	require.Empty(t, errs, "result type %s", v.Type().FriendlyName())
-}
-
-func fieldNames(c *modules.Change) []string {
-	if c == nil {
-		return nil
-	}
-	var names []string
-	for _, f := range c.Fields {
-		names = append(names, f.Name)
-	}
-	return names
-}
-
-func field(t *testing.T, c *modules.Change, name string) modules.FieldChange {
-	t.Helper()
-	require.NotNil(t, c, "no change")
-	for _, f := range c.Fields {
-		if f.Name == name {
-			return f
-		}
-	}
-	t.Fatalf("change has no field %s (has %v)", name, fieldNames(c))
-	return modules.FieldChange{}
-}
-
-// action is "" for a nil change so tables can say "no change" simply.
-func action(c *modules.Change) modules.Action {
-	if c == nil {
-		return ""
-	}
-	return c.Action
-}
-
-// requireDiag finds a diagnostic with summary located at attr.
-func requireDiag(t *testing.T, diags hcl.Diagnostics, cfg modules.Config, severity hcl.DiagnosticSeverity, summary, attr string) *hcl.Diagnostic {
-	t.Helper()
-	for _, d := range diags {
-		if d.Severity == severity && d.Summary == summary {
-			require.NotNil(t, d.Subject)
-			assert.Equal(t, *cfg.Range(attr), *d.Subject, "diagnostic location")
-			return d
-		}
-	}
-	t.Fatalf("no %q diagnostic in %v", summary, diags)
-	return nil
+	return moduletest.Converge(t, m, route(t, h), cfg)
 }
 
 // validateCase is one row of the Validate tables every module has.
@@ -171,8 +107,8 @@ type validateCase struct {
 	wantAttr    string
 }
 
-// runValidate checks Validate and that Plan repeats the check rather than
-// acting on a bad config; a bad config never reaches the host.
+// runValidate checks Validate, and that a bad config never reaches Plan
+// (the engine's promise, kept by moduletest.Plan).
 func runValidate(t *testing.T, m modules.Module, tests []validateCase) {
 	t.Helper()
 	for _, tt := range tests {
@@ -189,14 +125,6 @@ func runValidate(t *testing.T, m modules.Module, tests []validateCase) {
 			requireDiag(t, resp.Diagnostics, cfg, hcl.DiagError, tt.wantSummary, tt.wantAttr)
 		})
 	}
-}
-
-func strs(ss ...string) cty.Value {
-	vals := make([]cty.Value, len(ss))
-	for i, s := range ss {
-		vals[i] = cty.StringVal(s)
-	}
-	return cty.ListVal(vals)
 }
 
 func nums(ns ...int64) cty.Value {

@@ -89,9 +89,6 @@ func networkResult(n *host.HNSNetwork) cty.Value {
 
 func (m HNSNetwork) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
-	if d := m.Validate(modules.ValidateRequest{Config: cfg}); d.HasErrors() {
-		return modules.PlanResponse{Result: unknownResult(hnsNetworkResults), Diagnostics: d}
-	}
 	name, nameOK := str(get(cfg, "name"))
 	state, stateOK := str(get(cfg, "state"))
 	if !nameOK || !stateOK {
@@ -217,9 +214,6 @@ func endpointResult(e *host.HNSEndpoint) cty.Value {
 
 func (m HNSEndpoint) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
-	if d := m.Validate(modules.ValidateRequest{Config: cfg}); d.HasErrors() {
-		return modules.PlanResponse{Result: unknownResult(hnsEndpointResults), Diagnostics: d}
-	}
 	name, ok1 := str(get(cfg, "name"))
 	network, ok2 := str(get(cfg, "network"))
 	state, ok3 := str(get(cfg, "state"))
@@ -322,9 +316,6 @@ func imageMatches(image, want string) bool {
 
 func (m Kill) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
-	if d := m.Validate(modules.ValidateRequest{Config: cfg}); d.HasErrors() {
-		return modules.PlanResponse{Result: unknownResult(killResults), Diagnostics: d}
-	}
 	image, ok := str(get(cfg, "image"))
 	if !ok {
 		return modules.PlanResponse{Result: unknownResult(killResults), Change: &modules.Change{Action: modules.Run, Subject: knownAfterApply}}

@@ -76,9 +76,6 @@ func matchingEntries(ctx context.Context, h host.Host, entry string) ([]string, 
 
 func (m Path) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
-	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
-		return modules.PlanResponse{Result: unknownResult(pathResults), Diagnostics: diags}
-	}
 	entryV := get(cfg, "entry")
 	entry, entryOK := str(entryV)
 	state, stateOK := str(get(cfg, "state"))
@@ -96,9 +93,6 @@ func (m Path) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 		}
 		return modules.PlanResponse{Result: res, Change: &modules.Change{Action: modules.Update, Subject: subject,
 			Fields: []modules.FieldChange{{Name: "entry", Old: cty.UnknownVal(cty.String), New: want}}}}
-	}
-	if req.Host == nil {
-		return modules.PlanResponse{Result: res, Diagnostics: hcl.Diagnostics{cfg.Error("entry", "No host", "This module needs a host to act on.")}}
 	}
 	found, err := matchingEntries(ctx, req.Host, entry)
 	if err != nil {
@@ -118,17 +112,13 @@ func (m Path) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 
 func (m Path) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
-	diags := m.Validate(modules.ValidateRequest{Config: cfg})
-	if diags = append(diags, requireKnown(cfg, "entry", "state")...); diags.HasErrors() {
+	if diags := requireKnown(cfg, "entry", "state"); diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(pathResults), Diagnostics: diags}
 	}
 	entry, _ := str(get(cfg, "entry"))
 	state, _ := str(get(cfg, "state"))
 	res := result(pathResults, map[string]cty.Value{"entry": cty.StringVal(entry)})
 	h := req.Host
-	if h == nil {
-		return modules.ApplyResponse{Result: res, Diagnostics: hcl.Diagnostics{cfg.Error("entry", "No host", "This module needs a host to act on.")}}
-	}
 	found, err := matchingEntries(ctx, h, entry)
 	if err != nil {
 		return modules.ApplyResponse{Result: res, Diagnostics: hostError(cfg, "entry", "Cannot read PATH", err)}

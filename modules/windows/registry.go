@@ -232,9 +232,6 @@ func regSubject(key, name string) string {
 
 func (m Registry) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
-	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
-		return modules.PlanResponse{Result: unknownResult(registryResults), Diagnostics: diags}
-	}
 	keyV, nameV := get(cfg, "key"), get(cfg, "name")
 	rawKey, keyOK := str(keyV)
 	name, nameOK := str(nameV)
@@ -269,9 +266,6 @@ func (m Registry) Plan(ctx context.Context, req modules.PlanRequest) modules.Pla
 			{Name: "type", Old: cty.UnknownVal(cty.String), New: wantType},
 			{Name: "value", Old: cty.DynamicVal, New: wantVal},
 		}}}
-	}
-	if req.Host == nil {
-		return modules.PlanResponse{Result: res, Diagnostics: hcl.Diagnostics{cfg.Error("key", "No host", "This module needs a host to act on.")}}
 	}
 	have, err := req.Host.RegistryGet(ctx, key, name)
 	if err != nil {
@@ -309,8 +303,7 @@ func (m Registry) Plan(ctx context.Context, req modules.PlanRequest) modules.Pla
 
 func (m Registry) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
-	diags := m.Validate(modules.ValidateRequest{Config: cfg})
-	if diags = append(diags, requireKnown(cfg, "key", "name", "type", "value", "state")...); diags.HasErrors() {
+	if diags := requireKnown(cfg, "key", "name", "type", "value", "state"); diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(registryResults), Diagnostics: diags}
 	}
 	rawKey, _ := str(get(cfg, "key"))
@@ -323,9 +316,6 @@ func (m Registry) Apply(ctx context.Context, req modules.ApplyRequest) modules.A
 	res := result(registryResults, map[string]cty.Value{"key": cty.StringVal(key), "name": cty.StringVal(name)})
 	fail := func(d hcl.Diagnostics) modules.ApplyResponse {
 		return modules.ApplyResponse{Result: res, Diagnostics: d}
-	}
-	if h == nil {
-		return fail(hcl.Diagnostics{cfg.Error("key", "No host", "This module needs a host to act on.")})
 	}
 	have, err := h.RegistryGet(ctx, key, name)
 	if err != nil {

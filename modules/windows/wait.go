@@ -305,9 +305,6 @@ func seconds(v cty.Value) time.Duration {
 
 func (m Wait) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
-	if diags := m.Validate(modules.ValidateRequest{Config: cfg}); diags.HasErrors() {
-		return modules.PlanResponse{Result: unknownResult(waitResults), Diagnostics: diags}
-	}
 	w, subject, ok := decodeWait(cfg)
 	pending := func(observed cty.Value, diags hcl.Diagnostics) modules.PlanResponse {
 		want := cty.UnknownVal(cty.String)
@@ -329,8 +326,6 @@ func (m Wait) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 		if diags := onWindows(ctx, req.Host, cfg, "file"); diags.HasErrors() {
 			return modules.PlanResponse{Result: unknownResult(waitResults), Diagnostics: diags}
 		}
-	} else if req.Host == nil {
-		return modules.PlanResponse{Result: unknownResult(waitResults), Diagnostics: hcl.Diagnostics{cfg.Error(w.kind, "No host", "This module needs a host to act on.")}}
 	}
 	observed, _, err := probe(ctx, req.Host, w)
 	switch {
@@ -354,9 +349,7 @@ func (m Wait) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 
 func (m Wait) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
-	diags := m.Validate(modules.ValidateRequest{Config: cfg})
-	diags = append(diags, requireKnown(cfg, "service", "state", "file", "hns_network", "port", "host", "timeout", "interval")...)
-	if diags.HasErrors() {
+	if diags := requireKnown(cfg, "service", "state", "file", "hns_network", "port", "host", "timeout", "interval"); diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(waitResults), Diagnostics: diags}
 	}
 	w, _, _ := decodeWait(cfg)
@@ -366,8 +359,6 @@ func (m Wait) Apply(ctx context.Context, req modules.ApplyRequest) modules.Apply
 		if diags := onWindows(ctx, h, cfg, "file"); diags.HasErrors() {
 			return modules.ApplyResponse{Result: unknownResult(waitResults), Diagnostics: diags}
 		}
-	} else if h == nil {
-		return modules.ApplyResponse{Result: unknownResult(waitResults), Diagnostics: hcl.Diagnostics{cfg.Error(w.kind, "No host", "This module needs a host to act on.")}}
 	}
 
 	start := time.Now()

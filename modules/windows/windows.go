@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
 	"unicode"
 
@@ -45,6 +44,7 @@ var (
 	result        = modutil.Result
 	unknownResult = modutil.UnknownResult
 	requireKnown  = modutil.RequireKnown
+	listVal       = modutil.Strings
 )
 
 // strList decodes a wholly known list of strings; null is an empty list.
@@ -64,19 +64,6 @@ func strList(v cty.Value) ([]string, bool) {
 		out = append(out, s)
 	}
 	return out, true
-}
-
-// listVal is the cty form of a string list; an empty one stays a typed list
-// so that plans render [] rather than null.
-func listVal(ss []string) cty.Value {
-	if len(ss) == 0 {
-		return cty.ListValEmpty(cty.String)
-	}
-	vals := make([]cty.Value, len(ss))
-	for i, s := range ss {
-		vals[i] = cty.StringVal(s)
-	}
-	return cty.ListVal(vals)
 }
 
 // --- Windows paths ---
@@ -241,9 +228,6 @@ func validateServiceName(cfg modules.Config, name string) hcl.Diagnostics {
 // onWindows refuses a host that is not Windows: a Windows path on a Linux
 // host would name a file literally called `C:\x` in the working directory.
 func onWindows(ctx context.Context, h host.Host, cfg modules.Config, attr string) hcl.Diagnostics {
-	if h == nil {
-		return hcl.Diagnostics{cfg.Error(attr, "No host", "This module needs a host to act on.")}
-	}
 	facts, err := h.Facts(ctx)
 	if err != nil {
 		return hcl.Diagnostics{cfg.Error(attr, "Cannot read host facts", err.Error())}
@@ -265,17 +249,19 @@ func hostError(cfg modules.Config, attr, summary string, err error) hcl.Diagnost
 	return hcl.Diagnostics{cfg.Error(attr, summary, err.Error())}
 }
 
+// fileProbe words the shared file probe for this package's modules.
+func fileProbe(cfg modules.Config, attr string) modutil.FileProbe {
+	return modutil.FileProbe{
+		Cfg:       cfg,
+		Attr:      attr,
+		DirDetail: "%s is a directory; this module manages regular files (see win_directory).",
+		HostError: func(summary string, err error) hcl.Diagnostics { return hostError(cfg, attr, summary, err) },
+	}
+}
+
 // statFile stats path and refuses a directory there.
 func statFile(ctx context.Context, h host.Host, cfg modules.Config, attr, path string) (host.FileInfo, hcl.Diagnostics) {
-	fi, err := h.Stat(ctx, path)
-	if err != nil {
-		return fi, hostError(cfg, attr, "Cannot read file state", err)
-	}
-	if fi.Exists && fi.IsDir {
-		return fi, hcl.Diagnostics{cfg.Error(attr, "Path is a directory",
-			fmt.Sprintf("%s is a directory; this module manages regular files (see win_directory).", path))}
-	}
-	return fi, nil
+	return fileProbe(cfg, attr).Stat(ctx, h, path)
 }
 
 // remoteSHA is the hex sha256 of an existing file, "" for a missing one.
@@ -291,30 +277,9 @@ func remoteSHA(ctx context.Context, h host.Host, cfg modules.Config, attr, path 
 }
 
 // probeFile is statFile and remoteSHA for a plan, in one round trip when
-// the file is missing or already holds wantSHA ("" when not known): a
-// sha256 answers only for a regular file, and its not-found that nothing is
-// there, and the same sha256 means the same size. Only otherwise is the file
-// stat'ed as well: for the old size a change shows, or to explain an error
-// (a directory, a bad path) exactly as statFile does.
+// that settles it (modutil.FileProbe.Probe).
 func probeFile(ctx context.Context, h host.Host, cfg modules.Config, attr, path, wantSHA string, wantSize int64) (host.FileInfo, string, hcl.Diagnostics) {
-	sum, err := h.SHA256(ctx, path)
-	sum = strings.ToLower(sum)
-	switch {
-	case err == nil && wantSHA != "" && sum == wantSHA:
-		return host.FileInfo{Path: path, Exists: true, Size: wantSize}, sum, nil
-	case errors.Is(err, fs.ErrNotExist):
-		return host.FileInfo{Path: path}, "", nil
-	}
-	fi, diags := statFile(ctx, h, cfg, attr, path)
-	switch {
-	case diags.HasErrors():
-		return fi, "", diags
-	case !fi.Exists: // removed in between
-		return fi, "", nil
-	case err != nil:
-		return fi, "", hostError(cfg, attr, "Cannot read file", err)
-	}
-	return fi, sum, nil
+	return fileProbe(cfg, attr).Probe(ctx, h, path, wantSHA, wantSize)
 }
 
 // mkParent creates the directory a file goes into.

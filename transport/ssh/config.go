@@ -16,8 +16,8 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/notify"
 	"github.com/wsu-project/wsu/transport/agentbin"
-	"github.com/wsu-project/wsu/transport/notify"
 	"github.com/wsu-project/wsu/version"
 )
 
@@ -29,7 +29,6 @@ const (
 	DefaultAuthRetryWindow    = 2 * time.Minute
 	DefaultKeepaliveInterval  = 15 * time.Second
 	DefaultKeepaliveCountMax  = 3
-	DefaultReconnectTimeout   = 5 * time.Minute
 	DefaultOpTimeout          = 30 * time.Minute
 )
 
@@ -79,9 +78,6 @@ type Config struct {
 	// closed and counts as lost. 0 disables keepalives.
 	KeepaliveInterval time.Duration
 	KeepaliveCountMax int
-	// ReconnectTimeout is how long the engine may try to reconnect after a
-	// lost connection (the engine reads it; the transport only carries it).
-	ReconnectTimeout time.Duration
 	// OpTimeout bounds one host operation beyond its own timeout argument:
 	// an operation that gets no answer by then means a stalled connection,
 	// which is dropped and reported as lost. 0 disables it.
@@ -146,7 +142,6 @@ var (
 	varAuthRetryWindow = []string{"auth_retry_window"}
 	varKeepalive       = []string{"keepalive_interval"}
 	varKeepaliveCount  = []string{"keepalive_count_max"}
-	varReconnect       = []string{"reconnect_timeout"}
 	varOpTimeout       = []string{"op_timeout"}
 	varRemoteOS        = []string{"wsu_remote_os"}
 	varAgentPath       = []string{"wsu_agent_path"}
@@ -172,7 +167,6 @@ func ParseConfig(name string, vars map[string]inventory.Var) (Config, error) {
 		AuthRetryWindow:    r.duration(varAuthRetryWindow, DefaultAuthRetryWindow),
 		KeepaliveInterval:  r.duration(varKeepalive, DefaultKeepaliveInterval),
 		KeepaliveCountMax:  r.int(varKeepaliveCount, DefaultKeepaliveCountMax),
-		ReconnectTimeout:   r.duration(varReconnect, DefaultReconnectTimeout),
 		OpTimeout:          r.duration(varOpTimeout, DefaultOpTimeout),
 		RemoteOS:           strings.ToLower(r.str(varRemoteOS, "windows")),
 		AgentArgs:          r.list(varAgentArgs),

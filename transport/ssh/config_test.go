@@ -76,7 +76,6 @@ func TestParseConfig(t *testing.T) {
 			assert.Equal(t, DefaultConnectRetryWindow, c.ConnectRetryWindow)
 			assert.Equal(t, DefaultAuthRetryWindow, c.AuthRetryWindow)
 			assert.Equal(t, DefaultKeepaliveInterval, c.KeepaliveInterval)
-			assert.Equal(t, DefaultReconnectTimeout, c.ReconnectTimeout)
 			assert.Equal(t, ".wsu/wsu-"+version.Version, c.AgentPath)
 			assert.False(t, c.TrustOnFirstUse)
 			assert.Nil(t, c.HostKey)
@@ -98,13 +97,12 @@ func TestParseConfig(t *testing.T) {
 				assert.Equal(t, "/k", c.PrivateKeyFile)
 			}},
 		{"durations and flags", with(linux, "connect_timeout", "45", "connect_retry_window", "90s", "auth_retry_window", "10m",
-			"keepalive_interval", "0", "reconnect_timeout", "2m", "op_timeout", "1h", "ssh_trust_on_first_use", "yes"),
+			"keepalive_interval", "0", "op_timeout", "1h", "ssh_trust_on_first_use", "yes"),
 			func(t *testing.T, c Config) {
 				assert.Equal(t, 45*time.Second, c.ConnectTimeout)
 				assert.Equal(t, 90*time.Second, c.ConnectRetryWindow)
 				assert.Equal(t, 90*time.Second, c.AuthRetryWindow, "capped by connect_retry_window")
 				assert.Equal(t, time.Duration(0), c.KeepaliveInterval)
-				assert.Equal(t, 2*time.Minute, c.ReconnectTimeout)
 				assert.Equal(t, time.Hour, c.OpTimeout)
 				assert.True(t, c.TrustOnFirstUse)
 			}},

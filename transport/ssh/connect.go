@@ -14,7 +14,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/wsu-project/wsu/transport/notify"
+	"github.com/wsu-project/wsu/notify"
 )
 
 // Backoff between connection attempts: doubling from the first, capped.

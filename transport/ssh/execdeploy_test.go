@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/notify"
 	sshdtest "github.com/wsu-project/wsu/test/sshd"
-	"github.com/wsu-project/wsu/transport/notify"
 )
 
 // newRigWith is newRig with sshd options (NoSFTP: a host without the sftp

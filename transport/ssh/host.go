@@ -38,8 +38,7 @@ func (h *Host) Counters() host.Counters {
 	return c
 }
 
-// Config returns the settings the host was dialled with (the engine reads
-// ReconnectTimeout from it).
+// Config returns the settings the host was dialled with.
 func (h *Host) Config() Config { return h.cfg }
 
 // Hello is what the agent said about itself in the start-up.

@@ -15,7 +15,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
-	"github.com/wsu-project/wsu/transport/notify"
+	"github.com/wsu-project/wsu/notify"
 )
 
 // HostKeyError is a host key wsu refused. It is never retried: waiting

@@ -25,7 +25,7 @@ import (
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/modules/all"
-	"github.com/wsu-project/wsu/transport/notify"
+	"github.com/wsu-project/wsu/notify"
 	"github.com/wsu-project/wsu/view"
 )
 

@@ -14,8 +14,8 @@ import (
 
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/notify"
 	"github.com/wsu-project/wsu/transport/agentbin"
-	"github.com/wsu-project/wsu/transport/notify"
 )
 
 // Dialer is the SSH transport of one run.

@@ -29,8 +29,8 @@ import (
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/modules"
 	"github.com/wsu-project/wsu/modules/generic"
+	"github.com/wsu-project/wsu/notify"
 	sshdtest "github.com/wsu-project/wsu/test/sshd"
-	"github.com/wsu-project/wsu/transport/notify"
 )
 
 // connectOnly opens (and the cleanup closes) an SSH connection, without

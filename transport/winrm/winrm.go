@@ -20,8 +20,8 @@ import (
 	"github.com/wsu-project/wsu/agent/proto"
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/notify"
 	"github.com/wsu-project/wsu/transport/agentbin"
-	"github.com/wsu-project/wsu/transport/notify"
 )
 
 // bootstrapCommand is the only PowerShell wsu runs on a host, once per

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/notify"
 	wsmantest "github.com/wsu-project/wsu/test/wsman"
 	"github.com/wsu-project/wsu/transport/agentbin"
-	"github.com/wsu-project/wsu/transport/notify"
 )
 
 func sha256File(t *testing.T, path string) string {

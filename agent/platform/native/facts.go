@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/host/osnet"
 )
 
 // fqdnTimeout bounds the DNS lookups behind FQDN; a host without working DNS
@@ -109,7 +110,7 @@ func lookupFQDN(ctx context.Context, name string) string {
 // route, or "" when there is none.
 func defaultIPv4() string {
 	if runtime.GOOS != "linux" {
-		return dialIPv4()
+		return osnet.OutboundIPv4()
 	}
 	f, err := os.Open("/proc/net/route")
 	if err != nil {
@@ -164,37 +165,11 @@ func interfaceIPv4(name string) string {
 	if err != nil {
 		return ""
 	}
-	fallback := ""
+	var ips []net.IP
 	for _, a := range addrs {
-		ipn, ok := a.(*net.IPNet)
-		if !ok {
-			continue
+		if ipn, ok := a.(*net.IPNet); ok {
+			ips = append(ips, ipn.IP)
 		}
-		ip := ipn.IP.To4()
-		if ip == nil {
-			continue
-		}
-		if ip.IsLinkLocalUnicast() {
-			if fallback == "" {
-				fallback = ip.String()
-			}
-			continue
-		}
-		return ip.String()
 	}
-	return fallback
-}
-
-// dialIPv4 asks the routing table which source address would reach the
-// internet. A UDP "connection" sends no packet, so this is free and offline.
-func dialIPv4() string {
-	c, err := net.Dial("udp4", "192.0.2.1:9") // TEST-NET-1, never routed for real
-	if err != nil {
-		return ""
-	}
-	defer c.Close()
-	if a, ok := c.LocalAddr().(*net.UDPAddr); ok && a.IP.To4() != nil && !a.IP.IsUnspecified() {
-		return a.IP.String()
-	}
-	return ""
+	return osnet.FirstIPv4(ips)
 }

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/windows"
 
 	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/host/osnet"
 )
 
 func gatherFacts() (host.Facts, error) {
@@ -61,7 +62,7 @@ func computerName(format uint32, fallback string) string {
 func defaultIPv4() string {
 	var table *windows.MibIpForwardTable2
 	if err := windows.GetIpForwardTable2(windows.AF_INET, &table); err != nil {
-		return dialIPv4()
+		return osnet.OutboundIPv4()
 	}
 	defer windows.FreeMibTable(unsafe.Pointer(table))
 	best, bestMetric := uint32(0), uint32(math.MaxUint32)
@@ -89,35 +90,14 @@ func interfaceIPv4(index uint32) string {
 	}
 	defer windows.FreeMibTable(unsafe.Pointer(table))
 	rows := unsafe.Slice(&table.Table[0], table.NumEntries)
-	fallback := ""
+	var ips []net.IP
 	for i := range rows {
 		r := &rows[i]
 		if r.InterfaceIndex != index || r.Address.Family != windows.AF_INET {
 			continue
 		}
 		sa := (*windows.RawSockaddrInet4)(unsafe.Pointer(&r.Address))
-		ip := net.IP(sa.Addr[:])
-		if ip.IsLinkLocalUnicast() {
-			if fallback == "" {
-				fallback = ip.String()
-			}
-			continue
-		}
-		return ip.String()
+		ips = append(ips, net.IP(sa.Addr[:]))
 	}
-	return fallback
-}
-
-// dialIPv4 asks the stack which source address would reach the internet,
-// for when the route table cannot be read. A UDP "connection" sends nothing.
-func dialIPv4() string {
-	c, err := net.Dial("udp4", "192.0.2.1:9") // TEST-NET-1, never routed for real
-	if err != nil {
-		return ""
-	}
-	defer c.Close()
-	if a, ok := c.LocalAddr().(*net.UDPAddr); ok && a.IP.To4() != nil && !a.IP.IsUnspecified() {
-		return a.IP.String()
-	}
-	return ""
+	return osnet.FirstIPv4(ips)
 }
