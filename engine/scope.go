@@ -24,7 +24,7 @@ type hostState struct {
 	// reported is what the host reported of itself on its first connection,
 	// for the recap (a controller records the node's identity from it).
 	reported *host.Facts
-	failed bool
+	failed   bool
 	// unreachable: a connection could not be made; the host is out of the run.
 	unreachable bool
 	touched     bool
