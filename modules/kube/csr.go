@@ -13,6 +13,7 @@ import (
 
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/modules"
+	"github.com/wsu-project/wsu/modules/modutil"
 )
 
 // CSRApprove approves a joining node's kubelet CSRs, and only those that
@@ -270,17 +271,6 @@ func rejectedVal(rs []kube.NodeCSR) cty.Value {
 	return cty.ListVal(vals)
 }
 
-func namesVal(names []string) cty.Value {
-	if len(names) == 0 {
-		return cty.ListValEmpty(cty.String)
-	}
-	vals := make([]cty.Value, len(names))
-	for i, n := range names {
-		vals[i] = cty.StringVal(n)
-	}
-	return cty.ListVal(vals)
-}
-
 // rejectionWarnings tells the user about each CSR left alone.
 func rejectionWarnings(cfg modules.Config, node string, rs []kube.NodeCSR) hcl.Diagnostics {
 	var diags hcl.Diagnostics
@@ -347,7 +337,7 @@ func (m CSRApprove) Plan(ctx context.Context, req modules.PlanRequest) modules.P
 		after.clientDone = after.clientDone || c.Kind == kube.CSRClient
 		after.servingDone = after.servingDone || c.Kind == kube.CSRServing
 	}
-	approve := namesVal(names)
+	approve := modutil.Strings(names)
 	if !after.clientDone || !after.servingDone {
 		// Apply waits for the kubelet to ask; what it approves is not
 		// known yet.
@@ -457,7 +447,7 @@ func (l *rejectionLog) record(rs []kube.NodeCSR, approved []string) {
 // left alone that the plan did not warn about, and why the wait failed.
 func csrApplyResponse(ctx context.Context, cfg modules.Config, change *modules.Change, o applyOutcome) modules.ApplyResponse {
 	out := result(csrApproveResults, map[string]cty.Value{
-		"approved": namesVal(o.approved), "rejected": rejectedVal(o.rejected), "waited": waitedVal(o.res.waited)})
+		"approved": modutil.Strings(o.approved), "rejected": rejectedVal(o.rejected), "waited": waitedVal(o.res.waited)})
 	var warned []string
 	if change != nil && change.Private[warnedKey] != "" {
 		warned = strings.Split(change.Private[warnedKey], ",")
