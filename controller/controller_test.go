@@ -232,7 +232,11 @@ func TestManualApprovalJoinThenRemove(t *testing.T) {
 	})
 
 	t.Run("approving the plan joins", func(t *testing.T) {
-		annotate(t, b, h.Name, wsuv1.ApprovedPlanAnnotation, hash)
+		key := client.ObjectKey{Namespace: ns, Name: h.Name}
+		err := controller.Approve(ctx, b.client, key, "0123456789abcdef0123456789abcdef")
+		require.Error(t, err, "wsu approve refuses a hash that is not the last plan")
+		assert.Contains(t, err.Error(), hash, "and names the last plan")
+		require.NoError(t, controller.Approve(ctx, b.client, key, hash))
 		eventually(t, 5*time.Minute, "joined with a Ready Node", func() (bool, string) {
 			wi := b.get(t, h.Name)
 			return wi != nil && meta.IsStatusConditionTrue(wi.Status.Conditions, wsuv1.ConditionJoined) &&

@@ -81,7 +81,7 @@ apply changes it. The stock playbooks join, upgrade and remove Windows workers.`
 	root.PersistentFlags().StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
 	root.PersistentFlags().MarkHidden("cpuprofile")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error { return a.startProfile() }
-	root.AddCommand(a.planCommand(), a.applyCommand(), a.validateCommand(), a.fmtCommand(), a.modulesCommand(), a.versionCommand(), a.agentCommand(), a.payloadCommand(), a.playbooksCommand(), a.controllerCommand())
+	root.AddCommand(a.planCommand(), a.applyCommand(), a.validateCommand(), a.fmtCommand(), a.modulesCommand(), a.versionCommand(), a.agentCommand(), a.payloadCommand(), a.playbooksCommand(), a.controllerCommand(), a.approveCommand())
 	return root
 }
 
