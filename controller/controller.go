@@ -117,6 +117,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}
 	ir := &InstanceReconciler{
 		Client:   mgr.GetClient(),
+		Reader:   mgr.GetAPIReader(),
 		Events:   eventRecorder(mgr),
 		Options:  o,
 		metrics:  metrics,

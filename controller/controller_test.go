@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/wsu-project/wsu/agent/platform/sim"
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
 	"github.com/wsu-project/wsu/inventory"
@@ -149,6 +150,15 @@ func (b *bed) get(t *testing.T, name string) *wsuv1.WindowsInstance {
 	return wi
 }
 
+// waitEvent waits for an event of reason on the object name: the recorder
+// writes events asynchronously.
+func (b *bed) waitEvent(t *testing.T, name, reason string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "a "+reason+" event on "+name, func() (bool, string) {
+		return len(b.events(t, name, reason)) > 0, "none"
+	})
+}
+
 func describe(wi *wsuv1.WindowsInstance) string {
 	if wi == nil {
 		return "(gone)"
@@ -180,7 +190,9 @@ func (b *bed) events(t *testing.T, name, reason string) []corev1.Event {
 // instance backs off without holding it up; deleting the instance runs the
 // remove playbook, deletes the Node and lets the object go.
 func TestManualApprovalJoinThenRemove(t *testing.T) {
-	b := startBed(t, 1, controller.Options{})
+	// A short drift interval: the joined host is planned again every few
+	// seconds, so tampering with it shows up within the test.
+	b := startBed(t, 1, controller.Options{DriftInterval: 5 * time.Second})
 	ctx := context.Background()
 	h := b.env.Hosts[0]
 	before, err := b.env.Snapshot(h)
@@ -207,7 +219,7 @@ func TestManualApprovalJoinThenRemove(t *testing.T) {
 	assert.NotZero(t, wi.Status.LastPlan.Add+wi.Status.LastPlan.Change+wi.Status.LastPlan.Run, "a fresh host has changes planned")
 	assert.Equal(t, strings.ToUpper(h.Name), wi.Status.Identity.Hostname, "facts recorded")
 	assert.NotEmpty(t, wi.Status.Identity.HostKeySHA256, "the host key is pinned")
-	assert.NotEmpty(t, b.events(t, h.Name, controller.ReasonAwaitingApproval))
+	b.waitEvent(t, h.Name, controller.ReasonAwaitingApproval)
 	now, err := b.env.Snapshot(h)
 	require.NoError(t, err)
 	assert.Equal(t, before, now, "nothing is applied before approval")
@@ -217,7 +229,7 @@ func TestManualApprovalJoinThenRemove(t *testing.T) {
 			g := b.get(t, "win-gone")
 			return g != nil && g.Status.Failures >= 1 && meta.IsStatusConditionFalse(g.Status.Conditions, wsuv1.ConditionReachable) && g.Status.NextRetry != nil, describe(g)
 		})
-		assert.NotEmpty(t, b.events(t, "win-gone", controller.ReasonUnreachable))
+		b.waitEvent(t, "win-gone", controller.ReasonUnreachable)
 	})
 
 	t.Run("a stale approval does nothing", func(t *testing.T) {
@@ -248,7 +260,7 @@ func TestManualApprovalJoinThenRemove(t *testing.T) {
 		require.NotNil(t, wi.Status.LastApply)
 		assert.Equal(t, "Succeeded", wi.Status.LastApply.Result)
 		assert.Equal(t, wi.Generation, wi.Status.ObservedGeneration)
-		assert.NotEmpty(t, b.events(t, h.Name, controller.ReasonSetup))
+		b.waitEvent(t, h.Name, controller.ReasonSetup)
 		node, err := b.env.Cluster.Client.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.NotNil(t, node)
@@ -256,6 +268,25 @@ func TestManualApprovalJoinThenRemove(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+
+	t.Run("drift is reported", func(t *testing.T) {
+		require.NoError(t, b.env.WithSim(h, func(s *sim.Host) error {
+			return s.WriteFile(ctx, `C:\k\kubelet.conf`, strings.NewReader("tampered\n"), 0o644)
+		}))
+		eventually(t, time.Minute, "Drifted within a drift interval", func() (bool, string) {
+			wi := b.get(t, h.Name)
+			return wi != nil && meta.IsStatusConditionTrue(wi.Status.Conditions, wsuv1.ConditionDrifted), describe(wi)
+		})
+		wi := b.get(t, h.Name)
+		assert.Contains(t, meta.FindStatusCondition(wi.Status.Conditions, wsuv1.ConditionDrifted).Message, "kubelet config", "the condition names the changed task")
+		b.waitEvent(t, h.Name, controller.ReasonDrifted)
+		// driftPolicy Report: the host is left as it is.
+		require.NoError(t, b.env.WithSim(h, func(s *sim.Host) error {
+			data, err := s.ReadFile(ctx, `C:\k\kubelet.conf`, 1<<20)
+			assert.Equal(t, "tampered\n", string(data), "Report does not correct")
+			return err
+		}))
+	})
 
 	t.Run("delete removes", func(t *testing.T) {
 		require.NoError(t, b.client.Delete(ctx, b.get(t, h.Name)))
@@ -268,7 +299,7 @@ func TestManualApprovalJoinThenRemove(t *testing.T) {
 		after, err := b.env.Snapshot(h)
 		require.NoError(t, err)
 		assert.Equal(t, before, after, "the host is back to its pre-join state")
-		assert.NotEmpty(t, b.events(t, h.Name, controller.ReasonTeardown))
+		b.waitEvent(t, h.Name, controller.ReasonTeardown)
 	})
 
 	t.Run("forget an unreachable host", func(t *testing.T) {

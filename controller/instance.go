@@ -31,7 +31,12 @@ import (
 // InstanceReconciler keeps one WindowsInstance's host joined: plan, approve,
 // apply, record; and deconfigures it when the instance is deleted.
 type InstanceReconciler struct {
-	Client  client.Client
+	Client client.Client
+	// Reader reads the instance itself, uncached: a pass must start from
+	// the status the last pass wrote (the cache may not have it yet), or it
+	// would run a playbook again and write an older status back. nil:
+	// Client.
+	Reader  client.Reader
 	Events  record.EventRecorder
 	Options Options
 
@@ -75,7 +80,11 @@ const (
 // Reconcile implements reconcile.Reconciler.
 func (r *InstanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	wi := &wsuv1.WindowsInstance{}
-	if err := r.Client.Get(ctx, req.NamespacedName, wi); err != nil {
+	reader := r.Reader
+	if reader == nil {
+		reader = r.Client
+	}
+	if err := reader.Get(ctx, req.NamespacedName, wi); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !wi.DeletionTimestamp.IsZero() {
@@ -92,7 +101,42 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if wait := r.backoffLeft(wi); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
+	if wait := r.untilNextPlan(wi); wait > 0 {
+		return r.watchNode(ctx, wi, wait)
+	}
 	return r.converge(ctx, wi)
+}
+
+// untilNextPlan is how long a joined, healthy instance waits before it is
+// planned again (its drift sweep): a Node heartbeat or a status write wakes
+// the reconciler often, and each pass must not cost a run. A new spec, an
+// approval, a failure or a host not yet joined plans at once.
+func (r *InstanceReconciler) untilNextPlan(wi *wsuv1.WindowsInstance) time.Duration {
+	st := wi.Status
+	switch {
+	case st.LastPlan == nil, st.ObservedGeneration != wi.Generation, st.Phase != wsuv1.PhaseJoined,
+		!meta.IsStatusConditionTrue(st.Conditions, wsuv1.ConditionJoined),
+		meta.IsStatusConditionTrue(st.Conditions, wsuv1.ConditionDegraded):
+		return 0
+	}
+	return r.Options.DriftInterval - time.Since(st.LastPlan.Time.Time)
+}
+
+// watchNode records the Node's readiness between plans.
+func (r *InstanceReconciler) watchNode(ctx context.Context, wi *wsuv1.WindowsInstance, untilPlan time.Duration) (ctrl.Result, error) {
+	orig := wi.DeepCopy()
+	ready, err := r.recordNode(ctx, wi)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	requeue := untilPlan
+	if !ready {
+		requeue = min(requeue, r.Options.NodeReadyCheck)
+	}
+	if meta.IsStatusConditionTrue(orig.Status.Conditions, wsuv1.ConditionNodeReady) == ready && orig.Status.NodeName == wi.Status.NodeName {
+		return ctrl.Result{RequeueAfter: requeue}, nil
+	}
+	return r.done(ctx, orig, wi, wsuv1.PhaseJoined, requeue)
 }
 
 // backoffLeft is how long a failed instance still waits; a changed spec
@@ -389,7 +433,7 @@ func (r *InstanceReconciler) done(ctx context.Context, orig, wi *wsuv1.WindowsIn
 	wi.Status.Phase = phase
 	wi.Status.ObservedGeneration = wi.Generation
 	r.metrics.instance(wi)
-	if err := r.Client.Status().Patch(ctx, wi, client.MergeFrom(orig)); err != nil {
+	if err := r.Client.Status().Patch(ctx, wi, statusPatch(orig)); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
@@ -398,7 +442,7 @@ func (r *InstanceReconciler) done(ctx context.Context, orig, wi *wsuv1.WindowsIn
 // setStatusPhase shows a long step (joining, removing) while it runs.
 func (r *InstanceReconciler) setStatusPhase(ctx context.Context, orig, wi *wsuv1.WindowsInstance, phase string) {
 	wi.Status.Phase = phase
-	if err := r.Client.Status().Patch(ctx, wi, client.MergeFrom(orig)); err != nil {
+	if err := r.Client.Status().Patch(ctx, wi, statusPatch(orig)); err != nil {
 		log.FromContext(ctx).Error(err, "recording the phase", "phase", phase)
 	}
 }
@@ -423,6 +467,14 @@ func (r *InstanceReconciler) event(wi *wsuv1.WindowsInstance, kind, reason, form
 		}
 		r.Events.Eventf(cm, kind, reason, "%s: "+format, append([]any{wi.Spec.Address}, args...)...)
 	}
+}
+
+// statusPatch is a merge patch guarded by orig's resourceVersion: a status
+// computed from an object someone changed since is refused (and the pass
+// retried from a fresh read) rather than written over theirs, since a
+// merge patch replaces the conditions list whole.
+func statusPatch(orig *wsuv1.WindowsInstance) client.Patch {
+	return client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
 }
 
 func setCondition(wi *wsuv1.WindowsInstance, typ string, status metav1.ConditionStatus, reason, msg string) {
