@@ -216,7 +216,7 @@ func runRuleCase(t *testing.T, c *kubetest.Cluster, tc ruleCase, node, ip string
 			attrs[k] = v
 		}
 	}
-	m := CSRApprove{}
+	m := CSRApprove{testClusters}
 	cfg := cfgFor(t, m, attrs)
 	runCtx := ctx
 	if tc.runStart != 0 {
