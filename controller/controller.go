@@ -23,11 +23,17 @@ import (
 	"fmt"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/kube"
 )
 
 // Defaults of Options.
@@ -132,6 +138,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return err
 	}
+	if err := setupRenewals(mgr, o, metrics); err != nil {
+		return err
+	}
 	if o.ConfigMap == "" {
 		return nil
 	}
@@ -154,4 +163,19 @@ func Setup(mgr ctrl.Manager, o Options) error {
 func eventRecorder(mgr ctrl.Manager) record.EventRecorder {
 	//lint:ignore SA1019 core/v1 Events on purpose; see above.
 	return mgr.GetEventRecorderFor("wsu-controller")
+}
+
+// setupRenewals registers the CSR renewal approver.
+func setupRenewals(mgr ctrl.Manager, o Options, m *metrics) error {
+	kc, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("csr-renewals").
+		For(&certificatesv1.CertificateSigningRequest{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
+			csr, ok := obj.(*certificatesv1.CertificateSigningRequest)
+			return ok && kube.CSRKind(csr) != "" && kube.CSRState(csr) == kube.CSRPending
+		}))).
+		Complete(&CSRReconciler{Client: mgr.GetClient(), Kube: kc, Events: eventRecorder(mgr), Namespace: o.Namespace, metrics: m})
 }

@@ -4,6 +4,12 @@ package controller_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"os"
@@ -14,10 +20,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -269,6 +279,28 @@ func TestManualApprovalJoinThenRemove(t *testing.T) {
 		return
 	}
 
+	t.Run("renewal CSRs", func(t *testing.T) {
+		// Who may create CSRs here: every authenticated user, as the
+		// system:node-bootstrapper role allows kubelets.
+		_, err := b.env.Cluster.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "test-csr-creators"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:node-bootstrapper"},
+			Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "Group", Name: "system:authenticated"}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		renewal := b.nodeCSR(t, "renew-client", h.NodeName, certificatesv1.KubeAPIServerClientKubeletSignerName, nil, nil)
+		extraSAN := b.nodeCSR(t, "renew-serving-extra-san", h.NodeName, certificatesv1.KubeletServingSignerName,
+			[]string{h.NodeName}, []string{h.IPv4, "10.9.9.9"})
+		unmanaged := b.nodeCSR(t, "renew-unmanaged", "not-managed", certificatesv1.KubeAPIServerClientKubeletSignerName, nil, nil)
+		eventually(t, time.Minute, "the managed node's renewal is approved", func() (bool, string) {
+			return b.csrApproved(t, renewal), "pending"
+		})
+		b.waitEvent(t, h.Name, controller.ReasonCSRRefused)
+		time.Sleep(2 * time.Second)
+		assert.False(t, b.csrApproved(t, extraSAN), "a serving CSR with a SAN the host does not have")
+		assert.False(t, b.csrApproved(t, unmanaged), "a CSR for a node no instance manages")
+	})
+
 	t.Run("drift is reported", func(t *testing.T) {
 		require.NoError(t, b.env.WithSim(h, func(s *sim.Host) error {
 			return s.WriteFile(ctx, `C:\k\kubelet.conf`, strings.NewReader("tampered\n"), 0o644)
@@ -405,6 +437,49 @@ func annotate(t *testing.T, b *bed, name, key, value string) {
 	}
 	wi.Annotations[key] = value
 	require.NoError(t, b.client.Patch(context.Background(), wi, client.MergeFrom(orig)))
+}
+
+// nodeCSR submits a kubelet CSR as the node itself (impersonated by the
+// admin, so the API server records the requester).
+func (b *bed) nodeCSR(t *testing.T, name, node, signer string, dns, ips []string) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}}, DNSNames: dns}
+	for _, ip := range ips {
+		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
+	require.NoError(t, err)
+	usages := []certificatesv1.KeyUsage{"digital signature", "client auth"}
+	if signer == certificatesv1.KubeletServingSignerName {
+		usages = []certificatesv1.KeyUsage{"digital signature", "server auth"}
+	}
+	cfg := rest.CopyConfig(b.env.Cluster.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:node:" + node, Groups: []string{"system:nodes"}}
+	kc, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	_, err = kc.CertificatesV1().CertificateSigningRequests().Create(context.Background(), &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: signer, Usages: usages,
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return name
+}
+
+func (b *bed) csrApproved(t *testing.T, name string) bool {
+	t.Helper()
+	csr, err := b.env.Cluster.Client.CertificatesV1().CertificateSigningRequests().Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	for _, c := range csr.Status.Conditions {
+		if c.Type == certificatesv1.CertificateApproved {
+			return true
+		}
+	}
+	return false
 }
 
 // closedPort is a port on 127.0.0.1 nothing listens on.

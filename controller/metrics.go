@@ -18,6 +18,7 @@ type metrics struct {
 	runSeconds *prometheus.HistogramVec
 	phases     *prometheus.GaugeVec
 	drift      *prometheus.GaugeVec
+	csrs       *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -34,6 +35,9 @@ func newMetrics() *metrics {
 		drift: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "wsu_instance_drifted", Help: "1 when a joined instance's last plan found changes.",
 		}, []string{"namespace", "name"}),
+		csrs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wsu_csrs_total", Help: "Kubelet renewal CSRs of managed nodes, by decision (approved, refused).",
+		}, []string{"decision"}),
 	}
 }
 
@@ -50,7 +54,10 @@ func (m *metrics) register() error {
 	if m.phases, err = registerOrReuse(m.phases); err != nil {
 		return err
 	}
-	m.drift, err = registerOrReuse(m.drift)
+	if m.drift, err = registerOrReuse(m.drift); err != nil {
+		return err
+	}
+	m.csrs, err = registerOrReuse(m.csrs)
 	return err
 }
 
@@ -108,3 +115,5 @@ func (m *metrics) forget(wi *wsuv1.WindowsInstance) {
 	}
 	m.drift.DeleteLabelValues(wi.Namespace, wi.Name)
 }
+
+func (m *metrics) csr(decision string) { m.csrs.WithLabelValues(decision).Inc() }

@@ -163,10 +163,15 @@ func Judge(items []certificatesv1.CertificateSigningRequest, want Expectation, n
 }
 
 // approvedClientCSR names the first approved client CSR for the node
-// itself created within the window, or "".
+// itself created within the window, or "". For a renewal only the node's
+// own earlier renewals count: the join's bootstrap CSR is another
+// certificate's story.
 func approvedClientCSR(csrs []*certificatesv1.CertificateSigningRequest, want Expectation) string {
 	for _, csr := range csrs {
 		if CSRKind(csr) != CSRClient || CSRState(csr) != CSRApproved || !inWindow(csr, want.NotBefore) {
+			continue
+		}
+		if want.Renewal && csr.Spec.Username != nodeUserPrefix+strings.ToLower(want.NodeName) {
 			continue
 		}
 		if req, err := parseRequest(csr); err == nil && req.Subject.CommonName == nodeUserPrefix+strings.ToLower(want.NodeName) {

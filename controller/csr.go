@@ -1,0 +1,150 @@
+package controller
+
+import (
+	"context"
+	"net"
+	"strings"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/kube"
+)
+
+// CSRReconciler approves the kubelet certificate renewals of managed nodes
+// for their whole life: a pending kubelet CSR whose node is a joined
+// WindowsInstance's is judged by the same rules as the join's
+// k8s_csr_approve (kube.Judge, with Renewal), bound to the identity the
+// instance's status recorded (node name, the addresses its host reported,
+// its address), and approved only if every rule holds. A CSR for a node no
+// joined instance records is never approved (nor refused: another approver
+// may own it). The first client certificate of a join is the join
+// playbook's to approve, not this reconciler's: its requester is the
+// bootstrap identity, which the renewal rules refuse.
+type CSRReconciler struct {
+	Client    client.Client
+	Kube      kubernetes.Interface
+	Events    record.EventRecorder
+	Namespace string
+	// Window is how far back a pending CSR may have been created.
+	Window  time.Duration
+	metrics *metrics
+}
+
+// Event reasons of renewals.
+const (
+	ReasonCSRApproved = "CSRApproved"
+	ReasonCSRRefused  = "CSRRefused"
+)
+
+// DefaultRenewalWindow is CSRReconciler.Window's default: a kubelet whose
+// CSR waited longer makes a new one.
+const DefaultRenewalWindow = time.Hour
+
+// +kubebuilder:rbac:groups=certificates.k8s.io,resources=certificatesigningrequests,verbs=get;list;watch
+// +kubebuilder:rbac:groups=certificates.k8s.io,resources=certificatesigningrequests/approval,verbs=update
+// +kubebuilder:rbac:groups=certificates.k8s.io,resources=signers,resourceNames=kubernetes.io/kube-apiserver-client-kubelet;kubernetes.io/kubelet-serving,verbs=approve
+
+// Reconcile implements reconcile.Reconciler.
+func (r *CSRReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	csr := &certificatesv1.CertificateSigningRequest{}
+	if err := r.Client.Get(ctx, req.NamespacedName, csr); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if kube.CSRState(csr) != kube.CSRPending || kube.CSRKind(csr) == "" {
+		return ctrl.Result{}, nil
+	}
+	node := csrNodeName(csr)
+	wi, err := r.managing(ctx, node)
+	if err != nil || wi == nil {
+		return ctrl.Result{}, err
+	}
+	want := r.expectation(wi)
+	survey, err := kube.NodeCSRs(ctx, r.Kube, want)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	for _, c := range survey.CSRs {
+		if c.Name != csr.Name {
+			continue
+		}
+		if c.Err != nil {
+			r.metrics.csr("refused")
+			r.Events.Eventf(wi, corev1.EventTypeWarning, ReasonCSRRefused, "CSR %s (%s) for node %s not approved: %v", c.Name, c.Kind, node, c.Err)
+			return ctrl.Result{}, nil
+		}
+	}
+	if err := kube.ApproveCSR(ctx, r.Kube, csr.Name, survey.Want); err != nil {
+		log.FromContext(ctx).Info("not approved", "csr", csr.Name, "error", err.Error())
+		return ctrl.Result{}, nil
+	}
+	r.metrics.csr("approved")
+	r.Events.Eventf(wi, corev1.EventTypeNormal, ReasonCSRApproved, "approved the renewal CSR %s (%s) of node %s", csr.Name, kube.CSRKind(csr), node)
+	return ctrl.Result{}, nil
+}
+
+// csrNodeName is the node a kubelet CSR names in its requester or, for a
+// client CSR, its subject: "" when it names none.
+func csrNodeName(csr *certificatesv1.CertificateSigningRequest) string {
+	if n, ok := strings.CutPrefix(csr.Spec.Username, "system:node:"); ok {
+		return n
+	}
+	if req, err := kube.ParseCSRRequest(csr); err == nil {
+		if n, ok := strings.CutPrefix(req.Subject.CommonName, "system:node:"); ok {
+			return n
+		}
+	}
+	return ""
+}
+
+// managing returns the joined instance whose status records node, or nil.
+func (r *CSRReconciler) managing(ctx context.Context, node string) (*wsuv1.WindowsInstance, error) {
+	if node == "" {
+		return nil, nil
+	}
+	list := &wsuv1.WindowsInstanceList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(r.Namespace)); err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		wi := &list.Items[i]
+		if strings.EqualFold(wi.Status.NodeName, node) && meta.IsStatusConditionTrue(wi.Status.Conditions, wsuv1.ConditionJoined) {
+			return wi, nil
+		}
+	}
+	return nil, nil
+}
+
+// expectation is what the instance's status recorded, as the renewal rules
+// take it.
+func (r *CSRReconciler) expectation(wi *wsuv1.WindowsInstance) kube.Expectation {
+	addrs := append([]string(nil), wi.Status.Identity.Addresses...)
+	var names []string
+	if net.ParseIP(wi.Spec.Address) != nil {
+		addrs = append(addrs, wi.Spec.Address)
+	} else {
+		names = append(names, wi.Spec.Address)
+	}
+	if h := wi.Status.Identity.Hostname; h != "" {
+		names = append(names, strings.ToLower(h))
+	}
+	window := r.Window
+	if window <= 0 {
+		window = DefaultRenewalWindow
+	}
+	return kube.Expectation{
+		NodeName:  wi.Status.NodeName,
+		Addresses: addrs,
+		Hostnames: names,
+		NotBefore: time.Now().Add(-window),
+		Renewal:   true,
+	}
+}
