@@ -13,7 +13,11 @@ import (
 )
 
 // Directory makes a directory exist with a given mode, or removes a tree.
-type Directory struct{}
+type Directory struct {
+	// Paths are the path rules; nil means this package's (any absolute
+	// path, any host).
+	Paths PathRules
+}
 
 var (
 	_ modules.Module    = Directory{}
@@ -52,14 +56,17 @@ func (Directory) Schema() modules.Schema {
 	}
 }
 
-func (Directory) Validate(req modules.ValidateRequest) hcl.Diagnostics {
+func (m Directory) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 	cfg := req.Config
-	diags := validatePath(cfg, "path")
+	rules := rulesOr(m.Paths)
+	pathDiags := rules.ValidatePath(cfg, "path")
+	diags := pathDiags
 	diags = append(diags, validateState(cfg)...)
 	diags = append(diags, validateMode(cfg)...)
 	p, pathOK := str(get(cfg, "path"))
 	state, stateOK := str(get(cfg, "state"))
-	if pathOK && stateOK && state == "absent" && isRoot(p) {
+	// A path that is no path at all is reported once, above.
+	if pathOK && stateOK && state == "absent" && !pathDiags.HasErrors() && rules.IsRoot(p) {
 		diags = append(diags, cfg.Error("path", "Refusing to remove a root",
 			fmt.Sprintf("state = \"absent\" would delete everything under %s.", p)))
 	}
@@ -86,18 +93,18 @@ func (m Directory) Plan(ctx context.Context, req modules.PlanRequest) modules.Pl
 		return modules.PlanResponse{Change: &modules.Change{Action: modules.Update, Subject: subject, Fields: fields}, Result: res}
 	}
 
-	target, diags := checkHost(ctx, req.Host, cfg, path)
+	windows, diags := rulesOr(m.Paths).CheckHost(ctx, req.Host, cfg, path)
 	if diags.HasErrors() {
 		return modules.PlanResponse{Result: res, Diagnostics: diags}
 	}
-	if target.windows && mode.set && state == "present" {
+	if windows && mode.set && state == "present" {
 		diags = append(diags, modeIgnored(cfg))
 	}
-	fi, d := statDir(ctx, req.Host, cfg, path)
+	fi, d := m.StatDir(ctx, req.Host, cfg, path)
 	if diags = append(diags, d...); diags.HasErrors() {
 		return modules.PlanResponse{Result: res, Diagnostics: diags}
 	}
-	setMode := mode.set && !target.windows
+	setMode := mode.set && !windows
 
 	var change *modules.Change
 	switch {
@@ -131,11 +138,12 @@ func (m Directory) Apply(ctx context.Context, req modules.ApplyRequest) modules.
 		return modules.ApplyResponse{Result: res, Diagnostics: d}
 	}
 
-	target, diags := checkHost(ctx, req.Host, cfg, path)
+	rules := rulesOr(m.Paths)
+	windows, diags := rules.CheckHost(ctx, req.Host, cfg, path)
 	if diags.HasErrors() {
 		return fail(diags)
 	}
-	fi, diags := statDir(ctx, req.Host, cfg, path)
+	fi, diags := m.StatDir(ctx, req.Host, cfg, path)
 	if diags.HasErrors() {
 		return fail(diags)
 	}
@@ -144,7 +152,7 @@ func (m Directory) Apply(ctx context.Context, req modules.ApplyRequest) modules.
 	if state == "absent" {
 		if fi.Exists {
 			if err := h.Remove(ctx, path, true); err != nil {
-				return fail(hostError(cfg, "Cannot remove directory", err))
+				return fail(rules.HostError(cfg, "Cannot remove directory", err))
 			}
 		}
 		return modules.ApplyResponse{Result: res}
@@ -155,23 +163,24 @@ func (m Directory) Apply(ctx context.Context, req modules.ApplyRequest) modules.
 			perm = mode.mode
 		}
 		if err := h.MkdirAll(ctx, path, perm); err != nil {
-			return fail(hostError(cfg, "Cannot create directory", err))
+			return fail(rules.HostError(cfg, "Cannot create directory", err))
 		}
 	}
 	// Chmod even after MkdirAll: the umask may have masked the mode.
-	if mode.known && !target.windows && (!fi.Exists || fi.Mode.Perm() != mode.mode) {
+	if mode.known && !windows && (!fi.Exists || fi.Mode.Perm() != mode.mode) {
 		if err := h.Chmod(ctx, path, mode.mode); err != nil {
-			return fail(hostError(cfg, "Cannot change mode", err))
+			return fail(rules.HostError(cfg, "Cannot change mode", err))
 		}
 	}
 	return modules.ApplyResponse{Result: res}
 }
 
-// statDir stats path and refuses a non-directory in the way.
-func statDir(ctx context.Context, h host.Host, cfg modules.Config, path string) (host.FileInfo, hcl.Diagnostics) {
+// StatDir stats path and refuses a non-directory in the way. It is exported
+// for the wrapping modules' own ways of looking at a directory.
+func (m Directory) StatDir(ctx context.Context, h host.Host, cfg modules.Config, path string) (host.FileInfo, hcl.Diagnostics) {
 	fi, err := h.Stat(ctx, path)
 	if err != nil {
-		return fi, hostError(cfg, "Cannot read directory state", err)
+		return fi, rulesOr(m.Paths).HostError(cfg, "Cannot read directory state", err)
 	}
 	if fi.Exists && !fi.IsDir {
 		return fi, hcl.Diagnostics{cfg.Error("path", "Path is not a directory",

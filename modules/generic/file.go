@@ -10,13 +10,15 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/modules"
-	"github.com/wsu-project/wsu/modules/modutil"
 )
 
 // File manages one regular file's content and permissions.
-type File struct{}
+type File struct {
+	// Paths are the path rules; nil means this package's (any absolute
+	// path, any host).
+	Paths PathRules
+}
 
 var (
 	_ modules.Module    = File{}
@@ -58,9 +60,9 @@ func (File) Schema() modules.Schema {
 	}
 }
 
-func (File) Validate(req modules.ValidateRequest) hcl.Diagnostics {
+func (m File) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 	cfg := req.Config
-	diags := validatePath(cfg, "path")
+	diags := rulesOr(m.Paths).ValidatePath(cfg, "path")
 	diags = append(diags, validateState(cfg)...)
 	diags = append(diags, validateMode(cfg)...)
 	if state, ok := str(get(cfg, "state")); ok && state == "present" && isNull(get(cfg, "content")) {
@@ -137,20 +139,21 @@ func (m File) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 		return modules.PlanResponse{Change: &modules.Change{Action: modules.Update, Subject: subject, Fields: fields}, Result: res}
 	}
 
-	target, diags := checkHost(ctx, req.Host, cfg, fc.path)
+	rules := rulesOr(m.Paths)
+	windows, diags := rules.CheckHost(ctx, req.Host, cfg, fc.path)
 	if diags.HasErrors() {
 		return modules.PlanResponse{Result: res, Diagnostics: diags}
 	}
-	if target.windows && fc.mode.set && fc.state == "present" {
+	if windows && fc.mode.set && fc.state == "present" {
 		diags = append(diags, modeIgnored(cfg))
 	}
 	// A managed mode is only in the stat: without one, the sum alone
 	// settles an unchanged file.
 	probeSHA, probeSize := "", int64(0)
-	if fc.state == "present" && fc.contentOK && (!fc.mode.set || target.windows) {
+	if fc.state == "present" && fc.contentOK && (!fc.mode.set || windows) {
 		probeSHA, probeSize = fc.wantSHA.AsString(), int64(len(fc.content))
 	}
-	fi, oldSHA, d := probeFile(ctx, req.Host, cfg, fc.path, probeSHA, probeSize)
+	fi, oldSHA, d := rules.FileProbe(cfg).Probe(ctx, req.Host, fc.path, probeSHA, probeSize)
 	if diags = append(diags, d...); diags.HasErrors() {
 		return modules.PlanResponse{Result: res, Diagnostics: diags}
 	}
@@ -173,7 +176,7 @@ func (m File) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 			{Name: "sha256", Old: cty.NullVal(cty.String), New: fc.wantSHA},
 			{Name: "size", Old: cty.NullVal(cty.Number), New: fc.wantSize},
 		}
-		if fc.mode.set && !target.windows {
+		if fc.mode.set && !windows {
 			fields = append(fields, modules.FieldChange{Name: "mode", Old: cty.NullVal(cty.String), New: fc.mode.value()})
 		}
 		change = &modules.Change{Action: modules.Create, Subject: fc.path, Fields: fields}
@@ -187,7 +190,7 @@ func (m File) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 				fields = append(fields, modules.FieldChange{Name: "size", Old: oldN, New: fc.wantSize})
 			}
 		}
-		if fc.mode.set && !target.windows && (!fc.mode.known || fi.Mode.Perm() != fc.mode.mode) {
+		if fc.mode.set && !windows && (!fc.mode.known || fi.Mode.Perm() != fc.mode.mode) {
 			fields = append(fields, modules.FieldChange{Name: "mode", Old: cty.StringVal(formatMode(fi.Mode)), New: fc.mode.value()})
 		}
 		if len(fields) > 0 {
@@ -210,11 +213,12 @@ func (m File) Apply(ctx context.Context, req modules.ApplyRequest) modules.Apply
 		return modules.ApplyResponse{Result: res, Diagnostics: d}
 	}
 
-	target, diags := checkHost(ctx, req.Host, cfg, fc.path)
+	rules := rulesOr(m.Paths)
+	windows, diags := rules.CheckHost(ctx, req.Host, cfg, fc.path)
 	if diags.HasErrors() {
 		return fail(diags)
 	}
-	fi, diags := statFile(ctx, req.Host, cfg, fc.path)
+	fi, diags := rules.FileProbe(cfg).Stat(ctx, req.Host, fc.path)
 	if diags.HasErrors() {
 		return fail(diags)
 	}
@@ -223,7 +227,7 @@ func (m File) Apply(ctx context.Context, req modules.ApplyRequest) modules.Apply
 	if fc.state == "absent" {
 		if fi.Exists {
 			if err := h.Remove(ctx, fc.path, false); err != nil {
-				return fail(hostError(cfg, "Cannot remove file", err))
+				return fail(rules.HostError(cfg, "Cannot remove file", err))
 			}
 		}
 		return modules.ApplyResponse{Result: res}
@@ -233,54 +237,32 @@ func (m File) Apply(ctx context.Context, req modules.ApplyRequest) modules.Apply
 	if fi.Exists {
 		sum, err := h.SHA256(ctx, fc.path)
 		if err != nil {
-			return fail(hostError(cfg, "Cannot read file", err))
+			return fail(rules.HostError(cfg, "Cannot read file", err))
 		}
-		write = sum != fc.wantSHA.AsString()
+		write = strings.ToLower(sum) != fc.wantSHA.AsString()
 	}
 	wantMode := fs.FileMode(0o644)
-	if fi.Exists {
+	if fi.Exists && !windows {
 		wantMode = fi.Mode.Perm() // rewriting must not reset a mode nobody asked to change
 	}
-	if fc.mode.known && !target.windows {
+	if fc.mode.known && !windows {
 		wantMode = fc.mode.mode
 	}
 
 	switch {
 	case write:
-		if parent := parentDir(fc.path); !isRoot(parent) {
+		if parent := rules.ParentDir(fc.path); !rules.IsRoot(parent) {
 			if err := h.MkdirAll(ctx, parent, 0o755); err != nil {
-				return fail(hostError(cfg, "Cannot create parent directory", err))
+				return fail(rules.HostError(cfg, "Cannot create parent directory", err))
 			}
 		}
 		if err := h.WriteFile(ctx, fc.path, strings.NewReader(fc.content), wantMode); err != nil {
-			return fail(hostError(cfg, "Cannot write file", err))
+			return fail(rules.HostError(cfg, "Cannot write file", err))
 		}
-	case !target.windows && fi.Mode.Perm() != wantMode:
+	case !windows && fi.Mode.Perm() != wantMode:
 		if err := h.Chmod(ctx, fc.path, wantMode); err != nil {
-			return fail(hostError(cfg, "Cannot change mode", err))
+			return fail(rules.HostError(cfg, "Cannot change mode", err))
 		}
 	}
 	return modules.ApplyResponse{Result: res}
-}
-
-// fileProbe words the shared file probe for this module.
-func fileProbe(cfg modules.Config) modutil.FileProbe {
-	return modutil.FileProbe{
-		Cfg:       cfg,
-		Attr:      "path",
-		DirDetail: "%s is a directory; the file module manages regular files (see the directory module).",
-		HostError: func(summary string, err error) hcl.Diagnostics { return hostError(cfg, summary, err) },
-	}
-}
-
-// probeFile is modutil.FileProbe.Probe: statFile and the sha256, in one
-// round trip when that settles it.
-func probeFile(ctx context.Context, h host.Host, cfg modules.Config, path, wantSHA string, wantSize int64) (host.FileInfo, string, hcl.Diagnostics) {
-	return fileProbe(cfg).Probe(ctx, h, path, wantSHA, wantSize)
-}
-
-// statFile stats path and refuses a directory: replacing one with a file, or
-// removing it, is not this module's job.
-func statFile(ctx context.Context, h host.Host, cfg modules.Config, path string) (host.FileInfo, hcl.Diagnostics) {
-	return fileProbe(cfg).Stat(ctx, h, path)
 }

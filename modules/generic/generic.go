@@ -161,25 +161,20 @@ func (mc modeConfig) value() cty.Value {
 	return cty.StringVal(formatMode(mc.mode))
 }
 
-// hostTarget is what the file and directory modules need to know about the
-// host before touching a path.
-type hostTarget struct {
-	windows bool // permission bits mean nothing there
-}
-
 // checkHost reads the host's facts and rejects a Windows path on a host that
 // would read it as a relative name (a file literally called `C:\x`).
-func checkHost(ctx context.Context, h host.Host, cfg modules.Config, path string) (hostTarget, hcl.Diagnostics) {
+// windows says permission bits mean nothing on the host.
+func checkHost(ctx context.Context, h host.Host, cfg modules.Config, path string) (windows bool, diags hcl.Diagnostics) {
 	facts, err := h.Facts(ctx)
 	if err != nil {
-		return hostTarget{}, hcl.Diagnostics{cfg.Error("path", "Cannot read host facts", err.Error())}
+		return false, hcl.Diagnostics{cfg.Error("path", "Cannot read host facts", err.Error())}
 	}
-	t := hostTarget{windows: facts.OS == "windows"}
-	if !t.windows && isWindowsPath(path) {
-		return t, hcl.Diagnostics{cfg.Error("path", "Windows path on a non-Windows host",
+	windows = facts.OS == "windows"
+	if !windows && isWindowsPath(path) {
+		return false, hcl.Diagnostics{cfg.Error("path", "Windows path on a non-Windows host",
 			fmt.Sprintf("%q is a Windows path but the host runs %s.", path, facts.OS))}
 	}
-	return t, nil
+	return windows, nil
 }
 
 // hostError turns a failed host operation into a diagnostic at the path.

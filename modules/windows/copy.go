@@ -380,3 +380,17 @@ func (Copy) write(ctx context.Context, h host.Host, cfg modules.Config, local lo
 	}
 	return r.n, local.sha, nil
 }
+
+// contentFields are the sha256 and size change fields of a file.
+func contentFields(oldSHA string, oldSize int64, exists bool, newSHA, newSize cty.Value) []modules.FieldChange {
+	oldS, oldN := cty.NullVal(cty.String), cty.NullVal(cty.Number)
+	if exists {
+		oldS, oldN = cty.StringVal(oldSHA), cty.NumberIntVal(oldSize)
+	}
+	fields := []modules.FieldChange{{Name: "sha256", Old: oldS, New: newSHA}}
+	// New content of the same length: the size is no news.
+	if !oldN.RawEquals(newSize) {
+		fields = append(fields, modules.FieldChange{Name: "size", Old: oldN, New: newSize})
+	}
+	return fields
+}

@@ -11,16 +11,22 @@ import (
 
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/modules"
+	"github.com/wsu-project/wsu/modules/generic"
 )
 
 // Directory makes a directory exist on a Windows host, or removes a tree
-// (or, with only_if_empty, an empty directory).
+// (or, with only_if_empty, an empty directory). It is the generic directory
+// module with Windows path rules and no mode; only_if_empty, which the
+// generic module lacks, is this module's own.
 type Directory struct{}
 
 var (
 	_ modules.Module    = Directory{}
 	_ modules.Validator = Directory{}
 )
+
+// directory is the generic module this one wraps.
+func directory() generic.Directory { return generic.Directory{Paths: winPaths{}} }
 
 var directoryResults = []modules.Attribute{
 	{Name: "path", Type: cty.String, Description: "The managed path."},
@@ -30,46 +36,36 @@ var directoryResults = []modules.Attribute{
 }
 
 func (Directory) Schema() modules.Schema {
-	return modules.Schema{
-		Name:    "win_directory",
-		Summary: "Create a directory (with parents) on a Windows host, or remove a directory tree.",
-		Description: "Ensures a directory exists, creating missing parents. With `state = \"absent\"` " +
-			"the directory and **everything in it** is removed; a drive or share root is refused. " +
-			"With `only_if_empty = true` as well, the directory is removed only when it is empty: " +
-			"one that holds anything is left as it is, without an error, and the result's " +
-			"`kept_not_empty` says so. That is how to remove a parent such as `C:\\var` that other " +
-			"software may share. A regular file at the path is an error, never silently replaced. " +
-			"Paths compare as Windows compares them: case-insensitively, with either separator.",
-		Target: modules.TargetHost,
-		Attributes: []modules.Attribute{
-			{Name: "path", Type: cty.String, Required: true,
-				Description: "Absolute Windows path of the directory (`C:\\k\\cni` or `C:/k/cni`)."},
-			{Name: "state", Type: cty.String, Default: cty.StringVal("present"),
-				Description: "`\"present\"` to create the directory, `\"absent\"` to remove it (recursively, unless `only_if_empty`)."},
-			{Name: "only_if_empty", Type: cty.Bool, Default: cty.False,
-				Description: "With `state = \"absent\"`: remove the directory only if it is empty, and leave a non-empty one " +
-					"alone (not an error). Only valid with `state = \"absent\"`."},
-		},
-		Results: directoryResults,
-		Example: `task "log_dirs" {
+	s := directory().Schema()
+	s.Name = "win_directory"
+	s.Summary = "Create a directory (with parents) on a Windows host, or remove a directory tree."
+	s.Description = "Ensures a directory exists, creating missing parents. With `state = \"absent\"` " +
+		"the directory and **everything in it** is removed; a drive or share root is refused. " +
+		"With `only_if_empty = true` as well, the directory is removed only when it is empty: " +
+		"one that holds anything is left as it is, without an error, and the result's " +
+		"`kept_not_empty` says so. That is how to remove a parent such as `C:\\var` that other " +
+		"software may share. A regular file at the path is an error, never silently replaced. " +
+		"Paths compare as Windows compares them: case-insensitively, with either separator."
+	s.Attributes = append(windowsAttributes(s.Attributes, map[string]string{
+		"path":  "Absolute Windows path of the directory (`C:\\k\\cni` or `C:/k/cni`).",
+		"state": "`\"present\"` to create the directory, `\"absent\"` to remove it (recursively, unless `only_if_empty`).",
+	}), modules.Attribute{Name: "only_if_empty", Type: cty.Bool, Default: cty.False,
+		Description: "With `state = \"absent\"`: remove the directory only if it is empty, and leave a non-empty one " +
+			"alone (not an error). Only valid with `state = \"absent\"`."})
+	s.Results = directoryResults
+	s.Example = `task "log_dirs" {
   for_each = toset(["kubelet", "kube-proxy", "containerd"])
   win_directory {
     path = "C:\\var\\log\\${each.key}"
   }
-}`,
-	}
+}`
+	return s
 }
 
 func (Directory) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 	cfg := req.Config
-	diags := validatePath(cfg, "path")
-	diags = append(diags, validateEnum(cfg, "state", "present", "absent")...)
-	p, pathOK := str(get(cfg, "path"))
+	diags := directory().Validate(modules.ValidateRequest{Config: withoutMode(cfg)})
 	state, stateOK := str(get(cfg, "state"))
-	if pathOK && stateOK && state == "absent" && checkWinPath(p) == "" && isRoot(p) {
-		diags = append(diags, cfg.Error("path", "Refusing to remove a root",
-			fmt.Sprintf("state = \"absent\" would delete everything under %s.", p)))
-	}
 	if onlyIfEmpty, ok := boolAttr(cfg, "only_if_empty"); ok && onlyIfEmpty && stateOK && state != "absent" {
 		diags = append(diags, cfg.Error("only_if_empty", "only_if_empty needs state = \"absent\"",
 			fmt.Sprintf("only_if_empty chooses how a directory is removed; with state = %q nothing is.", state)))
@@ -77,13 +73,13 @@ func (Directory) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 	return diags
 }
 
-// boolAttr reads a known bool; null is false.
-func boolAttr(cfg modules.Config, name string) (v, ok bool) {
-	b := get(cfg, name)
-	if !b.IsKnown() || !b.Type().Equals(cty.Bool) {
-		return false, false
+// withKept is the generic module's result with kept_not_empty added.
+func withKept(res, kept cty.Value) cty.Value {
+	path := cty.UnknownVal(cty.String)
+	if res.IsKnown() && !res.IsNull() {
+		path = res.GetAttr("path")
 	}
-	return !b.IsNull() && b.True(), true
+	return result(directoryResults, map[string]cty.Value{"path": path, "kept_not_empty": kept})
 }
 
 func (m Directory) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
@@ -92,46 +88,47 @@ func (m Directory) Plan(ctx context.Context, req modules.PlanRequest) modules.Pl
 	path, pathOK := str(pathV)
 	state, stateOK := str(get(cfg, "state"))
 	onlyIfEmpty, onlyOK := boolAttr(cfg, "only_if_empty")
-	res := func(kept cty.Value) cty.Value {
-		return result(directoryResults, map[string]cty.Value{"path": pathV, "kept_not_empty": kept})
-	}
-
-	if !pathOK || !stateOK || !onlyOK {
-		// The host cannot be asked about a path not known yet.
+	switch {
+	case !onlyOK:
+		// How the directory would be removed is not known: the host cannot
+		// be asked.
 		subject := knownAfterApply
 		if pathOK {
 			subject = path
 		}
-		return modules.PlanResponse{Change: &modules.Change{Action: modules.Update, Subject: subject}, Result: res(cty.UnknownVal(cty.Bool))}
+		return modules.PlanResponse{Change: &modules.Change{Action: modules.Update, Subject: subject},
+			Result: withKept(result(directoryResults, map[string]cty.Value{"path": pathV}), cty.UnknownVal(cty.Bool))}
+	case pathOK && stateOK && state == "absent" && onlyIfEmpty:
+		return planRemoveIfEmpty(ctx, req.Host, cfg, path)
 	}
-	diags := onWindows(ctx, req.Host, cfg, "path")
-	if diags.HasErrors() {
+	req.Config = withoutMode(cfg)
+	resp := directory().Plan(ctx, req)
+	kept := cty.False
+	if !pathOK || !stateOK {
+		kept = cty.UnknownVal(cty.Bool)
+	}
+	resp.Result = withKept(resp.Result, kept)
+	return resp
+}
+
+// planRemoveIfEmpty plans state = "absent" with only_if_empty. One listing
+// tells missing, empty and not empty apart: one round trip after the
+// facts, as for the other states.
+func planRemoveIfEmpty(ctx context.Context, h host.Host, cfg modules.Config, path string) modules.PlanResponse {
+	res := func(kept cty.Value) cty.Value {
+		return result(directoryResults, map[string]cty.Value{"path": cty.StringVal(path), "kept_not_empty": kept})
+	}
+	if diags := onWindows(ctx, h, cfg, "path"); diags.HasErrors() {
 		return modules.PlanResponse{Result: res(cty.False), Diagnostics: diags}
 	}
-	if state == "absent" && onlyIfEmpty {
-		// One listing tells missing, empty and not empty apart: one round
-		// trip, as for the other states.
-		ds, diags := listDir(ctx, req.Host, cfg, path)
-		switch {
-		case diags.HasErrors():
-			return modules.PlanResponse{Result: res(cty.False), Diagnostics: diags}
-		case ds == dirEmpty:
-			return modules.PlanResponse{Change: &modules.Change{Action: modules.Delete, Subject: path}, Result: res(cty.UnknownVal(cty.Bool))}
-		}
-		return modules.PlanResponse{Result: res(cty.BoolVal(ds == dirNotEmpty))}
-	}
-	fi, diags := statDir(ctx, req.Host, cfg, path)
-	if diags.HasErrors() {
-		return modules.PlanResponse{Result: res(cty.False), Diagnostics: diags}
-	}
-	var change *modules.Change
+	ds, diags := listDir(ctx, h, cfg, path)
 	switch {
-	case state == "absent" && fi.Exists:
-		change = &modules.Change{Action: modules.Delete, Subject: path}
-	case state == "present" && !fi.Exists:
-		change = &modules.Change{Action: modules.Create, Subject: path}
+	case diags.HasErrors():
+		return modules.PlanResponse{Result: res(cty.False), Diagnostics: diags}
+	case ds == dirEmpty:
+		return modules.PlanResponse{Change: &modules.Change{Action: modules.Delete, Subject: path}, Result: res(cty.UnknownVal(cty.Bool))}
 	}
-	return modules.PlanResponse{Change: change, Result: res(cty.False)}
+	return modules.PlanResponse{Result: res(cty.BoolVal(ds == dirNotEmpty))}
 }
 
 func (m Directory) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
@@ -142,38 +139,21 @@ func (m Directory) Apply(ctx context.Context, req modules.ApplyRequest) modules.
 	path, _ := str(get(cfg, "path"))
 	state, _ := str(get(cfg, "state"))
 	onlyIfEmpty, _ := boolAttr(cfg, "only_if_empty")
+	if state != "absent" || !onlyIfEmpty {
+		req.Config = withoutMode(cfg)
+		resp := directory().Apply(ctx, req)
+		resp.Result = withKept(resp.Result, cty.False)
+		return resp
+	}
 	res := func(kept bool) cty.Value {
 		return result(directoryResults, map[string]cty.Value{"path": cty.StringVal(path), "kept_not_empty": cty.BoolVal(kept)})
 	}
-	fail := func(d hcl.Diagnostics) modules.ApplyResponse {
-		return modules.ApplyResponse{Result: res(false), Diagnostics: d}
-	}
 	if diags := onWindows(ctx, req.Host, cfg, "path"); diags.HasErrors() {
-		return fail(diags)
+		return modules.ApplyResponse{Result: res(false), Diagnostics: diags}
 	}
 	// Converge from what is there now rather than replaying the plan.
-	if state == "absent" && onlyIfEmpty {
-		kept, diags := removeIfEmpty(ctx, req.Host, cfg, path)
-		if diags.HasErrors() {
-			return fail(diags)
-		}
-		return modules.ApplyResponse{Result: res(kept)}
-	}
-	fi, diags := statDir(ctx, req.Host, cfg, path)
-	if diags.HasErrors() {
-		return fail(diags)
-	}
-	switch {
-	case state == "absent" && fi.Exists:
-		if err := req.Host.Remove(ctx, path, true); err != nil {
-			return fail(hostError(cfg, "path", "Cannot remove directory", err))
-		}
-	case state == "present" && !fi.Exists:
-		if err := req.Host.MkdirAll(ctx, path, 0o755); err != nil {
-			return fail(hostError(cfg, "path", "Cannot create directory", err))
-		}
-	}
-	return modules.ApplyResponse{Result: res(false)}
+	kept, diags := removeIfEmpty(ctx, req.Host, cfg, path)
+	return modules.ApplyResponse{Result: res(kept && !diags.HasErrors()), Diagnostics: diags}
 }
 
 // removeIfEmpty removes path if it is an empty directory and reports
@@ -216,21 +196,8 @@ func listDir(ctx context.Context, h host.Host, cfg modules.Config, path string) 
 	case errors.Is(err, fs.ErrNotExist):
 		return dirMissing, nil
 	}
-	if _, diags := statDir(ctx, h, cfg, path); diags.HasErrors() {
+	if _, diags := directory().StatDir(ctx, h, cfg, path); diags.HasErrors() {
 		return dirMissing, diags
 	}
 	return dirMissing, hostError(cfg, "path", "Cannot read directory state", err)
-}
-
-// statDir stats path and refuses a non-directory in the way.
-func statDir(ctx context.Context, h host.Host, cfg modules.Config, path string) (host.FileInfo, hcl.Diagnostics) {
-	fi, err := h.Stat(ctx, path)
-	if err != nil {
-		return fi, hostError(cfg, "path", "Cannot read directory state", err)
-	}
-	if fi.Exists && !fi.IsDir {
-		return fi, hcl.Diagnostics{cfg.Error("path", "Path is not a directory",
-			fmt.Sprintf("%s exists and is not a directory; it is left alone.", path))}
-	}
-	return fi, nil
 }

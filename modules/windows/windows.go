@@ -293,3 +293,12 @@ func mkParent(ctx context.Context, h host.Host, cfg modules.Config, attr, path s
 	}
 	return nil
 }
+
+// boolAttr reads a known bool; null is false.
+func boolAttr(cfg modules.Config, name string) (v, ok bool) {
+	b := get(cfg, name)
+	if !b.IsKnown() || !b.Type().Equals(cty.Bool) {
+		return false, false
+	}
+	return !b.IsNull() && b.True(), true
+}

@@ -152,7 +152,7 @@ func TestCheckServiceName(t *testing.T) {
 }
 
 func TestResult(t *testing.T) {
-	got := result(fileResults, map[string]cty.Value{"path": cty.StringVal(`C:\x`), "size": cty.DynamicVal})
+	got := result(File{}.Schema().Results, map[string]cty.Value{"path": cty.StringVal(`C:\x`), "size": cty.DynamicVal})
 	assert.True(t, got.Type().Equals(File{}.Schema().ResultType()))
 	assert.Equal(t, cty.NullVal(cty.String), got.GetAttr("sha256"))
 	assert.Equal(t, cty.UnknownVal(cty.Number), got.GetAttr("size"))
