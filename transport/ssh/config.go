@@ -2,7 +2,6 @@ package ssh
 
 import (
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"os/user"
@@ -12,10 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zclconf/go-cty/cty"
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/inventory/hostvars"
 	"github.com/wsu-project/wsu/notify"
 	"github.com/wsu-project/wsu/transport/agentbin"
 	"github.com/wsu-project/wsu/version"
@@ -152,87 +151,87 @@ var (
 // ParseConfig reads a host's SSH settings from its inventory variables.
 // Errors name the variable and where it was set.
 func ParseConfig(name string, vars map[string]inventory.Var) (Config, error) {
-	r := varReader{vars: vars}
+	r := hostvars.New(vars)
 	c := Config{
 		Name:               name,
-		Host:               r.str(varHost, name),
-		Port:               r.port(varPort, DefaultPort),
-		User:               r.str(varUser, ""),
-		PrivateKeyFile:     r.path(varKeyFile, ""),
-		PrivateKey:         r.str(varKey, ""),
-		Password:           r.str(varPassword, ""),
-		TrustOnFirstUse:    r.bool(varTOFU, false),
-		ConnectTimeout:     r.duration(varConnectTimeout, DefaultConnectTimeout),
-		ConnectRetryWindow: r.duration(varRetryWindow, DefaultConnectRetryWindow),
-		AuthRetryWindow:    r.duration(varAuthRetryWindow, DefaultAuthRetryWindow),
-		KeepaliveInterval:  r.duration(varKeepalive, DefaultKeepaliveInterval),
-		KeepaliveCountMax:  r.int(varKeepaliveCount, DefaultKeepaliveCountMax),
-		OpTimeout:          r.duration(varOpTimeout, DefaultOpTimeout),
-		RemoteOS:           strings.ToLower(r.str(varRemoteOS, "windows")),
-		AgentArgs:          r.list(varAgentArgs),
+		Host:               r.Str(varHost, name),
+		Port:               r.Port(varPort, DefaultPort),
+		User:               r.Str(varUser, ""),
+		PrivateKeyFile:     r.Path(varKeyFile, ""),
+		PrivateKey:         r.Str(varKey, ""),
+		Password:           r.Str(varPassword, ""),
+		TrustOnFirstUse:    r.Bool(varTOFU, false),
+		ConnectTimeout:     r.Duration(varConnectTimeout, DefaultConnectTimeout),
+		ConnectRetryWindow: r.Duration(varRetryWindow, DefaultConnectRetryWindow),
+		AuthRetryWindow:    r.Duration(varAuthRetryWindow, DefaultAuthRetryWindow),
+		KeepaliveInterval:  r.Duration(varKeepalive, DefaultKeepaliveInterval),
+		KeepaliveCountMax:  r.Int(varKeepaliveCount, DefaultKeepaliveCountMax),
+		OpTimeout:          r.Duration(varOpTimeout, DefaultOpTimeout),
+		RemoteOS:           strings.ToLower(r.Str(varRemoteOS, "windows")),
+		AgentArgs:          r.List(varAgentArgs),
 	}
 	if c.User == "" {
 		c.User = currentUser()
 	}
 	if c.ConnectTimeout <= 0 {
-		r.fail(varConnectTimeout, "must be more than 0")
+		r.Fail(varConnectTimeout, "must be more than 0")
 	}
 	c.AuthRetryWindow = min(c.AuthRetryWindow, c.ConnectRetryWindow)
 	if c.KeepaliveCountMax < 1 {
-		r.fail(varKeepaliveCount, "must be at least 1")
+		r.Fail(varKeepaliveCount, "must be at least 1")
 	}
 
-	if kh := r.path(varKnownHosts, ""); kh != "" {
+	if kh := r.Path(varKnownHosts, ""); kh != "" {
 		c.KnownHostsFile = kh
 	} else if home, err := os.UserHomeDir(); err == nil {
 		c.KnownHostsFile = filepath.Join(home, ".ssh", "known_hosts")
 	}
 	if c.PrivateKey != "" {
 		if c.PrivateKeyFile != "" {
-			r.fail(varKey, "and a private key file ("+c.PrivateKeyFile+") are both set; give the key one way")
+			r.Fail(varKey, "and a private key file ("+c.PrivateKeyFile+") are both set; give the key one way")
 		} else if _, err := parseKey([]byte(c.PrivateKey), nil); err != nil && !isPassphraseMissing(err) {
 			// Checked now so the inventory's mistake is named before any
 			// connection; the error never quotes the key.
-			r.fail(varKey, fmt.Sprintf("is not a private key (OpenSSH or PEM): %v", err))
+			r.Fail(varKey, fmt.Sprintf("is not a private key (OpenSSH or PEM): %v", err))
 		}
 	}
-	if s := r.str(varHostKey, ""); s != "" {
+	if s := r.Str(varHostKey, ""); s != "" {
 		k, _, _, _, err := gossh.ParseAuthorizedKey([]byte(s))
 		if err != nil {
-			r.fail(varHostKey, fmt.Sprintf("is not a public key in authorized_keys format (\"ssh-ed25519 AAAA...\"): %v", err))
+			r.Fail(varHostKey, fmt.Sprintf("is not a public key in authorized_keys format (\"ssh-ed25519 AAAA...\"): %v", err))
 		}
 		c.HostKey = k
 	}
-	if s := r.str(varProxyJump, ""); s != "" {
+	if s := r.Str(varProxyJump, ""); s != "" {
 		j, err := parseJump(s, c.User)
 		if err != nil {
-			r.fail(varProxyJump, err.Error())
+			r.Fail(varProxyJump, err.Error())
 		}
 		c.ProxyJump = j
 	}
 	// Ansible's ssh arguments: a jump host there counts unless proxy_jump
 	// is set; other options are errors or warnings (sshargs.go).
-	r.ansibleSSHArgs(&c)
+	ansibleSSHArgs(r, &c)
 
 	switch c.RemoteOS {
 	case "windows", "linux":
 	default:
-		r.fail(varRemoteOS, fmt.Sprintf("must be windows or linux, not %q", c.RemoteOS))
+		r.Fail(varRemoteOS, fmt.Sprintf("must be windows or linux, not %q", c.RemoteOS))
 	}
-	c.AgentPath = r.str(varAgentPath, defaultAgentPath(c.RemoteOS))
+	c.AgentPath = r.Str(varAgentPath, defaultAgentPath(c.RemoteOS))
 	if err := validateAgentPath(c.RemoteOS, c.AgentPath); err != nil {
-		r.fail(varAgentPath, err.Error())
+		r.Fail(varAgentPath, err.Error())
 	}
 	for _, a := range c.AgentArgs {
 		if !safeArg.MatchString(a) {
-			r.fail(varAgentArgs, fmt.Sprintf("argument %q has characters wsu cannot pass unquoted to both cmd and PowerShell (allowed: letters, digits and %s)", a, safeArgPunct))
+			r.Fail(varAgentArgs, fmt.Sprintf("argument %q has characters wsu cannot pass unquoted to both cmd and PowerShell (allowed: letters, digits and %s)", a, safeArgPunct))
 			break
 		}
 	}
-	c.UploadMethod = r.uploadMethod()
-	c.AgentBinary = r.path(varAgentBinary, "")
-	if r.err != nil {
-		return Config{}, fmt.Errorf("host %s: %w", name, r.err)
+	c.UploadMethod = uploadMethod(r)
+	c.AgentBinary = r.Path(varAgentBinary, "")
+	if err := r.Err(); err != nil {
+		return Config{}, fmt.Errorf("host %s: %w", name, err)
 	}
 	return c, nil
 }
@@ -307,186 +306,4 @@ func currentUser() string {
 		return u.Username
 	}
 	return os.Getenv("USER")
-}
-
-// varReader reads typed variables, keeping the first error with the
-// variable's name and location.
-type varReader struct {
-	vars map[string]inventory.Var
-	err  error
-}
-
-// lookup returns the first of names that is set and not null.
-func (r *varReader) lookup(names []string) (string, cty.Value, inventory.Var, bool) {
-	for _, n := range names {
-		v, ok := r.vars[n]
-		if !ok {
-			continue
-		}
-		val, _ := v.Value.Unmark()
-		if val.IsNull() {
-			continue
-		}
-		if !val.IsKnown() {
-			r.failAt(n, v, "is not known yet")
-			return "", cty.NilVal, v, false
-		}
-		return n, val, v, true
-	}
-	return "", cty.NilVal, inventory.Var{}, false
-}
-
-func (r *varReader) failAt(name string, v inventory.Var, msg string) {
-	if r.err != nil {
-		return
-	}
-	where := ""
-	if v.Range.Filename != "" {
-		where = fmt.Sprintf("%s:%d:%d: ", v.Range.Filename, v.Range.Start.Line, v.Range.Start.Column)
-	}
-	r.err = fmt.Errorf("%s%s %s", where, name, msg)
-}
-
-// fail reports a problem with the variable that supplied names (or the
-// first name when it was defaulted).
-func (r *varReader) fail(names []string, msg string) {
-	for _, n := range names {
-		if v, ok := r.vars[n]; ok {
-			r.failAt(n, v, msg)
-			return
-		}
-	}
-	r.failAt(names[0], inventory.Var{}, msg)
-}
-
-func (r *varReader) str(names []string, def string) string {
-	n, val, v, ok := r.lookup(names)
-	if !ok {
-		return def
-	}
-	switch val.Type() {
-	case cty.String:
-		return strings.TrimSpace(val.AsString())
-	case cty.Number:
-		return val.AsBigFloat().Text('f', -1)
-	case cty.Bool:
-		return strconv.FormatBool(val.True())
-	}
-	r.failAt(n, v, "must be a string")
-	return def
-}
-
-// path expands a leading ~/ as a shell would.
-func (r *varReader) path(names []string, def string) string {
-	p := r.str(names, def)
-	if p == "~" || strings.HasPrefix(p, "~/") {
-		if home, err := os.UserHomeDir(); err == nil {
-			p = filepath.Join(home, p[1:])
-		}
-	}
-	return p
-}
-
-func (r *varReader) int(names []string, def int) int {
-	n, val, v, ok := r.lookup(names)
-	if !ok {
-		return def
-	}
-	switch val.Type() {
-	case cty.Number:
-		if i, acc := val.AsBigFloat().Int64(); acc == big.Exact {
-			return int(i)
-		}
-	case cty.String:
-		if i, err := strconv.Atoi(strings.TrimSpace(val.AsString())); err == nil {
-			return i
-		}
-	}
-	r.failAt(n, v, "must be a whole number")
-	return def
-}
-
-func (r *varReader) port(names []string, def int) int {
-	p := r.int(names, def)
-	if p < 1 || p > 65535 {
-		r.fail(names, fmt.Sprintf("%d is not a TCP port", p))
-	}
-	return p
-}
-
-func (r *varReader) bool(names []string, def bool) bool {
-	n, val, v, ok := r.lookup(names)
-	if !ok {
-		return def
-	}
-	switch val.Type() {
-	case cty.Bool:
-		return val.True()
-	case cty.String:
-		// Ansible's INI values are strings; accept its spellings.
-		switch strings.ToLower(strings.TrimSpace(val.AsString())) {
-		case "true", "yes", "on", "1":
-			return true
-		case "false", "no", "off", "0":
-			return false
-		}
-	}
-	r.failAt(n, v, "must be true or false")
-	return def
-}
-
-// duration reads "90s", "5m" or a number of seconds (Ansible's timeout).
-func (r *varReader) duration(names []string, def time.Duration) time.Duration {
-	n, val, v, ok := r.lookup(names)
-	if !ok {
-		return def
-	}
-	var d time.Duration
-	var err error
-	switch val.Type() {
-	case cty.Number:
-		f, _ := val.AsBigFloat().Float64()
-		d = time.Duration(f * float64(time.Second))
-	case cty.String:
-		s := strings.TrimSpace(val.AsString())
-		if d, err = time.ParseDuration(s); err != nil {
-			var f float64
-			if f, err = strconv.ParseFloat(s, 64); err == nil {
-				d = time.Duration(f * float64(time.Second))
-			}
-		}
-	default:
-		err = fmt.Errorf("wrong type")
-	}
-	if err != nil || d < 0 {
-		r.failAt(n, v, `must be a duration such as "30s" or "5m", or a number of seconds`)
-		return def
-	}
-	return d
-}
-
-// list reads a list of strings or one space-separated string.
-func (r *varReader) list(names []string) []string {
-	n, val, v, ok := r.lookup(names)
-	if !ok {
-		return nil
-	}
-	switch {
-	case val.Type() == cty.String:
-		return strings.Fields(val.AsString())
-	case val.Type().IsListType() || val.Type().IsTupleType() || val.Type().IsSetType():
-		var out []string
-		for it := val.ElementIterator(); it.Next(); {
-			_, e := it.Element()
-			e, _ = e.Unmark()
-			if e.IsNull() || !e.IsKnown() || e.Type() != cty.String {
-				r.failAt(n, v, "must be a list of strings")
-				return nil
-			}
-			out = append(out, e.AsString())
-		}
-		return out
-	}
-	r.failAt(n, v, "must be a list of strings or a space-separated string")
-	return nil
 }

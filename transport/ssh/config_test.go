@@ -165,7 +165,7 @@ func TestParseConfigErrors(t *testing.T) {
 		want string
 	}{
 		{"port", map[string]string{"ansible_port": "ssh"}, "inventory.ini:3:10: ansible_port must be a whole number"},
-		{"port range", map[string]string{"ansible_port": "70000"}, "ansible_port 70000 is not a TCP port"},
+		{"port range", map[string]string{"ansible_port": "70000"}, `ansible_port must be a whole number from 1 to 65535, not "70000"`},
 		{"bool", map[string]string{"ssh_trust_on_first_use": "maybe"}, "ssh_trust_on_first_use must be true or false"},
 		{"duration", map[string]string{"connect_retry_window": "soon"}, `connect_retry_window must be a duration such as "30s"`},
 		{"remote os", map[string]string{"wsu_remote_os": "mac"}, `wsu_remote_os must be windows or linux, not "mac"`},

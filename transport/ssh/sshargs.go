@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/wsu-project/wsu/inventory/hostvars"
 )
 
 // Ansible passes ansible_ssh_common_args (to ssh, sftp and scp) and
@@ -292,28 +294,28 @@ func shellSplit(s string) ([]string, error) {
 // the jump host when proxy_jump did not set one, errors for options that
 // would route the connection elsewhere, and one warning per variable
 // naming the options wsu ignores.
-func (r *varReader) ansibleSSHArgs(c *Config) {
+func ansibleSSHArgs(r *hostvars.Reader, c *Config) {
 	var res sshArgsResult
 	var routeVar []string // the variable the jump setting came from
 	for _, names := range [][]string{varCommonArgs, varExtraArgs} {
-		s := r.str(names, "")
+		s := r.Str(names, "")
 		if s == "" {
 			continue
 		}
 		ignored, errs, routed := len(res.ignored), len(res.errs), res.routed
 		if err := res.parse(s); err != nil {
-			r.fail(names, err.Error())
+			r.Fail(names, err.Error())
 			return
 		}
 		if len(res.errs) > errs {
-			r.fail(names, res.errs[errs])
+			r.Fail(names, res.errs[errs])
 			return
 		}
 		if !routed && res.routed {
 			routeVar = names
 			if res.proxyErr != "" {
 				if c.ProxyJump == nil {
-					r.fail(names, res.proxyErr)
+					r.Fail(names, res.proxyErr)
 					return
 				}
 				res.ignore("-o ProxyCommand", "proxy_jump is set and wins")
@@ -321,7 +323,7 @@ func (r *varReader) ansibleSSHArgs(c *Config) {
 		}
 		if len(res.ignored) > ignored {
 			c.Warnings = append(c.Warnings, fmt.Sprintf("%s%s: wsu ignores %s: its SSH transport takes only the jump host (-J, -o ProxyJump, -o ProxyCommand=\"ssh -W %%h:%%p ...\") from these arguments",
-				r.where(names), names[0], strings.Join(res.ignored[ignored:], ", ")))
+				r.Where(names), names[0], strings.Join(res.ignored[ignored:], ", ")))
 		}
 	}
 	if c.ProxyJump != nil || res.jump == "" {
@@ -330,18 +332,8 @@ func (r *varReader) ansibleSSHArgs(c *Config) {
 	// As ssh's own -J: the jump host's user defaults to the local user.
 	j, err := parseJump(res.jump, currentUser())
 	if err != nil {
-		r.fail(routeVar, "jump host: "+err.Error())
+		r.Fail(routeVar, "jump host: "+err.Error())
 		return
 	}
 	c.ProxyJump = j
-}
-
-// where is "file:line:col: " for the variable that supplied names, or "".
-func (r *varReader) where(names []string) string {
-	for _, n := range names {
-		if v, ok := r.vars[n]; ok && v.Range.Filename != "" {
-			return fmt.Sprintf("%s:%d:%d: ", v.Range.Filename, v.Range.Start.Line, v.Range.Start.Column)
-		}
-	}
-	return ""
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/pkg/sftp"
 
 	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/inventory/hostvars"
 )
 
 // Payload upload methods (wsu_upload_method).
@@ -30,12 +31,12 @@ const autoUpload = UploadSFTP
 var varUploadMethod = []string{"wsu_upload_method"}
 
 // uploadMethod reads wsu_upload_method.
-func (r *varReader) uploadMethod() string {
-	m := strings.ToLower(r.str(varUploadMethod, UploadAuto))
+func uploadMethod(r *hostvars.Reader) string {
+	m := strings.ToLower(r.Str(varUploadMethod, UploadAuto))
 	switch m {
 	case UploadAuto, UploadAgent, UploadSFTP:
 	default:
-		r.fail(varUploadMethod, fmt.Sprintf("must be auto, agent or sftp, not %q", m))
+		r.Fail(varUploadMethod, fmt.Sprintf("must be auto, agent or sftp, not %q", m))
 	}
 	return m
 }

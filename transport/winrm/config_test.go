@@ -220,8 +220,8 @@ func TestConfigTypedVars(t *testing.T) {
 		Range: hcl.Range{Filename: "hosts.ini", Start: hcl.Pos{Line: 3, Column: 9}, End: hcl.Pos{Line: 3, Column: 16}},
 	}}
 	_, err = ConfigFromVars("win01", vars)
-	if err == nil || !strings.HasPrefix(err.Error(), "hosts.ini:3,9") {
-		t.Fatalf("err = %v, want it located at hosts.ini:3,9", err)
+	if err == nil || !strings.HasPrefix(err.Error(), "hosts.ini:3:9") {
+		t.Fatalf("err = %v, want it located at hosts.ini:3:9", err)
 	}
 
 	// Plain HTTP without the opt-in names the scheme and where it was set.
@@ -231,8 +231,8 @@ func TestConfigTypedVars(t *testing.T) {
 		"wsu_agent_binary":        {Value: cty.StringVal("/opt/wsu.exe")},
 	}
 	_, err = ConfigFromVars("win01", vars)
-	if err == nil || !strings.HasPrefix(err.Error(), "hosts.ini:7,1") || !strings.Contains(err.Error(), "ansible_winrm_scheme is http") {
-		t.Fatalf("err = %v, want it located at hosts.ini:7,1 and naming ansible_winrm_scheme", err)
+	if err == nil || !strings.HasPrefix(err.Error(), "hosts.ini:7:1") || !strings.Contains(err.Error(), "ansible_winrm_scheme is http") {
+		t.Fatalf("err = %v, want it located at hosts.ini:7:1 and naming ansible_winrm_scheme", err)
 	}
 }
 
