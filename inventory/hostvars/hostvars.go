@@ -268,8 +268,8 @@ func (r *Reader) Duration(names []string, def time.Duration) time.Duration {
 	return d
 }
 
-// maxSeconds bounds Seconds: a day, more than any timeout means.
-const maxSeconds = 24 * time.Hour
+// maxTimeout bounds Seconds: a day, more than any timeout means.
+const maxTimeout = 24 * time.Hour
 
 // Seconds reads a positive number of seconds up to a day, the only form
 // Ansible's *_sec variables take.
@@ -279,7 +279,7 @@ func (r *Reader) Seconds(names []string, def time.Duration) time.Duration {
 		return def
 	}
 	d, ok := seconds(val)
-	if !ok || d <= 0 || d > maxSeconds {
+	if !ok || d <= 0 || d > maxTimeout {
 		r.failAt(n, r.vars[n], "must be a positive number of seconds"+not(val))
 		return def
 	}
