@@ -182,7 +182,7 @@ func (r *InstanceReconciler) converge(ctx context.Context, wi *wsuv1.WindowsInst
 			return r.done(ctx, orig, wi, wsuv1.PhaseJoined, r.driftRequeue())
 		}
 	}
-	if wi.Spec.Approval == wsuv1.ApprovalManual && wi.Annotations[wsuv1.ApprovedPlanAnnotation] != plan.Hash {
+	if wi.Spec.Approval == wsuv1.ApprovalManual && (plan.Hash == "" || wi.Annotations[wsuv1.ApprovedPlanAnnotation] != plan.Hash) {
 		setCondition(wi, wsuv1.ConditionPlanned, metav1.ConditionTrue, ReasonAwaitingApproval,
 			fmt.Sprintf("plan %s awaits approval: kubectl annotate windowsinstance %s %s=%s (or wsu approve)", plan.Hash, wi.Name, wsuv1.ApprovedPlanAnnotation, plan.Hash))
 		r.event(wi, corev1.EventTypeNormal, ReasonAwaitingApproval, "plan %s (%d to add, %d to change, %d to destroy, %d to run) awaits approval", plan.Hash, plan.Add, plan.Change, plan.Destroy, plan.Run)
@@ -619,11 +619,11 @@ func (r *InstanceReconciler) vars(ctx context.Context, wi *wsuv1.WindowsInstance
 			return nil, err
 		}
 		for _, k := range sortedKeys(data) {
-			vars = append(vars, varArg(k, data[k]))
+			vars = append(vars, k+"="+data[k])
 		}
 	}
 	for _, k := range sortedKeys(wi.Spec.Vars) {
-		vars = append(vars, varArg(k, wi.Spec.Vars[k]))
+		vars = append(vars, k+"="+wi.Spec.Vars[k])
 	}
 	return vars, nil
 }

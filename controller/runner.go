@@ -5,11 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -232,14 +232,14 @@ func firstError(diags hcl.Diagnostics) string {
 // sortedKeys returns m's keys in order.
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
-// varArg renders one -var.
-func varArg(name, value string) string { return fmt.Sprintf("%s=%s", name, value) }
-
 // truncate bounds a message kept in status and events.
 func truncate(s string, n int) string {
 	s = strings.TrimSpace(s)
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n-- // never cut a character in two
 	}
 	return s[:n] + "…"
 }

@@ -52,7 +52,7 @@ type Options struct {
 	Saved *planfile.Plan
 
 	Mode  engine.Mode
-	Forks int // 0: engine.DefaultForks
+	Forks int // 0: the engine's default
 	// Environ is the environment WSU_VAR_* values are read from (the CLI's
 	// os.Environ(); a controller's own list).
 	Environ []string
@@ -148,9 +148,6 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 		SkipTags:  in.SkipTags,
 		Sources:   sources,
 		Expect:    o.Saved,
-	}
-	if run.Request.Forks == 0 {
-		run.Request.Forks = engine.DefaultForks
 	}
 	return run, diags
 }

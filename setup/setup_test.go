@@ -41,7 +41,6 @@ func TestSavedPlanInputsRoundTrip(t *testing.T) {
 	run, diags := setup.Prepare(ctx, setup.Options{Inputs: in, Mode: engine.ModePlan})
 	require.False(t, diags.HasErrors(), "%v", diags)
 	assert.Equal(t, in, run.Inputs)
-	assert.Equal(t, engine.DefaultForks, run.Request.Forks)
 	res := engine.Run(ctx, run.Request)
 	require.False(t, res.Failed(), "%v", res.Diagnostics)
 	out := filepath.Join(dir, "hello.plan")
