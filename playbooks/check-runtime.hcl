@@ -115,3 +115,8 @@ play "check-runtime" {
     }
   }
 }
+
+output "hybrid_overlay_vxlan_port" {
+  description = "The cluster's hybridOverlayVXLANPort (OpenShift network operator config), or null when it sets none or the cluster is not OpenShift."
+  value       = try(task["cluster network"].hybrid_overlay_vxlan_port, null)
+}

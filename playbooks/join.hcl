@@ -132,10 +132,25 @@ variable "ready_timeout" {
   description = "Seconds to wait for the Node to become Ready after the network is configured."
 }
 
+variable "node_labels_after_join" {
+  type        = map(string)
+  default     = null
+  description = "Labels set on the Node through the API once it is Ready (the kubelet may not set node-role labels itself); null: WMCO's, node-role.kubernetes.io/worker and, on OpenShift, windowsmachineconfig.openshift.io/byoh=true."
+}
+
 variable "version_annotation" {
   type        = string
   default     = "windowsmachineconfig.openshift.io/version"
   description = "Node annotation holding the payload version the node was configured with."
+}
+
+locals {
+  # WMCO labels Windows workers once they are Ready; the byoh label is an
+  # OpenShift (WMCO) convention, meaningless elsewhere.
+  node_labels_after_join = var.node_labels_after_join != null ? var.node_labels_after_join : merge(
+    { "node-role.kubernetes.io/worker" = "" },
+    var.cluster_flavour == "openshift" ? { "windowsmachineconfig.openshift.io/byoh" = "true" } : {},
+  )
 }
 
 # The cluster-wide proxy, as machine environment variables. Windows
@@ -223,7 +238,7 @@ include "overlay" {
     kubeconfig                = var.kubeconfig
     node_name                 = include.kubelet.node_name
     service_cidr              = var.service_cidr
-    hybrid_overlay_vxlan_port = var.hybrid_overlay_vxlan_port
+    hybrid_overlay_vxlan_port = var.hybrid_overlay_vxlan_port != null ? var.hybrid_overlay_vxlan_port : include.runtime.hybrid_overlay_vxlan_port
     service_recovery          = var.service_recovery
   }
 }
@@ -255,10 +270,11 @@ play "ready" {
     }
   }
 
-  task "version annotation" {
+  task "labels and version annotation" {
     k8s_node {
       kubeconfig  = var.kubeconfig
       name        = include.kubelet.node_name
+      labels      = local.node_labels_after_join
       annotations = { (var.version_annotation) = include.payload.version }
     }
   }

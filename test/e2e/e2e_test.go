@@ -152,6 +152,9 @@ func checkJoined(t *testing.T, env *harness.Env, h *harness.Host) {
 	}
 	assert.True(t, ready, "Node Ready")
 	assert.Equal(t, "Windows", node.Labels["node.openshift.io/os_id"])
+	role, ok := node.Labels["node-role.kubernetes.io/worker"]
+	assert.True(t, ok && role == "", "worker role label set through the API, as WMCO does")
+	assert.NotContains(t, node.Labels, "windowsmachineconfig.openshift.io/byoh", "the BYOH label is OpenShift's: not on a kubeadm cluster")
 	assert.Equal(t, env.Manifest.Version, node.Annotations["windowsmachineconfig.openshift.io/version"], "version annotation")
 
 	// Both of the node's CSRs were approved, by wsu, after passing its rules.
