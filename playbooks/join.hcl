@@ -62,14 +62,14 @@ variable "node_ip" {
 
 variable "service_cidr" {
   type        = string
-  default     = "172.30.0.0/16"
-  description = "Cluster service network, for the hybrid overlay's CNI config (excluded from outbound NAT, routed through the overlay). The default is OpenShift's."
+  default     = null
+  description = "Cluster service network, for the hybrid overlay's CNI config (excluded from outbound NAT, routed through the overlay); null: read from the cluster (k8s_cluster_network)."
 }
 
 variable "cluster_dns" {
   type        = list(string)
-  default     = ["172.30.0.10"]
-  description = "Cluster DNS service addresses (clusterDNS in the kubelet config). The default is OpenShift's."
+  default     = null
+  description = "Cluster DNS service addresses (clusterDNS in the kubelet config); null: read from the cluster (k8s_cluster_network)."
 }
 
 variable "kubelet_verbosity" {
@@ -178,6 +178,8 @@ include "runtime" {
     manage_containerd = var.manage_containerd
     payload_dir       = var.payload_dir
     service_recovery  = var.service_recovery
+    service_cidr      = var.service_cidr
+    cluster_dns       = var.cluster_dns
   }
 }
 
@@ -205,7 +207,7 @@ include "kubelet" {
   vars = {
     node_name          = var.node_name
     node_ip            = var.node_ip
-    cluster_dns        = var.cluster_dns
+    cluster_dns        = include.runtime.cluster_dns
     kubelet_verbosity  = coalesce(include.ignition.kubelet_verbosity, var.kubelet_verbosity)
     extra_kubelet_args = var.extra_kubelet_args
     cloud_provider     = include.ignition.cloud_provider
@@ -237,7 +239,7 @@ include "overlay" {
   vars = {
     kubeconfig                = var.kubeconfig
     node_name                 = include.kubelet.node_name
-    service_cidr              = var.service_cidr
+    service_cidr              = include.runtime.service_cidr
     hybrid_overlay_vxlan_port = var.hybrid_overlay_vxlan_port != null ? var.hybrid_overlay_vxlan_port : include.runtime.hybrid_overlay_vxlan_port
     service_recovery          = var.service_recovery
   }

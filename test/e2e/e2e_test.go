@@ -9,6 +9,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,6 +115,25 @@ func wantServices(h *harness.Host) map[string]host.ServiceConfig {
 	}
 }
 
+// serviceCIDR is the test cluster's primary service network.
+func serviceCIDR(t *testing.T, env *harness.Env) string {
+	t.Helper()
+	sc, err := env.Cluster.Client.NetworkingV1().ServiceCIDRs().Get(context.Background(), "kubernetes", metav1.GetOptions{})
+	require.NoError(t, err)
+	return sc.Spec.CIDRs[0]
+}
+
+// clusterDNS is the .10 address of the test cluster's service network.
+func clusterDNS(t *testing.T, env *harness.Env) string {
+	t.Helper()
+	p := netip.MustParsePrefix(serviceCIDR(t, env)).Masked()
+	a := p.Addr()
+	for range 10 {
+		a = a.Next()
+	}
+	return a.String()
+}
+
 // checkJoined asserts what a join leaves on the host and in the cluster.
 func checkJoined(t *testing.T, env *harness.Env, h *harness.Host) {
 	t.Helper()
@@ -136,6 +156,14 @@ func checkJoined(t *testing.T, env *harness.Env, h *harness.Host) {
 			names = append(names, n.Name)
 		}
 		assert.ElementsMatch(t, []string{"BaseOVNKubernetesHybridOverlayNetwork", "OVNKubernetesHybridOverlayNetwork"}, names)
+		// The service network and DNS address are the cluster's, read by
+		// k8s_cluster_network (the test cluster has no DNS Service: .10).
+		conf, err := s.ReadFile(ctx, `C:\k\kubelet.conf`, 1<<20)
+		require.NoError(t, err)
+		assert.Contains(t, string(conf), "clusterDNS:\n  - "+clusterDNS(t, env)+"\n", "kubelet clusterDNS from the cluster")
+		cni, err := s.ReadFile(ctx, `C:\k\cni\config\cni.conf`, 1<<20)
+		require.NoError(t, err)
+		assert.Contains(t, string(cni), `"Exceptions": ["`+serviceCIDR(t, env)+`"]`, "CNI NAT exception for the cluster's service network")
 		for _, p := range []string{`C:\k\kubelet.conf`, `C:\k\kube-proxy.conf`, `C:\k\cni\config\cni.conf`, `C:\k\bootstrap-kubeconfig`, `C:\k\kubeconfig`} {
 			fi, err := s.Stat(ctx, p)
 			require.NoError(t, err)
