@@ -38,7 +38,7 @@ func TestClusterNetwork(t *testing.T) {
 	dnsIP := mustNth(t, primary, 53)
 	_, err = c.Client.CoreV1().Services("kube-system").Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system"},
-		Spec: corev1.ServiceSpec{ClusterIP: dnsIP, Ports: []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}},
+		Spec:       corev1.ServiceSpec{ClusterIP: dnsIP, Ports: []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	p = plan(t, m, cfg)
