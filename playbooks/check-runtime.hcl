@@ -40,6 +40,12 @@ variable "pause_image" {
   description = "Sandbox (pause) image containerd uses."
 }
 
+variable "image_pull_progress_timeout" {
+  type        = string
+  default     = "30m0s"
+  description = "containerd cancels an image pull that makes no progress for this long (WMCO's value; Windows images are large)."
+}
+
 variable "service_cidr" {
   type        = string
   default     = null
@@ -103,8 +109,11 @@ play "check-runtime" {
   task "containerd config" {
     when = var.manage_containerd
     win_file {
-      path    = "C:\\k\\containerd\\containerd_conf.toml"
-      content = templatefile("templates/containerd_conf.toml.tftpl", { pause_image = var.pause_image })
+      path = "C:\\k\\containerd\\containerd_conf.toml"
+      content = templatefile("templates/containerd_conf.toml.tftpl", {
+        pause_image                 = var.pause_image
+        image_pull_progress_timeout = var.image_pull_progress_timeout
+      })
     }
     notify = ["restart containerd"]
   }

@@ -138,6 +138,24 @@ variable "node_labels_after_join" {
   description = "Labels set on the Node through the API once it is Ready (the kubelet may not set node-role labels itself); null: WMCO's, node-role.kubernetes.io/worker and, on OpenShift, windowsmachineconfig.openshift.io/byoh=true."
 }
 
+variable "log_file_size" {
+  type        = string
+  default     = null
+  description = "kube-log-runner -log-file-size for the kubelet's and kube-proxy's logs (e.g. \"100M\"); null: the runner's default (no size rotation)."
+}
+
+variable "log_file_age" {
+  type        = string
+  default     = null
+  description = "kube-log-runner -log-file-age: how long rotated logs are kept (e.g. \"168h\"); null: the runner's default."
+}
+
+variable "log_flush_interval" {
+  type        = string
+  default     = null
+  description = "kube-log-runner -flush-interval (e.g. \"5s\"); null: the runner's default."
+}
+
 variable "version_annotation" {
   type        = string
   default     = "windowsmachineconfig.openshift.io/version"
@@ -210,6 +228,9 @@ include "kubelet" {
     cluster_dns        = include.runtime.cluster_dns
     kubelet_verbosity  = coalesce(include.ignition.kubelet_verbosity, var.kubelet_verbosity)
     extra_kubelet_args = var.extra_kubelet_args
+    log_file_size      = var.log_file_size
+    log_file_age       = var.log_file_age
+    log_flush_interval = var.log_flush_interval
     cloud_provider     = include.ignition.cloud_provider
     cloud_config       = include.ignition.cloud_config
     service_recovery   = var.service_recovery
@@ -248,9 +269,12 @@ include "overlay" {
 include "kube_proxy" {
   source = "./kube-proxy.hcl"
   vars = {
-    node_name        = include.kubelet.node_name
-    node_subnet      = include.overlay.node_subnet
-    service_recovery = var.service_recovery
+    node_name          = include.kubelet.node_name
+    node_subnet        = include.overlay.node_subnet
+    log_file_size      = var.log_file_size
+    log_file_age       = var.log_file_age
+    log_flush_interval = var.log_flush_interval
+    service_recovery   = var.service_recovery
   }
 }
 

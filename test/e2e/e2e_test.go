@@ -108,8 +108,8 @@ func wantServices(h *harness.Host) map[string]host.ServiceConfig {
 				"--v=2", "--hostname-override=" + h.NodeName, "--node-ip=" + h.IPv4}},
 		"hybrid-overlay-node": {BinaryPath: `C:\k\hybrid-overlay-node.exe`, Dependencies: []string{"kubelet"},
 			Args: []string{"--node", h.NodeName, "--k8s-kubeconfig", `C:\k\kubeconfig`, "--windows-service", "--logfile", `C:\var\log\hybrid-overlay\hybrid-overlay.log`}},
-		"kube-proxy": {BinaryPath: `C:\k\kube-proxy.exe`, Dependencies: []string{"hybrid-overlay-node"},
-			Args: []string{"--config", `C:\k\kube-proxy.conf`, "--windows-service"}},
+		"kube-proxy": {BinaryPath: `C:\k\kube-log-runner.exe`, Dependencies: []string{"hybrid-overlay-node"},
+			Args: []string{`-log-file=C:\var\log\kube-proxy\kube-proxy.log`, `C:\k\kube-proxy.exe`, "--config", `C:\k\kube-proxy.conf`, "--windows-service"}},
 		"csi-proxy": {BinaryPath: `C:\k\csi-proxy.exe`,
 			Args: []string{`-log_file=C:\var\log\csi-proxy\csi-proxy.log`, "-logtostderr=false", "-windows-service", "--v=2"}},
 	}
@@ -161,6 +161,14 @@ func checkJoined(t *testing.T, env *harness.Env, h *harness.Host) {
 		conf, err := s.ReadFile(ctx, `C:\k\kubelet.conf`, 1<<20)
 		require.NoError(t, err)
 		assert.Contains(t, string(conf), "clusterDNS:\n  - "+clusterDNS(t, env)+"\n", "kubelet clusterDNS from the cluster")
+		assert.Contains(t, string(conf), "enableSystemLogQuery: true\n", "node log query (oc adm node-logs), as WMCO")
+		assert.Contains(t, string(conf), "  NodeLogQuery: true\n", "the feature gate log query needs")
+		ctrd, err := s.ReadFile(ctx, `C:\k\containerd\containerd_conf.toml`, 1<<20)
+		require.NoError(t, err)
+		assert.Contains(t, string(ctrd), `image_pull_progress_timeout = "30m0s"`, "WMCO's pull progress timeout")
+		proxyLog, err := s.Stat(ctx, `C:\var\log\kube-proxy\kube-proxy.log`)
+		require.NoError(t, err)
+		assert.True(t, proxyLog.Exists, "kube-proxy logs to its file through kube-log-runner")
 		cni, err := s.ReadFile(ctx, `C:\k\cni\config\cni.conf`, 1<<20)
 		require.NoError(t, err)
 		assert.Contains(t, string(cni), `"Exceptions": ["`+serviceCIDR(t, env)+`"]`, "CNI NAT exception for the cluster's service network")
