@@ -85,8 +85,15 @@ type Run struct {
 	// Text maps every file a diagnostic may quote (playbooks and the files
 	// the run reads later, the inventory, var files) to its content. It is
 	// filled even when Prepare fails, so its diagnostics can be shown with
-	// their source lines, and it grows as the engine reads templates.
+	// their source lines (except those Hidden refuses), and it grows as
+	// the engine reads templates.
 	Text map[string][]byte
+	// Secrets is the run's scrubber (also Request.Secrets): the secrets of
+	// the inventory and the inputs are registered with it before Prepare
+	// returns, and the diagnostics it returns are scrubbed with it.
+	Secrets *engine.Scrubber
+
+	secretFiles secretFiles
 }
 
 // Prepare loads the playbook and inventory and builds the engine request.
@@ -108,11 +115,12 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 	registry := all.Registry(clusters)
 	loader := playbook.NewLoader(registry, stock)
 	in.Playbook = ResolvePlaybook(in.Playbook, stock)
-	run := &Run{Inputs: in, Text: loader.Sources()}
+	run := &Run{Inputs: in, Text: loader.Sources(), Secrets: engine.NewScrubber()}
 
 	pb, diags := loader.Load(in.Playbook)
 	if diags.HasErrors() {
-		return run, diags
+		run.collectSecrets(nil, nil, in, o.Environ)
+		return run, run.scrub(diags)
 	}
 	sources := map[string][]byte{}
 	for k, s := range loader.Sources() {
@@ -131,6 +139,8 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 			run.Text[f] = src
 		}
 	}
+	run.collectSecrets(pb, inv, in, o.Environ)
+	diags = run.scrub(diags)
 	if diags.HasErrors() {
 		return run, diags
 	}
@@ -148,6 +158,7 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 		SkipTags:  in.SkipTags,
 		Sources:   sources,
 		Expect:    o.Saved,
+		Secrets:   run.Secrets,
 	}
 	return run, diags
 }

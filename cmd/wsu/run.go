@@ -131,7 +131,7 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		opts.Saved = saved
 	}
 	run, diags := setup.Prepare(ctx, opts)
-	v := a.newView(o, run.Text)
+	v := a.newView(o, run)
 	defer v.Close()
 	v.Diagnostics(diags) // errors, or warnings such as a missing SSH key
 	if diags.HasErrors() {
@@ -191,7 +191,7 @@ func (a *app) passphrasePrompt() sshtransport.PassphrasePrompt {
 	}
 }
 
-func (a *app) newView(o *runOptions, sources map[string][]byte) view.View {
+func (a *app) newView(o *runOptions, run *setup.Run) view.View {
 	if o.output == "json" {
 		return view.NewJSON(a.stdout)
 	}
@@ -202,7 +202,8 @@ func (a *app) newView(o *runOptions, sources map[string][]byte) view.View {
 		Progress: tty,
 		Diff:     o.diff,
 		Verbose:  o.verbose,
-		Sources:  sources,
+		Sources:  run.Text,
+		Hidden:   run.Hidden,
 		Err:      a.stderr,
 	})
 }
