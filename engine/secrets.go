@@ -55,15 +55,23 @@ func collectSecrets(s *Scrubber, pb *playbook.Playbook, inv *inventory.Inventory
 	if inv == nil {
 		return
 	}
-	for _, host := range inv.Order {
-		for name, v := range inv.HostVars(host) {
-			switch {
-			case inventory.SecretName(name) || sensitive[name]:
+	// Each group's and host's own variables, not each host's merged view:
+	// an inventory read only in part (it has errors) may have groups
+	// whose hosts are missing.
+	note := func(vars map[string]inventory.Var) {
+		for name, v := range vars {
+			if inventory.SecretName(name) || sensitive[name] {
 				s.AddValue(v.Value)
-			default:
+			} else {
 				s.AddMarked(v.Value)
 			}
 		}
+	}
+	for _, g := range inv.Groups {
+		note(g.Vars)
+	}
+	for _, h := range inv.Hosts {
+		note(h.Vars)
 	}
 }
 

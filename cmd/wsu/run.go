@@ -122,7 +122,7 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 	if saved, isPlan, err := planfile.Load(target); err != nil && isPlan {
 		return err
 	} else if isPlan {
-		if given := inputFlags(flags); len(given) > 0 {
+		if given := inputFlags(flags, len(saved.Inputs.SensitiveVars) > 0); len(given) > 0 {
 			return fmt.Errorf("%s is a saved plan, which carries its own inputs; drop %s (or plan again with them)", target, strings.Join(given, ", "))
 		}
 		if mode != engine.ModeApply {
@@ -208,10 +208,15 @@ func (a *app) newView(o *runOptions, run *setup.Run) view.View {
 	})
 }
 
-// inputFlags names the input flags set on the command line.
-func inputFlags(flags *pflag.FlagSet) []string {
+// inputFlags names the input flags set on the command line; -var aside
+// when the saved plan left sensitive -var options out (setup checks that
+// the options given are those).
+func inputFlags(flags *pflag.FlagSet, sensitiveVars bool) []string {
 	var given []string
 	for _, name := range []string{"inventory", "var", "var-file", "limit", "tags", "skip-tags", "local", "kubeconfig", "context"} {
+		if name == "var" && sensitiveVars {
+			continue
+		}
 		if flags.Changed(name) {
 			given = append(given, "--"+name)
 		}
