@@ -570,9 +570,16 @@ func (r *runner) recap() []HostRecap {
 
 // scrubResult scrubs the diagnostics the run returns: a caller (the
 // controller's status) shows them without events' scrubbing.
+// A plan's summaries are scrubbed again: a secret may have been learnt
+// (a later task's sensitive result) after a summary was recorded.
 func (r *runner) scrubResult() {
 	r.result.Diagnostics = r.secrets.Diagnostics(r.result.Diagnostics)
 	r.result.SetupDiagnostics = r.secrets.Diagnostics(r.result.SetupDiagnostics)
+	for _, h := range r.result.Plan.Hosts {
+		for i := range h.Tasks {
+			h.Tasks[i].Summary = r.secrets.Scrub(h.Tasks[i].Summary)
+		}
+	}
 }
 
 func (r *runner) closeAll() {

@@ -72,6 +72,7 @@ func TestCollectSecrets(t *testing.T) {
 	pb := &playbook.Playbook{Variables: map[string]*playbook.Variable{
 		"pw":     {Name: "pw", Type: cty.String, Sensitive: true, Default: cty.StringVal("default-secret")},
 		"region": {Name: "region", Type: cty.String},
+		"keys":   {Name: "keys", Type: cty.Map(cty.String), Sensitive: true},
 	}}
 	inv := inventory.FromList("win01,")
 	inv.Hosts["win01"].Vars["ansible_become_password"] = inventory.Var{Value: cty.StringVal("become-secret")}
@@ -81,10 +82,10 @@ func TestCollectSecrets(t *testing.T) {
 	inv.Groups["all"].Vars["site"] = inventory.Var{Value: cty.StringVal("plain-site")}
 	s := engine.NewScrubber()
 	engine.CollectSecrets(s, pb, inv, engine.Inputs{
-		Vars:    []string{"pw=cli-secret", "region=eu-west-1"},
+		Vars:    []string{"pw=cli-secret", "region=eu-west-1", `keys={ a = "typed-secret" }`},
 		Environ: []string{"WSU_VAR_pw=env-secret", "WSU_VAR_region=us-east"},
 	})
-	for _, sec := range []string{"default-secret", "become-secret", "inventory-pw", "marked-in-inventory", "cli-secret", "env-secret"} {
+	for _, sec := range []string{"default-secret", "become-secret", "inventory-pw", "marked-in-inventory", "cli-secret", "env-secret", "typed-secret"} {
 		assert.True(t, s.Contains("x "+sec+" y"), sec)
 	}
 	for _, plain := range []string{"eu-west-1", "us-east", "plain-site", "/home/u/.ssh/id"} {

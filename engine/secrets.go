@@ -32,19 +32,27 @@ func CollectSecrets(s *Scrubber, pb *playbook.Playbook, inv *inventory.Inventory
 func collectSecrets(s *Scrubber, pb *playbook.Playbook, inv *inventory.Inventory, p *parsedInputs) {
 	sensitive := sensitiveVariables(pb, s)
 	if p != nil {
+		// Text as given, and, for a typed variable, the strings of the
+		// value it reads as ({ a = "s3cret" } hides s3cret alone too).
+		text := func(name string, rv rawValue) {
+			s.Add(rv.text)
+			if v, d := rv.convert(sensitive[name]); !d.HasErrors() {
+				s.AddValue(v)
+			}
+		}
 		for name, rv := range p.cli {
-			if sensitive[name] {
-				s.Add(rv.text)
+			if sensitive[name] != nil {
+				text(name, rv)
 			}
 		}
 		for name, rv := range p.env {
-			if sensitive[name] {
-				s.Add(rv.text)
+			if sensitive[name] != nil {
+				text(name, rv)
 			}
 		}
 		for _, file := range p.files {
 			for name, rv := range file {
-				if sensitive[name] || inventory.SecretName(name) {
+				if sensitive[name] != nil || inventory.SecretName(name) {
 					if v, d := rv.expr.Value(nil); !d.HasErrors() {
 						s.AddValue(v)
 					}
@@ -60,7 +68,7 @@ func collectSecrets(s *Scrubber, pb *playbook.Playbook, inv *inventory.Inventory
 	// whose hosts are missing.
 	note := func(vars map[string]inventory.Var) {
 		for name, v := range vars {
-			if inventory.SecretName(name) || sensitive[name] {
+			if inventory.SecretName(name) || sensitive[name] != nil {
 				s.AddValue(v.Value)
 			} else {
 				s.AddMarked(v.Value)
@@ -75,17 +83,17 @@ func collectSecrets(s *Scrubber, pb *playbook.Playbook, inv *inventory.Inventory
 	}
 }
 
-// sensitiveVariables names the variables declared sensitive anywhere in
-// the include tree, and registers their defaults.
-func sensitiveVariables(pb *playbook.Playbook, s *Scrubber) map[string]bool {
-	sensitive := map[string]bool{}
+// sensitiveVariables are the variables declared sensitive anywhere in the
+// include tree, by name; their defaults are registered.
+func sensitiveVariables(pb *playbook.Playbook, s *Scrubber) map[string]*playbook.Variable {
+	sensitive := map[string]*playbook.Variable{}
 	if pb == nil {
 		return sensitive
 	}
 	pb.Walk(func(pb *playbook.Playbook) {
 		for n, v := range pb.Variables {
 			if v.Sensitive {
-				sensitive[n] = true
+				sensitive[n] = v
 				if v.Default != cty.NilVal {
 					s.AddValue(v.Default)
 				}

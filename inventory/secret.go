@@ -11,7 +11,9 @@ var secretWords = []string{"password", "pass", "secret", "token", "private_key",
 // ansible_become_password, ssh_private_key, join_token, access_key). A name
 // ending in _file names a file, not its content
 // (ansible_ssh_private_key_file): the path is not a secret, and error
-// messages about the file need it. Values of such variables are sensitive
+// messages about the file need it. Public keys (host_key, public_key,
+// pub_key: ssh_host_key pins the host's) are not secrets either, and a
+// host-key mismatch must be able to show them. Values of such variables are sensitive
 // wherever a run would show them, and their text is removed from anything
 // it prints.
 func SecretName(name string) bool {
@@ -20,7 +22,7 @@ func SecretName(name string) bool {
 		return false
 	}
 	if strings.HasSuffix(n, "_key") {
-		return true
+		return !strings.HasSuffix(n, "host_key") && !strings.HasSuffix(n, "public_key") && !strings.HasSuffix(n, "pub_key")
 	}
 	for _, w := range secretWords {
 		if strings.Contains(n, w) {
