@@ -35,7 +35,8 @@ import (
 // each Node is cordoned, drained, upgraded and uncordoned by the stock
 // upgrade playbook, never two at once (maxUnavailable 1, read from the
 // ordered stream of status changes), and every instance ends UpToDate and
-// schedulable. Before that, with two managed nodes: a CSR for one node's
+// schedulable. The Manual instance's upgrade waits, untouched, until its
+// plan is approved. Before that, with two managed nodes: a CSR for one node's
 // name from a requester that is not that node, and a serving CSR of one
 // node with the other's names, are refused.
 func TestUpgradeOneAtATime(t *testing.T) {
@@ -72,10 +73,36 @@ func TestUpgradeOneAtATime(t *testing.T) {
 		assert.False(t, b.csrApproved(t, otherSANs), "node %s asking for a serving certificate with %s's names", a.NodeName, other.NodeName)
 	})
 
+	// The second instance's changes now need an admin's approval.
+	manual := b.env.Hosts[1]
+	wi := b.get(t, manual.Name)
+	orig := wi.DeepCopy()
+	wi.Spec.Approval = wsuv1.ApprovalManual
+	require.NoError(t, b.client.Patch(ctx, wi, client.MergeFrom(orig)))
+	eventually(t, time.Minute, "the new spec observed", func() (bool, string) {
+		wi := b.get(t, manual.Name)
+		return wi.Status.ObservedGeneration == wi.Generation && wi.Status.Phase == wsuv1.PhaseJoined, describe(wi)
+	})
+
 	phases := b.trackPhases(t)
 	m, err := b.env.BumpPayload(ctx, "kube-proxy", "v1.37.2-standin")
 	require.NoError(t, err)
 	require.NotEqual(t, old, m.Version)
+
+	var hash string
+	eventually(t, 3*time.Minute, "the Manual instance's upgrade awaits approval", func() (bool, string) {
+		wi := b.get(t, manual.Name)
+		if wi.Status.Phase == wsuv1.PhaseAwaitingApproval && wi.Status.LastPlan != nil && wi.Status.LastPlan.Playbook == "wsu:upgrade.hcl" {
+			hash = wi.Status.LastPlan.Hash
+			return true, ""
+		}
+		return false, describe(wi)
+	})
+	node, err := b.env.Cluster.Client.CoreV1().Nodes().Get(ctx, manual.NodeName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.False(t, node.Spec.Unschedulable, "not cordoned before approval")
+	assert.Equal(t, old, node.Annotations["windowsmachineconfig.openshift.io/version"], "not upgraded before approval")
+	require.NoError(t, controller.Approve(ctx, b.client, client.ObjectKey{Namespace: ns, Name: manual.Name}, hash))
 	for _, h := range b.env.Hosts {
 		eventually(t, 5*time.Minute, h.Name+" upgraded", func() (bool, string) {
 			wi := b.get(t, h.Name)
@@ -97,7 +124,7 @@ func TestUpgradeOneAtATime(t *testing.T) {
 		wi := b.get(t, h.Name)
 		require.NotNil(t, wi.Status.LastApply)
 		assert.Equal(t, "wsu:upgrade.hcl", wi.Status.LastApply.Playbook)
-		assert.False(t, meta.IsStatusConditionTrue(wi.Status.Conditions, wsuv1.ConditionDrifted), "an upgrade is not drift")
+		assert.False(t, meta.IsStatusConditionTrue(wi.Status.Conditions, wsuv1.ConditionDrifted), "an upgrade is not drift: %s", describe(wi))
 	}
 }
 

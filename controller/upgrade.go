@@ -133,6 +133,9 @@ func (r *InstanceReconciler) applyUpgrade(ctx context.Context, orig, wi *wsuv1.W
 		return r.failed(ctx, orig, wi, ReasonVersionMismatch, msg, false)
 	}
 	setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionTrue, ReasonAtVersion, fmt.Sprintf("Node %s runs payload %s", r.nodeName(wi), want))
+	// The upgrade converged the host with join: it matches the playbook.
+	setCondition(wi, wsuv1.ConditionDrifted, metav1.ConditionFalse, ReasonInSync, "the host matches the playbook")
+	r.metrics.drifted(wi, false)
 	meta.RemoveStatusCondition(&wi.Status.Conditions, wsuv1.ConditionDegraded)
 	wi.Status.Failures, wi.Status.NextRetry = 0, nil
 	r.event(wi, corev1.EventTypeNormal, ReasonUpgraded, "node %s upgraded from payload %q to %s: %d task(s) changed", r.nodeName(wi), from, want, out.Changed)
