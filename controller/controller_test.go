@@ -38,7 +38,6 @@ import (
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
 	"github.com/wsu-project/wsu/engine"
-	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 	"github.com/wsu-project/wsu/test/harness"
 	"github.com/wsu-project/wsu/transport/agentbin"
@@ -72,7 +71,6 @@ func TestMain(m *testing.M) {
 type bed struct {
 	env    *harness.Env
 	client client.WithWatch
-	inv    *inventory.Inventory
 }
 
 // startBed starts a bed and one controller.
@@ -100,13 +98,11 @@ func newBed(t *testing.T, hosts int) *bed {
 		Data:       map[string][]byte{kubeinv.KeySecretKey: key},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	inv, diags := inventory.Load(env.Inventory)
-	require.False(t, diags.HasErrors(), "%v", diags)
 	scheme, err := controller.NewScheme()
 	require.NoError(t, err)
 	c, err := client.NewWithWatch(env.Cluster.Config, client.Options{Scheme: scheme})
 	require.NoError(t, err)
-	return &bed{env: env, client: c, inv: inv}
+	return &bed{env: env, client: c}
 }
 
 // running is one controller (a manager) started by a test.
@@ -207,29 +203,19 @@ func (r *recordingRunner) record() (started int, ended []runRecord) {
 	return r.started, slices.Clone(r.ended)
 }
 
-// hostVars are the inventory variables the harness gives host h (how to
-// reach it through the one sshd, and its simulation's arguments), minus the
-// ones the controller sets itself.
-func (b *bed) hostVars(h *harness.Host) map[string]string {
-	out := map[string]string{}
-	for k, v := range b.inv.HostVars(h.Name) {
-		switch k {
-		case "ansible_ssh_private_key_file", "ssh_known_hosts_file", "connection", "ansible_user":
-			continue
-		}
-		if v.Value.Type().FriendlyName() == "string" && v.Value.IsKnown() && !v.Value.IsNull() {
-			out[k] = v.Value.AsString()
-		}
-	}
-	return out
+func (b *bed) hostVars(t *testing.T, h *harness.Host) map[string]string {
+	t.Helper()
+	vars, err := b.env.InstanceHostVars(h)
+	require.NoError(t, err)
+	return vars
 }
 
-func (b *bed) instance(h *harness.Host, approval wsuv1.Approval) *wsuv1.WindowsInstance {
+func (b *bed) instance(t *testing.T, h *harness.Host, approval wsuv1.Approval) *wsuv1.WindowsInstance {
 	return &wsuv1.WindowsInstance{
 		ObjectMeta: metav1.ObjectMeta{Name: h.Name, Namespace: ns},
 		Spec: wsuv1.WindowsInstanceSpec{
 			Address: h.Name, Username: b.env.SSHUser, Approval: approval,
-			HostVars: b.hostVars(h),
+			HostVars: b.hostVars(t, h),
 		},
 	}
 }
@@ -316,7 +302,7 @@ func TestManualApprovalJoinThenRemove(t *testing.T) {
 			HostVars: map[string]string{"ansible_host": "127.0.0.1", "ansible_port": fmt.Sprint(closedPort(t)), "connect_retry_window": "0s"}},
 	}
 	require.NoError(t, b.client.Create(ctx, gone))
-	require.NoError(t, b.client.Create(ctx, b.instance(h, wsuv1.ApprovalManual)))
+	require.NoError(t, b.client.Create(ctx, b.instance(t, h, wsuv1.ApprovalManual)))
 
 	var hash string
 	eventually(t, 3*time.Minute, "the Manual instance awaits approval", func() (bool, string) {

@@ -45,7 +45,7 @@ func TestUpgradeOneAtATime(t *testing.T) {
 	b.startController(t, controller.Options{}, controller.ManagerOptions{}, nil)
 	ctx := context.Background()
 	for _, h := range b.env.Hosts {
-		require.NoError(t, b.client.Create(ctx, b.instance(h, wsuv1.ApprovalAuto)))
+		require.NoError(t, b.client.Create(ctx, b.instance(t, h, wsuv1.ApprovalAuto)))
 	}
 	for _, h := range b.env.Hosts {
 		b.waitJoined(t, h.Name)
@@ -137,7 +137,7 @@ func TestRestartMidJoin(t *testing.T) {
 	b := newBed(t, 1)
 	h := b.env.Hosts[0]
 	first := b.startController(t, controller.Options{}, controller.ManagerOptions{}, nil)
-	require.NoError(t, b.client.Create(context.Background(), b.instance(h, wsuv1.ApprovalAuto)))
+	require.NoError(t, b.client.Create(context.Background(), b.instance(t, h, wsuv1.ApprovalAuto)))
 	b.interruptJoin(t, h, first)
 
 	b.startController(t, controller.Options{}, controller.ManagerOptions{}, nil)
@@ -169,7 +169,7 @@ func TestLeaderElection(t *testing.T) {
 	holder := *lease.Spec.HolderIdentity
 	assert.NotEmpty(t, holder)
 
-	require.NoError(t, b.client.Create(context.Background(), b.instance(h, wsuv1.ApprovalAuto)))
+	require.NoError(t, b.client.Create(context.Background(), b.instance(t, h, wsuv1.ApprovalAuto)))
 	b.interruptJoin(t, h, leader)
 	started, _ := standby.runs.record()
 	assert.Zero(t, started, "the standby ran nothing while the other led")
