@@ -9,8 +9,10 @@
 // playbook behaves the same from `wsu apply` and in the cluster. What the
 // controller adds is what a cluster needs around a run: per-instance status
 // with conditions, plan approval by hash, finalizers that deconfigure a host
-// before its object goes, per-instance exponential backoff (an unreachable
-// host never delays another), bounded concurrency, events and metrics.
+// before its object goes, upgrades when the payload version changes with at
+// most maxUnavailable instances out of service at once, per-instance
+// exponential backoff (an unreachable host never delays another), bounded
+// concurrency, events and metrics.
 //
 // Reconcile is level-based: each pass plans the instance's playbook against
 // the host as it is; no changes means joined and in sync, changes mean a
