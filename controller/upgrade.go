@@ -26,14 +26,14 @@ const upgradePlaybook = "wsu:upgrade.hcl"
 
 // Reasons of the UpToDate condition and the upgrade events.
 const (
-	ReasonAtVersion       = "AtPayloadVersion"
-	ReasonOutdated        = "Outdated"
-	ReasonRolloutWait     = "WaitingForRollout"
-	ReasonUpgrading       = "Upgrading"
-	ReasonUpgraded        = "Upgraded"
-	ReasonUpgradeFailed   = "UpgradeFailed"
-	ReasonVersionMismatch = "VersionMismatch"
-	ReasonPayloadUnknown  = "PayloadUnreadable"
+	ReasonAtVersion         = "AtPayloadVersion"
+	ReasonOutdated          = "Outdated"
+	ReasonRolloutWait       = "WaitingForRollout"
+	ReasonUpgrading         = "Upgrading"
+	ReasonUpgraded          = "Upgraded"
+	ReasonUpgradeFailed     = "UpgradeFailed"
+	ReasonVersionMismatch   = "VersionMismatch"
+	ReasonPayloadUnreadable = "PayloadUnreadable"
 )
 
 // upgradeDue says whether wi's joined Node runs another payload version
@@ -45,7 +45,7 @@ func (r *InstanceReconciler) upgradeDue(ctx context.Context, wi *wsuv1.WindowsIn
 	}
 	want, verr := r.payloads.want(wi)
 	if verr != nil {
-		setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionUnknown, ReasonPayloadUnknown, truncate(verr.Error(), 1000))
+		setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionUnknown, ReasonPayloadUnreadable, truncate(verr.Error(), 1000))
 		return "", false, nil
 	}
 	if want == "" {
