@@ -44,6 +44,10 @@ func WriteArchive(path string, img v1.Image, tags []string, created time.Time) (
 		tmp.Close()
 		return v1.Hash{}, err
 	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return v1.Hash{}, err
+	}
 	if err := tmp.Close(); err != nil {
 		return v1.Hash{}, err
 	}

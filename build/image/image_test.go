@@ -92,6 +92,9 @@ func buildOnce(t *testing.T, dir string) built {
 func TestImage(t *testing.T) {
 	b := buildOnce(t, t.TempDir())
 
+	st, err := os.Stat(b.archive)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o644), st.Mode().Perm(), "an archive others can read")
 	img, err := tarball.ImageFromPath(b.archive, nil)
 	require.NoError(t, err)
 	d, err := img.Digest()
