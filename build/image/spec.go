@@ -8,6 +8,14 @@
 // with Docker, and a test keeps the checked-in file identical; another opens
 // the built image and checks that what the Dockerfile lists is there.
 //
+// What other parts rely on (keep it stable): make image writes
+// bin/wsu-image.tar (and its digest to bin/wsu-image.tar.digest), make
+// payload-image bin/wsu-payload-image.tar; each is an OCI image layout with
+// a docker-archive manifest.json beside it, naming the image
+// localhost/wsu:latest (localhost/wsu-payload:latest), the names the deploy/
+// manifests use. Tests that need the image call Stage, Build and
+// WriteArchive themselves, as this package's tests do.
+//
 // Builds are reproducible: every timestamp is the commit's (SOURCE_DATE_EPOCH
 // when set), entries are sorted, owners are 0:0 and modes are fixed, and
 // the binaries are built with -trimpath; so one commit gives one digest.
