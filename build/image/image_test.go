@@ -42,7 +42,7 @@ func TestDockerfileIsRendered(t *testing.T) {
 	require.NoError(t, err)
 	var want []Copy
 	for _, f := range WSU().Files {
-		want = append(want, Copy{Src: f.Src, Dest: f.Dest, Mode: f.Mode})
+		want = append(want, Copy(f))
 	}
 	assert.Equal(t, want, copies)
 }
