@@ -19,13 +19,15 @@ CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
 FUZZTIME ?= 30s
 
-.PHONY: help build agents generate test kubetest lint docs demo fuzz bench bench-smoke bench-engine clean tools
+.PHONY: help build agents generate test kubetest lint docs demo fuzz bench bench-smoke bench-engine clean tools image image-context payload-image dockerfile manifests
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
+# Static and -trimpath, as the image's wsu is built (build/image): the image
+# build and its tests then find every package compiled already.
 build: agents ## build bin/wsu, carrying the node agents it deploys
-	$(GO) build -tags wsu_embed_agents -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/wsu
+	CGO_ENABLED=0 $(GO) build -trimpath -tags wsu_embed_agents -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/wsu
 
 # bin/wsu-agent-GOOS-GOARCH[.exe], copied into cmd/wsu/agents (ignored by
 # git) for the embed; a wsu built without make finds them in bin/.
@@ -39,6 +41,28 @@ agents: ## cross-build the node agent (cmd/wsu-agent) for AGENT_PLATFORMS
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(AGENT_LDFLAGS)" -o $$out ./cmd/wsu-agent; \
 	  cp $$out cmd/wsu/agents/; \
 	done
+
+# The container images (build/image; docs/install.md): no daemon, no base
+# image, reproducible (every timestamp is the commit's).
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+IMAGE_FLAGS = -version $(VERSION) -revision $(REVISION) -source-date-epoch $(SOURCE_DATE_EPOCH) -context bin/image/context
+
+image: ## build bin/wsu-image.tar (OCI layout + docker-archive) and print its digest
+	$(GO) run ./build/image/wsu-image build $(IMAGE_FLAGS) -o bin/wsu-image.tar
+
+image-context: ## stage bin/image/context, the build context of the Dockerfile
+	$(GO) run ./build/image/wsu-image context $(IMAGE_FLAGS)
+
+payload-image: image ## build bin/wsu-payload-image.tar: the wsu image plus PAYLOAD=DIR, verified
+	@test -n "$(PAYLOAD)" || { echo "usage: make payload-image PAYLOAD=DIR"; exit 1; }
+	$(GO) run ./build/image/wsu-image payload $(IMAGE_FLAGS) -payload $(PAYLOAD) -o bin/wsu-payload-image.tar
+
+dockerfile: ## regenerate the Dockerfile from build/image's file list
+	$(GO) run ./build/image/wsu-image dockerfile > Dockerfile
+
+manifests: ## render deploy/overlays into deploy/rendered (kustomize)
+	$(GO) test -count=1 ./deploy -run TestRendered -update
 
 # The first run builds the Kubernetes test bed (kube-apiserver, etcd; several
 # minutes, cached): hence the timeout. `make kubetest` builds it ahead.

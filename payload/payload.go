@@ -235,3 +235,77 @@ func (m *Manifest) Names() []string {
 	sort.Strings(out)
 	return out
 }
+
+// Copy copies a payload from src into dst (an init container filling an
+// emptyDir from a payload image): every component the manifest lists,
+// hashed while it is copied and kept only when its sha256 matches, then the
+// manifest itself, last, so a dst with a manifest is complete. Files in src
+// that the manifest does not list are not copied.
+func Copy(src, dst string, m *Manifest) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range m.Components {
+		if err := copyVerified(filepath.Join(src, c.File), dst, c.File, c.SHA256); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.Name, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	raw, err := os.ReadFile(filepath.Join(src, ManifestFile))
+	if err != nil {
+		return err
+	}
+	return writeAtomic(dst, ManifestFile, raw)
+}
+
+// copyVerified copies src to dst/name through a temporary file, renamed
+// into place only when its sha256 is want.
+func copyVerified(src, dst, name, want string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp(dst, ".copy-"+name+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(tmp, h), in); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != want {
+		return fmt.Errorf("sha256 %s, manifest says %s; not copied", sum, want)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), filepath.Join(dst, name))
+}
+
+func writeAtomic(dir, name string, data []byte) error {
+	tmp, err := os.CreateTemp(dir, ".copy-"+name+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), filepath.Join(dir, name))
+}

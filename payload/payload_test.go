@@ -126,3 +126,32 @@ func TestFetch(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "404")
 }
+
+func TestCopy(t *testing.T) {
+	files := map[string][]byte{"kubelet.exe": []byte("kubelet"), "kube-proxy.exe": []byte("proxy")}
+	src, m := payloadDir(t, files, nil)
+	require.NoError(t, os.WriteFile(filepath.Join(src, "stray.txt"), []byte("not listed"), 0o644))
+
+	dst := filepath.Join(t.TempDir(), "payload")
+	require.NoError(t, Copy(src, dst, m))
+	got, err := Load(dst)
+	require.NoError(t, err)
+	problems, err := Verify(dst, got)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+	assert.NoFileExists(t, filepath.Join(dst, "stray.txt"), "only what the manifest lists")
+
+	// A tampered source file is not copied, and without a complete copy
+	// there is no manifest: the destination never looks whole.
+	require.NoError(t, os.WriteFile(filepath.Join(src, "kubelet.exe"), []byte("tampered"), 0o644))
+	dst2 := filepath.Join(t.TempDir(), "payload")
+	err = Copy(src, dst2, m)
+	require.ErrorContains(t, err, "kubelet: sha256")
+	assert.NoFileExists(t, filepath.Join(dst2, "kubelet.exe"))
+	assert.NoFileExists(t, filepath.Join(dst2, ManifestFile))
+	entries, err := os.ReadDir(dst2)
+	require.NoError(t, err)
+	for _, e := range entries {
+		assert.NotContains(t, e.Name(), ".copy-", "temporary files are removed")
+	}
+}

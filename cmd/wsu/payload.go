@@ -40,6 +40,22 @@ func (a *app) payloadCommand() *cobra.Command {
 		},
 	})
 	cmd.AddCommand(&cobra.Command{
+		Use:   "copy SRC DEST",
+		Short: "Copy a payload directory, keeping only files whose sha256 matches its manifest (a payload image's init container)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := payload.Load(args[0])
+			if err != nil {
+				return err
+			}
+			if err := payload.Copy(args[0], args[1], m); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "payload %s: %d components verified and copied to %s\n", m.Version, len(m.Components), args[1])
+			return nil
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
 		Use:   "fetch DIR",
 		Short: "Download missing or wrong payload files from the manifest's sources, checking sha256",
 		Args:  cobra.ExactArgs(1),

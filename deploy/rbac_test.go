@@ -1,0 +1,210 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/wsu-project/wsu/test/kubetest"
+)
+
+// access is one question to the authorizer: may the subject do this?
+type access struct {
+	verb, group, resource, sub, ns, name string
+	allowed                              bool
+	why                                  string
+}
+
+func (a access) String() string {
+	r := a.resource
+	if a.sub != "" {
+		r += "/" + a.sub
+	}
+	if a.group != "" {
+		r += "." + a.group
+	}
+	where := "cluster-wide"
+	if a.ns != "" {
+		where = "in " + a.ns
+	}
+	name := ""
+	if a.name != "" {
+		name = " " + a.name
+	}
+	return fmt.Sprintf("%s %s%s %s", a.verb, r, name, where)
+}
+
+func allow(verb, group, resource, ns, name, why string) access {
+	return access{verb: verb, group: group, resource: resource, ns: ns, name: name, allowed: true, why: why}
+}
+
+func deny(verb, group, resource, ns, name, why string) access {
+	return access{verb: verb, group: group, resource: resource, ns: ns, name: name, why: why}
+}
+
+// sub sets the subresource.
+func (a access) on(sub string) access { a.sub = sub; return a }
+
+const (
+	cert   = "certificates.k8s.io"
+	client = "kubernetes.io/kube-apiserver-client-kubelet"
+	serve  = "kubernetes.io/kubelet-serving"
+	wsu    = "wsu.dev"
+)
+
+// joinAccess is what the join Job's ServiceAccount may and may not do.
+func joinAccess(o Overlay) []access {
+	ns := o.Namespace
+	list := []access{
+		allow("get", "", "configmaps", ns, "windows-instances", "its inventory"),
+		allow("get", "", "secrets", ns, keySecret, "the SSH key"),
+		deny("get", "", "secrets", ns, otherSecret, "another Secret of its namespace"),
+		deny("list", "", "secrets", ns, "", "listing would read every Secret"),
+		deny("get", "", "configmaps", ns, "other", "another ConfigMap"),
+		deny("get", "", "secrets", "default", keySecret, "a Secret elsewhere"),
+		allow("list", cert, "certificatesigningrequests", "", "", "finds the kubelet's CSRs"),
+		allow("update", cert, "certificatesigningrequests", "", "", "approves them").on("approval"),
+		allow("approve", cert, "signers", "", client, "the kubelet client signer"),
+		allow("approve", cert, "signers", "", serve, "the kubelet serving signer"),
+		deny("approve", cert, "signers", "", "kubernetes.io/kube-apiserver-client", "client certificates for anyone"),
+		deny("approve", cert, "signers", "", "kubernetes.io/legacy-unknown", "another signer"),
+		deny("approve", cert, "signers", "", "example.com/signer", "a custom signer"),
+		deny("update", cert, "certificatesigningrequests", "", "", "signing is the signer's").on("status"),
+		allow("get", "", "nodes", "", "", "waits for its Node"),
+		allow("patch", "", "nodes", "", "", "labels and annotates its Node"),
+		deny("update", "", "nodes", "", "", "patches only"),
+		deny("delete", "", "nodes", "", "", "a join never removes a Node"),
+		deny("create", "", "nodes", "", "", "the kubelet registers its Node"),
+		deny("patch", "", "nodes", "", "", "node status is the kubelet's").on("status"),
+		deny("create", "", "pods", "default", "", "a join never drains").on("eviction"),
+		deny("list", "", "pods", "", "", "a join never drains"),
+		deny("create", wsu, "windowsinstances", ns, "", "the controller's API"),
+		deny("create", "rbac.authorization.k8s.io", "rolebindings", ns, "", "no escalation"),
+	}
+	return append(list, flavourAccess(o)...)
+}
+
+// controllerAccess is what the controller's ServiceAccount may and may not do.
+func controllerAccess(o Overlay) []access {
+	ns := o.Namespace
+	list := []access{
+		allow("watch", wsu, "windowsinstances", ns, "", "its API"),
+		allow("update", wsu, "windowsinstances", ns, "", "finalizers").on("finalizers"),
+		allow("patch", wsu, "windowsinstances", ns, "", "status").on("status"),
+		allow("create", wsu, "windowsinstances", ns, "", "from the BYOH ConfigMap"),
+		deny("list", wsu, "windowsinstances", "default", "", "only its namespace"),
+		allow("watch", "", "configmaps", ns, "", "the BYOH ConfigMap"),
+		deny("update", "", "configmaps", ns, "", "reads ConfigMaps only"),
+		deny("list", "", "configmaps", "default", "", "only its namespace"),
+		allow("get", "", "secrets", ns, otherSecret, "an instance's keySecretRef names any Secret of its namespace"),
+		deny("list", "", "secrets", ns, "", "read one by one, never listed or cached"),
+		deny("watch", "", "secrets", ns, "", "never watched"),
+		deny("create", "", "secrets", ns, "", "reads only"),
+		deny("get", "", "secrets", "default", otherSecret, "no Secret outside its namespace"),
+		allow("create", "", "events", ns, "", "events"),
+		allow("update", "coordination.k8s.io", "leases", ns, "wsu-controller.wsu.dev", "leader election"),
+		deny("get", "coordination.k8s.io", "leases", "kube-system", "", "only its namespace"),
+		allow("delete", "", "nodes", "", "", "removal deletes the Node"),
+		allow("watch", "", "nodes", "", "", "Node readiness"),
+		deny("patch", "", "nodes", "", "", "node status is the kubelet's").on("status"),
+		allow("create", "", "pods", "default", "", "drain evicts pods").on("eviction"),
+		deny("delete", "", "pods", "default", "", "evicts, never deletes"),
+		allow("approve", cert, "signers", "", client, "kubelet client renewals"),
+		allow("approve", cert, "signers", "", serve, "kubelet serving certificates"),
+		deny("approve", cert, "signers", "", "kubernetes.io/kube-apiserver-client", "client certificates for anyone"),
+		deny("create", "rbac.authorization.k8s.io", "clusterrolebindings", "", "", "no escalation"),
+		deny("create", "apps", "deployments", ns, "", "nothing else"),
+	}
+	return append(list, flavourAccess(o)...)
+}
+
+// flavourAccess is what depends on the cluster, for both ServiceAccounts.
+func flavourAccess(o Overlay) []access {
+	if o.Flavour == "openshift" {
+		return []access{
+			allow("get", "", "secrets", "openshift-machine-config-operator", "node-bootstrapper-token", "the bootstrap kubeconfig's token"),
+			deny("get", "", "secrets", "openshift-machine-config-operator", otherSecret, "that token only"),
+			deny("list", "", "secrets", "kube-system", "", "no bootstrap tokens on OpenShift"),
+			deny("get", "", "configmaps", "kube-public", "cluster-info", "no cluster-info on OpenShift"),
+		}
+	}
+	return []access{
+		// kubeadm joins make or reuse a bootstrap token: kube-system
+		// Secrets, get, list and create (docs/install.md says what that
+		// grants).
+		allow("create", "", "secrets", "kube-system", "", "bootstrap tokens"),
+		allow("list", "", "secrets", "kube-system", "", "reuses a bootstrap token"),
+		deny("delete", "", "secrets", "kube-system", "", "no more than that"),
+		allow("get", "", "configmaps", "kube-public", "cluster-info", "the cluster CA and API server URL"),
+		deny("get", "", "configmaps", "kube-public", "other", "cluster-info only"),
+		deny("get", "", "secrets", "openshift-machine-config-operator", "node-bootstrapper-token", "OpenShift only"),
+	}
+}
+
+// checkRBAC asks the API server's authorizer about each access, and makes a
+// few real requests as each ServiceAccount.
+func checkRBAC(ctx context.Context, t *testing.T, c *kubetest.Cluster, o Overlay) {
+	for _, sa := range []struct {
+		name string
+		list []access
+	}{
+		{"wsu-join", joinAccess(o)},
+		{"wsu-controller", controllerAccess(o)},
+	} {
+		t.Run("rbac "+sa.name, func(t *testing.T) {
+			user := "system:serviceaccount:" + o.Namespace + ":" + sa.name
+			for _, a := range sa.list {
+				got := review(ctx, t, c, o.Namespace, user, a)
+				assert.Equal(t, a.allowed, got, "%s may %s: want %v (%s)", sa.name, a, a.allowed, a.why)
+			}
+		})
+	}
+	t.Run("requests as the ServiceAccounts", func(t *testing.T) {
+		createSecrets(ctx, t, c, o.Namespace)
+		createSecrets(ctx, t, c, "default")
+		job := clientFor(t, c, o.Namespace, "wsu-join")
+		_, err := job.CoreV1().Secrets(o.Namespace).Get(ctx, keySecret, metav1.GetOptions{})
+		assert.NoError(t, err, "the join Job reads its key")
+		_, err = job.CoreV1().Secrets(o.Namespace).Get(ctx, otherSecret, metav1.GetOptions{})
+		assert.True(t, apierrors.IsForbidden(err), "the join Job reads no other Secret: %v", err)
+		_, err = job.CoreV1().Nodes().Create(ctx, nodeNamed("intruder"), metav1.CreateOptions{})
+		assert.True(t, apierrors.IsForbidden(err), "the join Job creates no Node: %v", err)
+
+		ctl := clientFor(t, c, o.Namespace, "wsu-controller")
+		_, err = ctl.CoreV1().Secrets(o.Namespace).Get(ctx, keySecret, metav1.GetOptions{})
+		assert.NoError(t, err, "the controller reads a key in its namespace")
+		_, err = ctl.CoreV1().Secrets("default").Get(ctx, otherSecret, metav1.GetOptions{})
+		assert.True(t, apierrors.IsForbidden(err), "the controller reads no Secret outside its namespace: %v", err)
+		_, err = ctl.CoreV1().Secrets(o.Namespace).List(ctx, metav1.ListOptions{})
+		assert.True(t, apierrors.IsForbidden(err), "nor lists them: %v", err)
+	})
+}
+
+// review asks a SubjectAccessReview for user and the groups every
+// ServiceAccount of ns has.
+func review(ctx context.Context, t *testing.T, c *kubetest.Cluster, ns, user string, a access) bool {
+	t.Helper()
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:   user,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: a.ns, Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.sub, Name: a.name,
+		},
+	}}
+	got, err := c.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return got.Status.Allowed
+}
+
+func clientFor(t *testing.T, c *kubetest.Cluster, ns, name string) kubernetes.Interface {
+	cs, err := kubernetes.NewForConfig(serviceAccount(c, ns, name))
+	require.NoError(t, err)
+	return cs
+}
