@@ -6,6 +6,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -88,6 +89,10 @@ type Result struct {
 	Diagnostics      hcl.Diagnostics
 	SetupDiagnostics hcl.Diagnostics
 	Cancelled        bool
+	// NothingChecked, when the run touched no host and nothing failed,
+	// says why (an empty inventory, plays whose hosts match nothing):
+	// such a run checked nothing, which is not "no changes".
+	NothingChecked string
 }
 
 // Failed reports whether any host failed or was unreachable, or the run
@@ -143,8 +148,25 @@ func Run(ctx context.Context, req Request) *Result {
 		r.emit(Event{Type: EventRunCancelled})
 	}
 	r.result.Recap = r.recap()
-	r.emit(Event{Type: EventRecap, Recap: r.result.Recap})
+	if !r.result.Failed() && len(r.result.Recap) == 0 {
+		r.result.NothingChecked = r.nothingChecked()
+	}
+	r.emit(Event{Type: EventRecap, Recap: r.result.Recap, Failed: r.result.Failed(), NothingChecked: r.result.NothingChecked})
 	return r.result
+}
+
+// nothingChecked says why a run that failed nowhere touched no host.
+func (r *runner) nothingChecked() string {
+	if len(r.hostOrder) == 0 {
+		return "the inventory has no hosts"
+	}
+	if r.req.Limit != "" {
+		return fmt.Sprintf("no play's hosts matched a host of the inventory within --limit %q", r.req.Limit)
+	}
+	if len(r.unmatched) == 0 {
+		return "no play ran"
+	}
+	return "no play's hosts matched a host of the inventory: " + strings.Join(r.unmatched, "; ")
 }
 
 type runner struct {
@@ -160,6 +182,12 @@ type runner struct {
 	// running; plays inside it see only these.
 	restrict map[string]bool
 	mu       sync.Mutex // guards result.Changes, plan
+	// notRunSent are the plays already reported as not run (a serial
+	// include's later batches meet them again).
+	notRunSent map[string]bool
+	// unmatched say which plays' hosts matched no host, for a run that
+	// checked nothing.
+	unmatched []string
 }
 
 // instance is one playbook file in the include tree.
@@ -189,7 +217,10 @@ func newRunner(req Request) (*runner, hcl.Diagnostics) {
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	r := &runner{req: req, inputs: in, hosts: map[string]*hostState{}, forks: req.Forks, result: &Result{}}
+	if d := checkSelection(req); d.HasErrors() {
+		return nil, d
+	}
+	r := &runner{req: req, inputs: in, hosts: map[string]*hostState{}, forks: req.Forks, result: &Result{}, notRunSent: map[string]bool{}}
 	r.root = newInstance(req.Playbook, "", nil, nil)
 	inv := req.Inventory
 	if inv == nil {
@@ -208,6 +239,41 @@ func newRunner(req Request) (*runner, hcl.Diagnostics) {
 		r.result.Plan.Sources[name] = hashString(string(src))
 	}
 	return r, diags
+}
+
+// checkSelection refuses, before any host is touched, a playbook with no
+// play anywhere (nothing would be checked) and a --tags naming a tag no
+// task carries (which would select nothing, silently).
+func checkSelection(req Request) hcl.Diagnostics {
+	plays := 0
+	tags := map[string]bool{"always": true}
+	req.Playbook.Walk(func(pb *playbook.Playbook) {
+		for _, p := range pb.Plays() {
+			plays++
+			for _, t := range append(append([]*playbook.Task{}, p.Tasks...), p.Handlers...) {
+				for _, tag := range t.Tags {
+					tags[tag] = true
+				}
+			}
+		}
+	})
+	if plays == 0 {
+		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Nothing to run",
+			Detail: fmt.Sprintf("%s has no play, and includes none: there is nothing to check or change.", req.Playbook.Filename)}}
+	}
+	known := make([]string, 0, len(tags))
+	for t := range tags {
+		known = append(known, t)
+	}
+	sort.Strings(known)
+	var diags hcl.Diagnostics
+	for _, want := range req.Tags {
+		if !tags[want] {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown tag",
+				Detail: fmt.Sprintf("--tags %s: no task carries the tag %q, so nothing would be checked.%s Tags in this playbook: %s.", want, want, suggestName(want, known), strings.Join(known, ", "))})
+		}
+	}
+	return diags
 }
 
 func newInstance(pb *playbook.Playbook, path string, parent *instance, inc *playbook.Include) *instance {
@@ -240,8 +306,9 @@ func (r *runner) emit(e Event) {
 // runPlaybook runs one playbook instance (the root or an include) item
 // by item in file order: its plays, and its includes with their outputs.
 func (r *runner) runPlaybook(ctx context.Context, inst *instance) {
-	for _, it := range inst.pb.Items {
+	for i, it := range inst.pb.Items {
 		if ctx.Err() != nil || r.aborted {
+			r.notRun(ctx, inst.pb.Items[i:])
 			return
 		}
 		switch it := it.(type) {
@@ -255,9 +322,37 @@ func (r *runner) runPlaybook(ctx context.Context, inst *instance) {
 			child := inst.children[it.Name]
 			r.runPlaybook(ctx, child)
 			if ctx.Err() != nil || r.aborted {
+				r.notRun(ctx, inst.pb.Items[i+1:])
 				return
 			}
 			r.collectOutputs(ctx, child)
+		}
+	}
+}
+
+// markNotRun reports a play as not run, once.
+func (r *runner) markNotRun(play, why string) {
+	if r.notRunSent[play] {
+		return
+	}
+	r.notRunSent[play] = true
+	r.emit(Event{Type: EventPlayNotRun, Play: play, Message: why})
+}
+
+// notRun reports the plays (also those inside includes) that an earlier
+// error or an interruption kept from running, so none of them reads as
+// a play that ran on no host.
+func (r *runner) notRun(ctx context.Context, items []playbook.Item) {
+	why := "an earlier error stopped the run"
+	if ctx.Err() != nil {
+		why = "the run was interrupted"
+	}
+	for _, it := range items {
+		switch it := it.(type) {
+		case *playbook.Play:
+			r.markNotRun(it.Name, "not run: "+why)
+		case *playbook.Include:
+			r.notRun(ctx, it.Playbook.Items)
 		}
 	}
 }
@@ -346,6 +441,16 @@ func (r *runner) selectHosts(inst *instance, hostsExpr hcl.Expression) ([]string
 		}
 		names = out
 	}
+	if len(names) == 0 {
+		why := fmt.Sprintf("hosts = %q", pattern)
+		if g := r.req.Inventory.Groups[pattern]; g != nil {
+			why += " is a group with no hosts"
+			if len(g.Children) > 0 {
+				why += " (its children: " + strings.Join(g.Children, ", ") + "; a :children line naming an undefined group makes an empty group)"
+			}
+		}
+		r.unmatched = append(r.unmatched, why)
+	}
 	var live []string
 	for _, n := range names {
 		if r.restrict != nil && !r.restrict[n] {
@@ -430,6 +535,9 @@ type rollout struct {
 func (r *runner) rollout(inst *instance, play string, hostsExpr, serial, maxFail hcl.Expression) (ro rollout, ok bool) {
 	fail := func(d hcl.Diagnostics) (rollout, bool) {
 		r.result.Diagnostics = append(r.result.Diagnostics, d...)
+		if play != "" {
+			r.markNotRun(play, "not run: its hosts, serial or max_fail_percentage is invalid")
+		}
 		r.emit(Event{Type: EventDiagnostic, Play: play, Diagnostics: DiagViews(d)})
 		r.aborted = true
 		return rollout{}, false

@@ -151,6 +151,9 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 			fmt.Fprintf(a.stdout, "\nSaved the plan to %s. Apply exactly it with: wsu apply %s\n", o.out, o.out)
 		}
 	}
+	if mode == engine.ModePlan && o.detailedExitcode && res.NothingChecked != "" {
+		return exitError{1} // 0 would claim the hosts were checked and match
+	}
 	if mode == engine.ModePlan && o.detailedExitcode && res.Changes > 0 {
 		return exitError{2}
 	}

@@ -32,7 +32,11 @@ names and arguments, argument types, references, duplicate names and cycles.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			loader := playbook.NewLoader(all.Schemas(), playbooks.FS)
-			_, diags := loader.Load(setup.ResolvePlaybook(args[0], playbooks.FS))
+			name, diags := setup.ResolvePlaybook(args[0], playbooks.FS)
+			if !diags.HasErrors() {
+				_, d := loader.Load(name)
+				diags = append(diags, d...)
+			}
 			_, noColorEnv := os.LookupEnv("NO_COLOR")
 			v := view.NewHuman(a.stderr, view.HumanOptions{Color: isTerminal(a.stderr) && !noColor && !noColorEnv, Sources: loader.Sources()})
 			v.Diagnostics(diags)
