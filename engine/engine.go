@@ -231,6 +231,9 @@ func newRunner(req Request) (*runner, hcl.Diagnostics) {
 		r.hosts[name] = newHostState(inv, name)
 		r.hostOrder = append(r.hostOrder, name)
 	}
+	if d := r.checkInputs(); d.HasErrors() {
+		return nil, append(diags, d...)
+	}
 	r.result.Plan = &planfile.Plan{Sources: map[string]string{}, Hosts: map[string]*planfile.Host{}}
 	for name, src := range req.Sources {
 		r.result.Plan.Sources[name] = hashString(string(src))
@@ -273,6 +276,67 @@ func checkSelection(req Request) hcl.Diagnostics {
 				Detail: fmt.Sprintf("--tags %s: no task carries the tag %q, so nothing would be checked.%s Tags in this playbook: %s.", want, want, suggestName(want, known), strings.Join(known, ", "))})
 		}
 	}
+	return diags
+}
+
+// checkInputs validates, before any host is touched, every value given
+// from outside (-var, WSU_VAR_, -var-file, the inventory's host and group
+// vars) against its variable's type, nullability and validation rules, in
+// every playbook of the run whose include does not set the variable
+// itself. A bad value is found before the first play changes anything,
+// not when the include using it is reached.
+func (r *runner) checkInputs() hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	seen := map[string]bool{}
+	check := func(v *playbook.Variable, rv rawValue) {
+		_, d := r.inputs.resolve(v, nil, &rv)
+		for _, diag := range d {
+			key := diag.Summary + "\x00" + diag.Detail
+			if diag.Subject != nil {
+				key += "\x00" + diag.Subject.String()
+			}
+			if !seen[key] {
+				seen[key] = true
+				diags = append(diags, diag)
+			}
+		}
+	}
+	var walk func(inst *instance)
+	walk = func(inst *instance) {
+		for _, name := range inst.pb.VariableOrder {
+			if inst.inc != nil {
+				if _, set := inst.inc.Vars[name]; set {
+					continue
+				}
+			}
+			v := inst.pb.Variables[name]
+			if rv, ok := r.inputs.cli[name]; ok {
+				check(v, rv)
+				continue // wins over every other source
+			}
+			if rv, ok := r.inputs.env[name]; ok {
+				check(v, rv)
+				continue
+			}
+			for _, f := range r.inputs.files {
+				if rv, ok := f[name]; ok {
+					check(v, rv)
+				}
+			}
+			for _, h := range r.hostOrder {
+				if iv, ok := r.hosts[h].vars[name]; ok {
+					rng := iv.Range
+					check(v, rawValue{value: iv.Value, source: "inventory " + iv.Range.Filename, rng: &rng})
+				}
+			}
+		}
+		for _, it := range inst.pb.Items {
+			if inc, ok := it.(*playbook.Include); ok {
+				walk(inst.children[inc.Name])
+			}
+		}
+	}
+	walk(r.root)
 	return diags
 }
 
@@ -744,3 +808,70 @@ func suggestName(name string, candidates []string) string {
 }
 
 var validationFuncs = funcs.Table(".", nil)
+
+// Check finds, without touching any host, what Run would refuse before
+// its first play (inputs that do not fit their variables, an unknown tag, a
+// playbook without plays) and the errors in each play's and serial
+// include's own hosts, serial and max_fail_percentage that can be known
+// without a host: literals, and expressions of var and local. A hosts
+// pattern is matched only when req.Inventory is set. wsu validate runs it.
+func Check(req Request) hcl.Diagnostics {
+	r, diags := newRunner(req)
+	if diags.HasErrors() {
+		return diags
+	}
+	var walk func(inst *instance)
+	walk = func(inst *instance) {
+		for _, it := range inst.pb.Items {
+			switch it := it.(type) {
+			case *playbook.Play:
+				diags = append(diags, r.checkRollout(inst, req.Inventory != nil, it.Hosts, it.Serial, it.MaxFailPercentage)...)
+			case *playbook.Include:
+				if it.Hosts != nil {
+					diags = append(diags, r.checkRollout(inst, req.Inventory != nil, it.Hosts, it.Serial, it.MaxFailPercentage)...)
+				}
+				walk(inst.children[it.Name])
+			}
+		}
+	}
+	walk(r.root)
+	return diags
+}
+
+// checkRollout is rollout's checks on what is known without a host.
+func (r *runner) checkRollout(inst *instance, match bool, hostsExpr, serial, maxFail hcl.Expression) hcl.Diagnostics {
+	known := func(e hcl.Expression) bool {
+		if e == nil {
+			return false
+		}
+		v, d := r.evalGlobal(inst, e)
+		return !d.HasErrors() && v.IsWhollyKnown()
+	}
+	var diags hcl.Diagnostics
+	hosts := []string{"a"} // serial is checked against one host
+	if known(hostsExpr) {
+		if match {
+			names, d := r.selectHosts(inst, hostsExpr)
+			diags = append(diags, d...)
+			if len(names) > 0 {
+				hosts = names
+			}
+		} else if v, _ := r.evalGlobal(inst, hostsExpr); v.Type() != cty.String {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid hosts", Detail: "hosts must be a string: a group, a host or a pattern like \"windows:!win03\".", Subject: hostsExpr.Range().Ptr()})
+		}
+	}
+	if known(serial) {
+		_, d := r.batches(inst, serial, hosts)
+		diags = append(diags, d...)
+	}
+	if known(maxFail) {
+		_, _, d := r.maxFail(inst, maxFail)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			if f, _, _ := r.maxFail(inst, maxFail); f < 0 || f > 100 {
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid max_fail_percentage", Detail: "max_fail_percentage must be a number from 0 to 100.", Subject: maxFail.Range().Ptr()})
+			}
+		}
+	}
+	return diags
+}

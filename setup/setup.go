@@ -139,6 +139,14 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 	if diags.HasErrors() {
 		return run, diags
 	}
+	transports := o.Transports
+	if transports == nil {
+		transports = transport.NewRegistry(transport.Options{Agents: o.Agents})
+	}
+	if d := checkHosts(inv, transports, in.Local); d.HasErrors() {
+		return run, append(diags, d...)
+	}
+	o.Transports = transports
 	run.Request = engine.Request{
 		Playbook:  pb,
 		Inventory: inv,
@@ -155,6 +163,24 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 		Expect:    o.Saved,
 	}
 	return run, diags
+}
+
+// checkHosts refuses, before any play, hosts whose connection settings
+// cannot work whatever the host does (an unknown connection, a port that
+// is not a number), each located in the inventory where it can be.
+func checkHosts(inv *inventory.Inventory, transports *transport.Registry, local bool) hcl.Diagnostics {
+	def := "ssh"
+	if local {
+		def = "local"
+	}
+	var diags hcl.Diagnostics
+	for _, name := range inv.Order {
+		if err := transports.Check(name, inv.HostVars(name), def); err != nil {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid host settings",
+				Detail: err.Error() + ". Found before any host was touched; fix the inventory."})
+		}
+	}
+	return diags
 }
 
 // connector dials hosts through the run's transports, with the run's SSH
