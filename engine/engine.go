@@ -875,3 +875,56 @@ func (r *runner) checkRollout(inst *instance, match bool, hostsExpr, serial, max
 	}
 	return diags
 }
+
+// PlayOutline is a play as --list-hosts and --list-tasks show it.
+type PlayOutline struct {
+	Play  string
+	Hosts []string // nil with HostsErr set when they depend on a host
+	// HostsErr says why the hosts are not listed.
+	HostsErr string
+	Tasks    []TaskOutline
+}
+
+// TaskOutline is a task selected by --tags and --skip-tags.
+type TaskOutline struct {
+	Address string
+	Module  string
+	Tags    []string
+}
+
+// Outline lists each play in run order with the hosts it targets and the
+// tasks --tags and --skip-tags select, without touching any host (Ansible's
+// --list-hosts and --list-tasks).
+func Outline(req Request) ([]PlayOutline, hcl.Diagnostics) {
+	r, diags := newRunner(req)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	var out []PlayOutline
+	var walk func(inst *instance)
+	walk = func(inst *instance) {
+		for _, it := range inst.pb.Items {
+			switch it := it.(type) {
+			case *playbook.Play:
+				po := PlayOutline{Play: it.Name}
+				hosts, d := r.selectHosts(inst, it.Hosts)
+				if d.HasErrors() {
+					po.HostsErr = d[0].Summary + ": " + d[0].Detail
+					diags = append(diags, d...)
+				} else {
+					po.Hosts = hosts
+				}
+				for _, t := range it.Tasks {
+					if r.selected(t) {
+						po.Tasks = append(po.Tasks, TaskOutline{Address: inst.path + fmt.Sprintf("task[%q]", t.Name), Module: t.Module, Tags: t.Tags})
+					}
+				}
+				out = append(out, po)
+			case *playbook.Include:
+				walk(inst.children[it.Name])
+			}
+		}
+	}
+	walk(r.root)
+	return out, diags
+}
