@@ -6,6 +6,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -92,6 +93,10 @@ type Result struct {
 	Diagnostics      hcl.Diagnostics
 	SetupDiagnostics hcl.Diagnostics
 	Cancelled        bool
+	// NothingChecked, when the run touched no host and nothing failed,
+	// says why (an empty inventory, plays whose hosts match nothing):
+	// such a run checked nothing, which is not "no changes".
+	NothingChecked string
 }
 
 // Failed reports whether any host failed or was unreachable, or the run
@@ -148,8 +153,25 @@ func Run(ctx context.Context, req Request) *Result {
 		r.emit(Event{Type: EventRunCancelled})
 	}
 	r.result.Recap = r.recap()
-	r.emit(Event{Type: EventRecap, Recap: r.result.Recap})
+	if !r.result.Failed() && len(r.result.Recap) == 0 {
+		r.result.NothingChecked = r.nothingChecked()
+	}
+	r.emit(Event{Type: EventRecap, Recap: r.result.Recap, Failed: r.result.Failed(), NothingChecked: r.result.NothingChecked})
 	return r.result
+}
+
+// nothingChecked says why a run that failed nowhere touched no host.
+func (r *runner) nothingChecked() string {
+	if len(r.hostOrder) == 0 {
+		return "the inventory has no hosts"
+	}
+	if r.req.Limit != "" {
+		return fmt.Sprintf("no play's hosts matched a host of the inventory within --limit %q", r.req.Limit)
+	}
+	if len(r.unmatched) == 0 {
+		return "no play ran"
+	}
+	return "no play's hosts matched a host of the inventory: " + strings.Join(r.unmatched, "; ")
 }
 
 type runner struct {
@@ -168,6 +190,12 @@ type runner struct {
 	// secrets scrubs everything the run shows: events, the diagnostics it
 	// returns, plan summaries.
 	secrets *Scrubber
+	// notRunSent are the plays already reported as not run (a serial
+	// include's later batches meet them again).
+	notRunSent map[string]bool
+	// unmatched say which plays' hosts matched no host, for a run that
+	// checked nothing.
+	unmatched []string
 }
 
 // instance is one playbook file in the include tree.
@@ -203,7 +231,10 @@ func newRunner(req Request) (*runner, hcl.Diagnostics) {
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	r := &runner{req: req, inputs: in, hosts: map[string]*hostState{}, forks: req.Forks, result: &Result{}, secrets: secrets}
+	if d := checkSelection(req); d.HasErrors() {
+		return nil, secrets.Diagnostics(d)
+	}
+	r := &runner{req: req, inputs: in, hosts: map[string]*hostState{}, forks: req.Forks, result: &Result{}, secrets: secrets, notRunSent: map[string]bool{}}
 	r.root = newInstance(req.Playbook, "", nil, nil)
 	inv := req.Inventory
 	if inv == nil {
@@ -214,6 +245,9 @@ func newRunner(req Request) (*runner, hcl.Diagnostics) {
 		r.hosts[name] = newHostState(inv, name)
 		r.hostOrder = append(r.hostOrder, name)
 	}
+	if d := r.checkInputs(); d.HasErrors() {
+		return nil, append(diags, d...)
+	}
 	r.result.Plan = &planfile.Plan{Sources: map[string]string{}, Hosts: map[string]*planfile.Host{}}
 	for name, src := range req.Sources {
 		r.result.Plan.Sources[name] = hashString(string(src))
@@ -222,6 +256,102 @@ func newRunner(req Request) (*runner, hcl.Diagnostics) {
 		r.result.Plan.Sources[name] = hashString(string(src))
 	}
 	return r, diags
+}
+
+// checkSelection refuses, before any host is touched, a playbook with no
+// play anywhere (nothing would be checked) and a --tags naming a tag no
+// task carries (which would select nothing, silently).
+func checkSelection(req Request) hcl.Diagnostics {
+	plays := 0
+	tags := map[string]bool{"always": true}
+	req.Playbook.Walk(func(pb *playbook.Playbook) {
+		for _, p := range pb.Plays() {
+			plays++
+			for _, t := range append(append([]*playbook.Task{}, p.Tasks...), p.Handlers...) {
+				for _, tag := range t.Tags {
+					tags[tag] = true
+				}
+			}
+		}
+	})
+	if plays == 0 {
+		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Nothing to run",
+			Detail: fmt.Sprintf("%s has no play, and includes none: there is nothing to check or change.", req.Playbook.Filename)}}
+	}
+	known := make([]string, 0, len(tags))
+	for t := range tags {
+		known = append(known, t)
+	}
+	sort.Strings(known)
+	var diags hcl.Diagnostics
+	for _, want := range req.Tags {
+		if !tags[want] {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown tag",
+				Detail: fmt.Sprintf("--tags %s: no task carries the tag %q, so nothing would be checked.%s Tags in this playbook: %s.", want, want, suggestName(want, known), strings.Join(known, ", "))})
+		}
+	}
+	return diags
+}
+
+// checkInputs validates, before any host is touched, every value given
+// from outside (-var, WSU_VAR_, -var-file, the inventory's host and group
+// vars) against its variable's type, nullability and validation rules, in
+// every playbook of the run whose include does not set the variable
+// itself. A bad value is found before the first play changes anything,
+// not when the include using it is reached.
+func (r *runner) checkInputs() hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	seen := map[string]bool{}
+	check := func(v *playbook.Variable, rv rawValue) {
+		_, d := r.inputs.resolve(v, nil, &rv)
+		for _, diag := range d {
+			key := diag.Summary + "\x00" + diag.Detail
+			if diag.Subject != nil {
+				key += "\x00" + diag.Subject.String()
+			}
+			if !seen[key] {
+				seen[key] = true
+				diags = append(diags, diag)
+			}
+		}
+	}
+	var walk func(inst *instance)
+	walk = func(inst *instance) {
+		for _, name := range inst.pb.VariableOrder {
+			if inst.inc != nil {
+				if _, set := inst.inc.Vars[name]; set {
+					continue
+				}
+			}
+			v := inst.pb.Variables[name]
+			if rv, ok := r.inputs.cli[name]; ok {
+				check(v, rv)
+				continue // wins over every other source
+			}
+			if rv, ok := r.inputs.env[name]; ok {
+				check(v, rv)
+				continue
+			}
+			for _, f := range r.inputs.files {
+				if rv, ok := f[name]; ok {
+					check(v, rv)
+				}
+			}
+			for _, h := range r.hostOrder {
+				if iv, ok := r.hosts[h].vars[name]; ok {
+					rng := iv.Range
+					check(v, rawValue{value: iv.Value, source: "inventory " + iv.Range.Filename, rng: &rng})
+				}
+			}
+		}
+		for _, it := range inst.pb.Items {
+			if inc, ok := it.(*playbook.Include); ok {
+				walk(inst.children[inc.Name])
+			}
+		}
+	}
+	walk(r.root)
+	return diags
 }
 
 func newInstance(pb *playbook.Playbook, path string, parent *instance, inc *playbook.Include) *instance {
@@ -252,8 +382,9 @@ func (r *runner) emit(e Event) {
 // runPlaybook runs one playbook instance (the root or an include) item
 // by item in file order: its plays, and its includes with their outputs.
 func (r *runner) runPlaybook(ctx context.Context, inst *instance) {
-	for _, it := range inst.pb.Items {
+	for i, it := range inst.pb.Items {
 		if ctx.Err() != nil || r.aborted {
+			r.notRun(ctx, inst.pb.Items[i:])
 			return
 		}
 		switch it := it.(type) {
@@ -267,9 +398,37 @@ func (r *runner) runPlaybook(ctx context.Context, inst *instance) {
 			child := inst.children[it.Name]
 			r.runPlaybook(ctx, child)
 			if ctx.Err() != nil || r.aborted {
+				r.notRun(ctx, inst.pb.Items[i+1:])
 				return
 			}
 			r.collectOutputs(ctx, child)
+		}
+	}
+}
+
+// markNotRun reports a play as not run, once.
+func (r *runner) markNotRun(play, why string) {
+	if r.notRunSent[play] {
+		return
+	}
+	r.notRunSent[play] = true
+	r.emit(Event{Type: EventPlayNotRun, Play: play, Message: why})
+}
+
+// notRun reports the plays (also those inside includes) that an earlier
+// error or an interruption kept from running, so none of them reads as
+// a play that ran on no host.
+func (r *runner) notRun(ctx context.Context, items []playbook.Item) {
+	why := "an earlier error stopped the run"
+	if ctx.Err() != nil {
+		why = "the run was interrupted"
+	}
+	for _, it := range items {
+		switch it := it.(type) {
+		case *playbook.Play:
+			r.markNotRun(it.Name, "not run: "+why)
+		case *playbook.Include:
+			r.notRun(ctx, it.Playbook.Items)
 		}
 	}
 }
@@ -359,6 +518,16 @@ func (r *runner) selectHosts(inst *instance, hostsExpr hcl.Expression) ([]string
 		}
 		names = out
 	}
+	if len(names) == 0 {
+		why := fmt.Sprintf("hosts = %q", pattern)
+		if g := r.req.Inventory.Groups[pattern]; g != nil {
+			why += " is a group with no hosts"
+			if len(g.Children) > 0 {
+				why += " (its children: " + strings.Join(g.Children, ", ") + "; a :children line naming an undefined group makes an empty group)"
+			}
+		}
+		r.unmatched = append(r.unmatched, why)
+	}
 	var live []string
 	for _, n := range names {
 		if r.restrict != nil && !r.restrict[n] {
@@ -443,6 +612,9 @@ type rollout struct {
 func (r *runner) rollout(inst *instance, play string, hostsExpr, serial, maxFail hcl.Expression) (ro rollout, ok bool) {
 	fail := func(d hcl.Diagnostics) (rollout, bool) {
 		r.result.Diagnostics = append(r.result.Diagnostics, d...)
+		if play != "" {
+			r.markNotRun(play, "not run: its hosts, serial or max_fail_percentage is invalid")
+		}
 		r.emit(Event{Type: EventDiagnostic, Play: play, Diagnostics: DiagViews(d)})
 		r.aborted = true
 		return rollout{}, false
@@ -663,3 +835,123 @@ func suggestName(name string, candidates []string) string {
 }
 
 var validationFuncs = funcs.Table(".", nil)
+
+// Check finds, without touching any host, what Run would refuse before
+// its first play (inputs that do not fit their variables, an unknown tag, a
+// playbook without plays) and the errors in each play's and serial
+// include's own hosts, serial and max_fail_percentage that can be known
+// without a host: literals, and expressions of var and local. A hosts
+// pattern is matched only when req.Inventory is set. wsu validate runs it.
+func Check(req Request) hcl.Diagnostics {
+	r, diags := newRunner(req)
+	if diags.HasErrors() {
+		return diags
+	}
+	var walk func(inst *instance)
+	walk = func(inst *instance) {
+		for _, it := range inst.pb.Items {
+			switch it := it.(type) {
+			case *playbook.Play:
+				diags = append(diags, r.checkRollout(inst, req.Inventory != nil, it.Hosts, it.Serial, it.MaxFailPercentage)...)
+			case *playbook.Include:
+				if it.Hosts != nil {
+					diags = append(diags, r.checkRollout(inst, req.Inventory != nil, it.Hosts, it.Serial, it.MaxFailPercentage)...)
+				}
+				walk(inst.children[it.Name])
+			}
+		}
+	}
+	walk(r.root)
+	return diags
+}
+
+// checkRollout is rollout's checks on what is known without a host.
+func (r *runner) checkRollout(inst *instance, match bool, hostsExpr, serial, maxFail hcl.Expression) hcl.Diagnostics {
+	known := func(e hcl.Expression) bool {
+		if e == nil {
+			return false
+		}
+		v, d := r.evalGlobal(inst, e)
+		return !d.HasErrors() && v.IsWhollyKnown()
+	}
+	var diags hcl.Diagnostics
+	hosts := []string{"a"} // serial is checked against one host
+	if known(hostsExpr) {
+		if match {
+			names, d := r.selectHosts(inst, hostsExpr)
+			diags = append(diags, d...)
+			if len(names) > 0 {
+				hosts = names
+			}
+		} else if v, _ := r.evalGlobal(inst, hostsExpr); v.Type() != cty.String {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid hosts", Detail: "hosts must be a string: a group, a host or a pattern like \"windows:!win03\".", Subject: hostsExpr.Range().Ptr()})
+		}
+	}
+	if known(serial) {
+		_, d := r.batches(inst, serial, hosts)
+		diags = append(diags, d...)
+	}
+	if known(maxFail) {
+		_, _, d := r.maxFail(inst, maxFail)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			if f, _, _ := r.maxFail(inst, maxFail); f < 0 || f > 100 {
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid max_fail_percentage", Detail: "max_fail_percentage must be a number from 0 to 100.", Subject: maxFail.Range().Ptr()})
+			}
+		}
+	}
+	return diags
+}
+
+// PlayOutline is a play as --list-hosts and --list-tasks show it.
+type PlayOutline struct {
+	Play  string
+	Hosts []string // nil with HostsErr set when they depend on a host
+	// HostsErr says why the hosts are not listed.
+	HostsErr string
+	Tasks    []TaskOutline
+}
+
+// TaskOutline is a task selected by --tags and --skip-tags.
+type TaskOutline struct {
+	Address string
+	Module  string
+	Tags    []string
+}
+
+// Outline lists each play in run order with the hosts it targets and the
+// tasks --tags and --skip-tags select, without touching any host (Ansible's
+// --list-hosts and --list-tasks).
+func Outline(req Request) ([]PlayOutline, hcl.Diagnostics) {
+	r, diags := newRunner(req)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	var out []PlayOutline
+	var walk func(inst *instance)
+	walk = func(inst *instance) {
+		for _, it := range inst.pb.Items {
+			switch it := it.(type) {
+			case *playbook.Play:
+				po := PlayOutline{Play: it.Name}
+				hosts, d := r.selectHosts(inst, it.Hosts)
+				if d.HasErrors() {
+					po.HostsErr = d[0].Summary + ": " + d[0].Detail
+					diags = append(diags, d...)
+				} else {
+					po.Hosts = hosts
+				}
+				for _, t := range it.Tasks {
+					if r.selected(t) {
+						po.Tasks = append(po.Tasks, TaskOutline{Address: inst.path + fmt.Sprintf("task[%q]", t.Name), Module: t.Module, Tags: t.Tags})
+					}
+				}
+				out = append(out, po)
+			case *playbook.Include:
+				walk(inst.children[it.Name])
+			}
+		}
+	}
+	walk(r.root)
+	return out, diags
+}

@@ -28,6 +28,7 @@ const (
 	EventConnectRetry EventType = "host_connect_retry"
 	EventHostFailed   EventType = "host_failed"
 	EventPlayAborted  EventType = "play_aborted"
+	EventPlayNotRun   EventType = "play_not_run"
 	EventDiagnostic   EventType = "diagnostic"
 	EventRecap        EventType = "recap"
 	EventRunCancelled EventType = "run_cancelled"
@@ -77,6 +78,12 @@ type Event struct {
 	Batches     [][]string       `json:"batches,omitempty"`
 	Diagnostics []DiagnosticView `json:"diagnostics,omitempty"`
 	Recap       []HostRecap      `json:"recap,omitempty"`
+	// Failed, on a recap, says the run failed: an error stopped it or a
+	// host failed or was unreachable.
+	Failed bool `json:"failed,omitempty"`
+	// NothingChecked, on a recap of a run that touched no host, says why
+	// (the inventory is empty, no play's hosts matched a host).
+	NothingChecked string `json:"nothing_checked,omitempty"`
 	// Index and Count place a task in its play for progress displays.
 	Index int `json:"index,omitempty"`
 	Count int `json:"count,omitempty"`

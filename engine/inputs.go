@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	hcljson "github.com/hashicorp/hcl/v2/json"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
@@ -60,11 +61,7 @@ func parseInputs(in Inputs, declared map[string]bool) (*parsedInputs, hcl.Diagno
 			continue
 		}
 		p.Sources[path] = src
-		if d := limits.CheckConfig(src, path, hcl.InitialPos); d.HasErrors() {
-			diags = append(diags, d...)
-			continue
-		}
-		file, d := hclsyntax.ParseConfig(src, path, hcl.InitialPos)
+		file, d := parseVarFile(path, src)
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			continue
@@ -105,16 +102,14 @@ func parseInputs(in Inputs, declared map[string]bool) (*parsedInputs, hcl.Diagno
 			p.env[name] = rawValue{text: val, source: EnvPrefix + name}
 		}
 	}
-	for i, opt := range in.Vars {
-		pseudo := fmt.Sprintf("<-var #%d>", i+1)
+	for _, opt := range in.Vars {
 		name, val, ok := strings.Cut(opt, "=")
 		name = strings.TrimSpace(name)
 		if !ok || !hclsyntax.ValidIdentifier(name) {
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Invalid -var option",
-				Detail:   fmt.Sprintf("%s; give a variable name and a value joined by '=', e.g. -var 'cluster_dns=10.0.0.10'.", varOptionProblem(ok, name)),
-				Subject:  &hcl.Range{Filename: pseudo, Start: hcl.InitialPos, End: hcl.Pos{Line: 1, Column: len(opt) + 1, Byte: len(opt)}},
+				Detail:   fmt.Sprintf("%s; write -var NAME=VALUE, e.g. -var 'cluster_dns=10.0.0.10'.", varOptionProblem(ok, name)),
 			})
 			continue
 		}
@@ -128,7 +123,6 @@ func parseInputs(in Inputs, declared map[string]bool) (*parsedInputs, hcl.Diagno
 				Severity: hcl.DiagError,
 				Summary:  "Value for undeclared variable",
 				Detail:   fmt.Sprintf("-var sets %q, which no playbook in this run declares.%s", name, suggestName(name, names)),
-				Subject:  &hcl.Range{Filename: pseudo, Start: hcl.InitialPos, End: hcl.Pos{Line: 1, Column: len(name) + 1, Byte: len(name)}},
 			})
 			continue
 		}
@@ -144,6 +138,30 @@ func varOptionProblem(hasValue bool, name string) string {
 		return "The option has no '='"
 	}
 	return fmt.Sprintf("The option's name %q is not a valid variable name", name)
+}
+
+// parseVarFile parses a var file: HCL, or JSON for a name ending in .json
+// (site.wsuvars.json, as Terraform's .tfvars.json): an object whose
+// members are the variables.
+func parseVarFile(path string, src []byte) (*hcl.File, hcl.Diagnostics) {
+	if strings.HasSuffix(strings.ToLower(path), ".json") {
+		if d := limits.CheckSize(len(src), limits.MaxFileSize, path, hcl.InitialPos); d.HasErrors() {
+			return nil, d
+		}
+		f, d := hcljson.Parse(src, path)
+		if d.HasErrors() {
+			return nil, d
+		}
+		return f, d
+	}
+	if d := limits.CheckConfig(src, path, hcl.InitialPos); d.HasErrors() {
+		return nil, d
+	}
+	f, d := hclsyntax.ParseConfig(src, path, hcl.InitialPos)
+	if d.HasErrors() {
+		return nil, d
+	}
+	return f, d
 }
 
 // value converts a raw value to the variable's type.
@@ -178,21 +196,26 @@ func (r rawValue) convert(v *playbook.Variable) (cty.Value, hcl.Diagnostics) {
 		if d := limits.CheckExpression([]byte(r.text), pseudo, hcl.InitialPos, limits.MaxValueSize); d.HasErrors() {
 			return cty.NilVal, d
 		}
+		// A command-line value has no file to point into: the message
+		// names the option and the value instead of a made-up location.
 		expr, d := hclsyntax.ParseExpression([]byte(r.text), pseudo, hcl.InitialPos)
 		if d.HasErrors() {
-			return cty.NilVal, d
+			return cty.NilVal, r.textError(v, fmt.Sprintf("%s is not a valid %s literal (%s)", r.shown(v), typeexpr.TypeString(v.Type), d[0].Summary))
 		}
 		var d2 hcl.Diagnostics
 		val, d2 = expr.Value(nil)
 		if d2.HasErrors() {
-			return cty.NilVal, d2
+			return cty.NilVal, r.textError(v, fmt.Sprintf("%s is not a %s", r.shown(v), typeexpr.TypeString(v.Type)))
 		}
-		rng = &hcl.Range{Filename: pseudo, Start: hcl.InitialPos, End: hcl.Pos{Line: 1, Column: len(r.text) + 1, Byte: len(r.text)}}
+		rng = nil
 	}
 	if d := limits.CheckValue(val, v.Type, fmt.Sprintf("The value for variable %q from %s", v.Name, r.source), rng); d.HasErrors() {
 		return cty.NilVal, d
 	}
 	conv, err := convert.Convert(val, v.Type)
+	if err != nil && r.text != "" {
+		return cty.NilVal, r.textError(v, err.Error())
+	}
 	if err != nil {
 		return cty.NilVal, hcl.Diagnostics{{
 			Severity: hcl.DiagError,
@@ -202,6 +225,42 @@ func (r rawValue) convert(v *playbook.Variable) (cty.Value, hcl.Diagnostics) {
 		}}
 	}
 	return conv, nil
+}
+
+// shown is the raw text quoted, or (sensitive).
+func (r rawValue) shown(v *playbook.Variable) string {
+	if v.Sensitive {
+		return "(sensitive)"
+	}
+	return fmt.Sprintf("%q", r.text)
+}
+
+// textError says why a -var or WSU_VAR_ value does not fit its variable,
+// quoting the value unless the variable is sensitive.
+func (r rawValue) textError(v *playbook.Variable, why string) hcl.Diagnostics {
+	shown := fmt.Sprintf("%s=%s", v.Name, r.text)
+	if v.Sensitive {
+		shown = v.Name + "=(sensitive)"
+	}
+	if r.source != "-var" {
+		shown = r.source + "=" + r.text
+		if v.Sensitive {
+			shown = r.source + "=(sensitive)"
+		}
+	}
+	return hcl.Diagnostics{{
+		Severity: hcl.DiagError,
+		Summary:  "Invalid value for variable",
+		Detail:   fmt.Sprintf("%s %s: variable %q is a %s, and %s.", sourceFlag(r.source), shown, v.Name, typeexpr.TypeString(v.Type), why),
+		Subject:  v.DeclRange.Ptr(),
+	}}
+}
+
+func sourceFlag(source string) string {
+	if source == "-var" {
+		return "-var"
+	}
+	return "environment variable"
 }
 
 // checkLiteral bounds an inventory value parsed as a literal.

@@ -760,7 +760,7 @@ play "join" {
 
 // TestFactsForOutputsWhenTagsSkipEverything: an include's output read from
 // the facts is still there for the next include's vars when --tags
-// selects no task (no task would have connected).
+// selects none of the include's tasks (none of them would have connected).
 func TestFactsForOutputsWhenTagsSkipEverything(t *testing.T) {
 	f := newFixture(t, map[string]string{
 		"play.hcl": rootVar + `
@@ -791,11 +791,12 @@ variable "name" {
 play "b" {
   hosts = "all"
   task "t" {
+    tags = ["late"]
     print { msg = var.name }
   }
 }`,
 	})
-	f.tags = []string{"no-such-tag"}
+	f.tags = []string{"late"}
 	res, rec := f.run(engine.ModePlan)
 	require.False(t, res.Failed(), "%v %v", res.Diagnostics, rec.events)
 }

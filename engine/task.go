@@ -161,8 +161,8 @@ func (r *runner) runTask(ctx context.Context, sc *scope, playVars map[string]cty
 	}
 	sort.Slice(items, func(i, j int) bool { return items[i].key < items[j].key })
 	for _, item := range items {
-		if hs.failed || ctx.Err() != nil {
-			break
+		if hs.failed || hs.unreachable || ctx.Err() != nil {
+			break // an unreachable host is counted once, not per instance
 		}
 		each := cty.ObjectVal(map[string]cty.Value{"key": cty.StringVal(item.key), "value": item.val})
 		ev := base
@@ -260,6 +260,9 @@ func (r *runner) taskFailed(t *playbook.Task, hs *hostState, ev Event, diags hcl
 }
 
 func (r *runner) unreachable(hs *hostState, ev Event, err error) {
+	if hs.unreachable {
+		return // reported and counted once
+	}
 	hs.unreachable = true
 	hs.recap.Unreachable++
 	e := ev

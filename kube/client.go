@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"sync"
 
 	"k8s.io/client-go/dynamic"
@@ -104,6 +106,9 @@ func (f Finder) Load(kubeconfig, kubeContext string) (*rest.Config, string, erro
 		rules.ExplicitPath = home
 		source = "kubeconfig " + home
 	}
+	if err := checkContext(rules, kubeContext, source); err != nil {
+		return nil, "", err
+	}
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: kubeContext}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
 	if err != nil {
@@ -113,6 +118,31 @@ func (f Finder) Load(kubeconfig, kubeContext string) (*rest.Config, string, erro
 		return nil, "", fmt.Errorf("%s: %w", source, err)
 	}
 	return tune(cfg), source, nil
+}
+
+// checkContext refuses a context the kubeconfig lacks and lists the ones
+// it has, as a user choosing among them needs.
+func checkContext(rules *clientcmd.ClientConfigLoadingRules, kubeContext, source string) error {
+	if kubeContext == "" {
+		return nil
+	}
+	raw, err := rules.Load()
+	if err != nil || raw == nil {
+		return nil // reported when the configuration is built
+	}
+	if _, ok := raw.Contexts[kubeContext]; ok {
+		return nil
+	}
+	names := make([]string, 0, len(raw.Contexts))
+	for n := range raw.Contexts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	have := "it has no contexts"
+	if len(names) > 0 {
+		have = "its contexts: " + strings.Join(names, ", ")
+	}
+	return fmt.Errorf("%s: context %q does not exist (%s)", source, kubeContext, have)
 }
 
 // tune names wsu in the API server's logs and lifts client-go's default

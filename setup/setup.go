@@ -32,6 +32,7 @@ import (
 	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 	"github.com/wsu-project/wsu/kube"
+	"github.com/wsu-project/wsu/modules"
 	"github.com/wsu-project/wsu/modules/all"
 	"github.com/wsu-project/wsu/playbooks"
 	"github.com/wsu-project/wsu/transport"
@@ -117,10 +118,15 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 	}
 	registry := all.Registry(clusters)
 	loader := playbook.NewLoader(registry, stock)
-	in.Playbook = ResolvePlaybook(in.Playbook, stock)
+	var diags hcl.Diagnostics
+	in.Playbook, diags = ResolvePlaybook(in.Playbook, stock)
 	run := &Run{Inputs: in, Text: loader.Sources(), Secrets: engine.NewScrubber()}
-
-	pb, diags := loader.Load(in.Playbook)
+	if diags.HasErrors() {
+		run.collectSecrets(nil, nil, in, o.Environ)
+		return run, run.scrub(append(savedDiags, diags...))
+	}
+	pb, loadDiags := loader.Load(in.Playbook)
+	diags = append(diags, loadDiags...)
 	if diags.HasErrors() {
 		diags = append(savedDiags, diags...)
 		run.collectSecrets(nil, nil, in, o.Environ)
@@ -148,6 +154,14 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 	if diags.HasErrors() {
 		return run, diags
 	}
+	transports := o.Transports
+	if transports == nil {
+		transports = transport.NewRegistry(transport.Options{Agents: o.Agents})
+	}
+	if d := checkHosts(inv, transports, in.Local); d.HasErrors() {
+		return run, append(diags, d...)
+	}
+	o.Transports = transports
 	run.Request = engine.Request{
 		Playbook:  pb,
 		Inventory: inv,
@@ -165,6 +179,24 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 		Secrets:   run.Secrets,
 	}
 	return run, diags
+}
+
+// checkHosts refuses, before any play, hosts whose connection settings
+// cannot work whatever the host does (an unknown connection, a port that
+// is not a number), each located in the inventory where it can be.
+func checkHosts(inv *inventory.Inventory, transports *transport.Registry, local bool) hcl.Diagnostics {
+	def := "ssh"
+	if local {
+		def = "local"
+	}
+	var diags hcl.Diagnostics
+	for _, name := range inv.Order {
+		if err := transports.Check(name, inv.HostVars(name), def); err != nil {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid host settings",
+				Detail: err.Error() + ". Found before any host was touched; fix the inventory."})
+		}
+	}
+	return diags
 }
 
 // connector dials hosts through the run's transports, with the run's SSH
@@ -250,24 +282,86 @@ func orNone(names []string) string {
 	return strings.Join(names, ", ")
 }
 
-// ResolvePlaybook maps a stock playbook name ("join", "join.hcl") to its
-// embedded source (wsu:join.hcl) unless a file of that name exists here or
-// the argument is a path; anything else is returned as given.
-func ResolvePlaybook(arg string, stock fs.FS) string {
-	if strings.HasPrefix(arg, playbook.EmbeddedPrefix) {
-		return arg
+// ResolvePlaybook says which playbook an argument names, explicitly:
+//   - wsu:NAME (or wsu:NAME.hcl) is always the stock playbook NAME, and an
+//     unknown stock name is an error with the nearest one;
+//   - an existing file is that file; when it is named like a stock playbook
+//     (./join) a warning says the local file is used, not wsu:join;
+//   - a stock name with no such file is the stock playbook (wsu:NAME.hcl);
+//   - anything else is returned as given, with a suggestion when it looks
+//     like a misspelt stock name (joni: did you mean join?).
+//
+// A directory, or an empty file, is an error: neither is a playbook.
+func ResolvePlaybook(arg string, stock fs.FS) (string, hcl.Diagnostics) {
+	if rest, ok := strings.CutPrefix(arg, playbook.EmbeddedPrefix); ok {
+		name := strings.TrimSuffix(rest, ".hcl") + ".hcl"
+		if _, err := fs.Stat(stock, name); err != nil {
+			return arg, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Unknown stock playbook",
+				Detail: fmt.Sprintf("wsu has no stock playbook %q.%s `wsu playbooks list` lists them.", rest, suggestStock(rest, stock))}}
+		}
+		return playbook.EmbeddedPrefix + name, nil
 	}
-	if _, err := os.Stat(arg); err == nil {
-		return arg
+	stockName := ""
+	if !strings.ContainsAny(arg, `/\`) {
+		name := strings.TrimSuffix(arg, ".hcl") + ".hcl"
+		if _, err := fs.Stat(stock, name); err == nil {
+			stockName = name
+		}
 	}
-	name := arg
-	if !strings.HasSuffix(name, ".hcl") {
-		name += ".hcl"
+	if st, err := os.Stat(arg); err == nil {
+		return arg, localPlaybook(arg, st, stockName)
 	}
-	if _, err := fs.Stat(stock, name); err == nil && !strings.ContainsAny(arg, `/\`) {
-		return playbook.EmbeddedPrefix + name
+	if stockName != "" {
+		return playbook.EmbeddedPrefix + stockName, nil
 	}
-	return arg
+	if !strings.ContainsAny(arg, `/\`) {
+		if s := suggestStock(arg, stock); s != "" {
+			return arg, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No such playbook",
+				Detail: fmt.Sprintf("There is no file %q and no stock playbook of that name.%s", arg, s)}}
+		}
+	}
+	return arg, nil
+}
+
+// localPlaybook checks that an existing path can be a playbook, and warns
+// when it hides a stock playbook of the same name.
+func localPlaybook(arg string, st fs.FileInfo, stockName string) hcl.Diagnostics {
+	stockHint := ""
+	if stockName != "" {
+		stockHint = fmt.Sprintf(" For the stock playbook write wsu:%s.", strings.TrimSuffix(stockName, ".hcl"))
+	}
+	if st.IsDir() {
+		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Not a playbook",
+			Detail: fmt.Sprintf("%s is a directory; give a playbook file.%s", arg, stockHint)}}
+	}
+	if src, err := os.ReadFile(arg); err == nil && len(strings.TrimSpace(string(src))) == 0 {
+		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Empty playbook",
+			Detail: fmt.Sprintf("%s is empty: there is nothing to check or run.%s", arg, stockHint)}}
+	}
+	if stockName == "" {
+		return nil
+	}
+	return hcl.Diagnostics{{Severity: hcl.DiagWarning, Summary: "Using the local playbook " + arg,
+		Detail: fmt.Sprintf("%s is a file here, so it is used instead of the stock playbook of that name.%s", arg, stockHint)}}
+}
+
+// suggestStock is " Did you mean "join"?" for a name near a stock
+// playbook's, else "".
+func suggestStock(name string, stock fs.FS) string {
+	entries, err := fs.ReadDir(stock, ".")
+	if err != nil {
+		return ""
+	}
+	var names []string
+	for _, e := range entries {
+		if n, ok := strings.CutSuffix(e.Name(), ".hcl"); ok && !e.IsDir() {
+			names = append(names, n)
+		}
+	}
+	if s := modules.Nearest(strings.TrimSuffix(name, ".hcl"), names); s != "" {
+		return fmt.Sprintf(" Did you mean %q (the stock playbook)?", s)
+	}
+	return ""
 }
 
 // loadInventory reads the inventory, or makes the one-host inventory Local

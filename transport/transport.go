@@ -46,6 +46,36 @@ func NewRegistry(opts Options) *Registry {
 	}}
 }
 
+// Check finds, without dialling, what can be wrong with a host's
+// connection settings: a connection this build lacks, and for ssh and
+// winrm any setting their configuration rejects (ansible_port=abc). A run
+// calls it for every host before the first play.
+func (r *Registry) Check(name string, vars map[string]inventory.Var, def string) error {
+	conn := Connection(name, vars, def)
+	if _, ok := r.dialers[conn]; !ok {
+		var names []string
+		for n := range r.dialers {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return fmt.Errorf("host %s: connection %q is not available in this build of wsu (available: %s)", name, conn, strings.Join(names, ", "))
+	}
+	var err error
+	switch conn {
+	case "ssh":
+		_, err = ssh.ParseConfig(name, vars)
+	case "winrm":
+		_, err = winrm.ConfigFromVars(name, vars)
+	}
+	if err != nil && !strings.Contains(err.Error(), "host "+name) {
+		return fmt.Errorf("host %s: %s: %w", name, conn, err)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", conn, err)
+	}
+	return nil
+}
+
 // Register adds or replaces a transport.
 func (r *Registry) Register(name string, d Dialer) { r.dialers[name] = d }
 

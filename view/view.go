@@ -137,6 +137,8 @@ func (h *Human) Event(e engine.Event) {
 			batches = fmt.Sprintf(", %d batches", len(e.Batches))
 		}
 		h.printf("\n%s %s\n", h.paint(cBold, "PLAY "+quote(e.Play)), h.paint(cDim, fmt.Sprintf("(%d %s%s)", n, plural(n, "host", "hosts"), batches)))
+	case engine.EventPlayNotRun:
+		h.printf("\n%s %s\n", h.paint(cBold, "PLAY "+quote(e.Play)), h.paint(cYellow, "("+e.Message+")"))
 	case engine.EventTaskStart:
 		h.status[e.Host] = fmt.Sprintf("%s (%d/%d)", e.Task, e.Index, e.Count)
 	case engine.EventTaskResult:
@@ -293,11 +295,23 @@ func (h *Human) recap(e engine.Event) {
 		h.printf("%s\n", h.paint(code, line))
 		total += r.Changed
 	}
-	failed := false
+	failed := e.Failed
 	for _, r := range e.Recap {
 		failed = failed || r.Failed > 0 || r.Unreachable > 0
 	}
-	if h.mode == engine.ModePlan && !failed {
+	switch {
+	case failed:
+		what := "The run failed"
+		if h.mode == engine.ModePlan {
+			what = "The plan failed"
+		}
+		h.printf("\n%s\n", h.paint(cRed, what+": see the errors above."))
+		return
+	case e.NothingChecked != "":
+		h.printf("\n%s\n", h.paint(cYellow, "Nothing was checked: "+e.NothingChecked+"."))
+		return
+	}
+	if h.mode == engine.ModePlan {
 		hosts := 0
 		for _, n := range h.changes {
 			if n > 0 {

@@ -25,7 +25,7 @@ func wsu(t *testing.T, env []string, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	a := &app{ctx: context.Background(), stdin: strings.NewReader(""), stdout: &out, stderr: &errb, env: env}
 	root := a.rootCommand()
-	root.SetArgs(normalizeArgs(args))
+	root.SetArgs(normalizeArgs(root, args))
 	root.SetOut(&out)
 	root.SetErr(&errb)
 	err := root.ExecuteContext(context.Background())
@@ -289,13 +289,13 @@ func TestInputErrorsAreShown(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"-var", "nonsense"}, []string{"Invalid -var option", "<-var #2>"}},
+		{[]string{"-var", "nonsense"}, []string{"Invalid -var option", `-var "nonsense": it has no '='`}},
 		{[]string{"-var", "clusterdns=1"}, []string{"Value for undeclared variable", `Did you mean "cluster_dns"?`}},
 		{[]string{"-var", "max_pods=many"}, []string{"max_pods"}},
 		{[]string{"-var-file", "/nonexistent/vars.hcl"}, []string{"Cannot read variables file"}},
 		// The bad line of a var file is quoted, as a playbook's would be.
 		{[]string{"-var-file", badVars}, []string{"on " + badVars + " line 2", "2: clusterdns = "}},
-		{[]string{"--output", "yaml"}, []string{"--output must be human or json"}},
+		{[]string{"--output", "xml"}, []string{"--output must be human, json or yaml"}},
 	}
 	for _, tc := range cases {
 		args := append([]string{"plan", pb, "--local", "--no-color", "-var", "root=" + root}, tc.args...)

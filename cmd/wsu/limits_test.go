@@ -82,7 +82,7 @@ func TestDeepOrHugeInputIsRefusedBeforeAnythingRuns(t *testing.T) {
 		{name: "WSU_VAR_", files: map[string]string{"site.hcl": limitsPlaybook},
 			env: []string{"WSU_VAR_nums=" + deep}, summary: "Input nested too deeply", where: "on <value for var.nums> line 1"},
 		{name: "map(any) -var", files: map[string]string{"site.hcl": limitsPlaybook},
-			args: []string{"-var", "items=" + deepAny()}, summary: "Value beyond limits", where: "<value for var.items>"},
+			args: []string{"-var", "items=" + deepAny()}, summary: "Value beyond limits", where: `"items" from -var`},
 		{name: "map(any) var file", files: map[string]string{"site.hcl": limitsPlaybook, "vars.hcl": "items = " + deepAny() + "\n"},
 			args: []string{"-var-file", "vars.hcl"}, summary: "Value beyond limits", where: "on vars.hcl line 1"},
 		{name: "HCL inventory", files: map[string]string{"site.hcl": limitsPlaybook,

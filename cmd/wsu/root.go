@@ -10,8 +10,10 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
+	"github.com/wsu-project/wsu/modules"
 	"github.com/wsu-project/wsu/transport/agentbin"
 	"github.com/wsu-project/wsu/version"
 )
@@ -47,7 +49,7 @@ func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, agents *agentbin.Options) int {
 	a := &app{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, env: os.Environ(), agents: agents}
 	root := a.rootCommand()
-	root.SetArgs(normalizeArgs(args))
+	root.SetArgs(normalizeArgs(root, args))
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -81,6 +83,7 @@ apply changes it. The stock playbooks join, upgrade and remove Windows workers.`
 	root.PersistentFlags().StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
 	root.PersistentFlags().MarkHidden("cpuprofile")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error { return a.startProfile() }
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(a.planCommand(), a.applyCommand(), a.validateCommand(), a.fmtCommand(), a.modulesCommand(), a.versionCommand(), a.agentCommand(), a.payloadCommand(), a.playbooksCommand(), a.controllerCommand(), a.approveCommand())
 	return root
 }
@@ -125,29 +128,99 @@ func (a *app) versionCommand() *cobra.Command {
 	}
 }
 
-// singleDash are long options users type with one dash, as in Terraform
-// (-var, -out). pflag reads one dash as shorthand letters, so they are
-// rewritten to two dashes before parsing.
-var singleDash = []string{"var", "var-file", "out", "detailed-exitcode", "no-color", "check", "diff", "limit", "tags", "skip-tags", "forks", "output", "local", "inventory", "kubeconfig", "context"}
-
-func normalizeArgs(args []string) []string {
+// normalizeArgs rewrites what admins type from other tools into what the
+// flag parser reads:
+//   - long options with one dash, as in Terraform (-var, -out,
+//     -detailed-exitcode): any long option of any command, rewritten to two
+//     dashes (pflag reads one dash as shorthand letters);
+//   - flags before the command (`wsu -v plan ...`, `wsu --no-color apply
+//     ...`): moved after it, where the command's own flags are; `wsu -v`
+//     alone still prints the version.
+func normalizeArgs(root *cobra.Command, args []string) []string {
+	long := longFlags(root)
 	out := make([]string, 0, len(args))
 	for i, a := range args {
 		if a == "--" {
-			return append(out, args[i:]...)
+			out = append(out, args[i:]...)
+			break
 		}
 		if strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && len(a) > 2 {
 			name, _, _ := strings.Cut(a[1:], "=")
-			for _, s := range singleDash {
-				if name == s {
-					a = "-" + a
-					break
-				}
+			if long[name] {
+				a = "-" + a
 			}
 		}
 		out = append(out, a)
 	}
-	return out
+	return commandFirst(root, out)
+}
+
+// commandFirst moves flags given before the command name after it.
+func commandFirst(root *cobra.Command, args []string) []string {
+	if len(args) == 0 || !strings.HasPrefix(args[0], "-") {
+		return args
+	}
+	for i, a := range args {
+		if a == "--" {
+			return args
+		}
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		if cmd, _, err := root.Find([]string{a}); err == nil && cmd != root {
+			moved := append([]string{a}, args[:i]...)
+			return append(moved, args[i+1:]...)
+		}
+	}
+	return args
+}
+
+// longFlags are the long option names of every command.
+func longFlags(root *cobra.Command) map[string]bool {
+	names := map[string]bool{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) { names[f.Name] = true })
+		c.PersistentFlags().VisitAll(func(f *pflag.Flag) { names[f.Name] = true })
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	return names
+}
+
+// otherSpellings are options of other tools that wsu spells differently.
+var otherSpellings = map[string]string{
+	"json":    "--output json",
+	"verbose": "--verbose",
+}
+
+// flagError names the nearest option for an unknown one: pflag's own
+// message for -json is about a shorthand 'j'.
+func flagError(cmd *cobra.Command, err error) error {
+	msg := err.Error()
+	var given string
+	if _, rest, ok := strings.Cut(msg, "unknown shorthand flag: "); ok {
+		if _, arg, ok := strings.Cut(rest, " in "); ok {
+			given = strings.TrimLeft(arg, "-")
+		}
+	} else if _, rest, ok := strings.Cut(msg, "unknown flag: "); ok {
+		given = strings.TrimLeft(rest, "-")
+	}
+	if given == "" {
+		return err
+	}
+	given, _, _ = strings.Cut(given, "=")
+	if alt, ok := otherSpellings[given]; ok {
+		return fmt.Errorf("unknown option %q for %q; did you mean %s?", "-"+strings.TrimPrefix(given, "-"), cmd.CommandPath(), alt)
+	}
+	var names []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	if s := modules.Nearest(given, names); s != "" {
+		return fmt.Errorf("unknown option %q for %q; did you mean --%s?", given, cmd.CommandPath(), s)
+	}
+	return fmt.Errorf("%s (see %s --help)", msg, cmd.CommandPath())
 }
 
 // isTerminal reports whether w is a terminal (colour and progress).

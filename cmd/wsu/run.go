@@ -1,14 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
+	sigyaml "sigs.k8s.io/yaml"
 
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/engine/planfile"
@@ -25,6 +30,10 @@ type runOptions struct {
 	kubeContext      string
 	vars             []string
 	varFiles         []string
+	extraVars        []string // Ansible's -e: NAME=VALUE..., @FILE or JSON
+	syntaxCheck      bool     // Ansible's --syntax-check: validate
+	listHosts        bool     // Ansible's --list-hosts
+	listTasks        bool     // Ansible's --list-tasks
 	limit            string
 	tags             []string
 	skipTags         []string
@@ -45,12 +54,16 @@ func (o *runOptions) bind(cmd *cobra.Command) {
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig for -i k8s://... and the cluster modules (default: KUBECONFIG, in-cluster, ~/.kube/config)")
 	f.StringVar(&o.kubeContext, "context", "", "kubeconfig context for -i k8s://... and the cluster modules (default: the kubeconfig's current context)")
 	f.StringArrayVar(&o.vars, "var", nil, "set a variable: -var 'name=value' (repeatable)")
-	f.StringArrayVar(&o.varFiles, "var-file", nil, "read variable values from an HCL file (repeatable)")
+	f.StringArrayVar(&o.varFiles, "var-file", nil, "read variable values from an HCL file, or a JSON one (*.json) (repeatable)")
+	f.StringArrayVarP(&o.extraVars, "extra-vars", "e", nil, "as Ansible: 'name=value other=value' (like --var), @FILE (like --var-file) or a JSON object (repeatable)")
+	f.BoolVar(&o.listHosts, "list-hosts", false, "as Ansible: list each play's hosts, touching no host")
+	f.BoolVar(&o.listTasks, "list-tasks", false, "as Ansible: list each play's tasks that --tags and --skip-tags select, touching no host")
+	f.BoolVar(&o.syntaxCheck, "syntax-check", false, "as Ansible: only check the playbook and the inputs given (wsu validate), touching no host")
 	f.StringVarP(&o.limit, "limit", "l", "", "further limit hosts to a pattern")
 	f.StringSliceVarP(&o.tags, "tags", "t", nil, "run only tasks with these tags")
 	f.StringSliceVar(&o.skipTags, "skip-tags", nil, "skip tasks with these tags")
 	f.IntVarP(&o.forks, "forks", "f", engine.DefaultForks, "how many hosts to work on at once")
-	f.StringVarP(&o.output, "output", "o", "human", "output format: human or json (one event per line)")
+	f.StringVarP(&o.output, "output", "o", "human", "output format: human, json (one event per line) or yaml (one document per event)")
 	f.BoolVar(&o.noColor, "no-color", false, "no colours, even on a terminal")
 	f.BoolVar(&o.local, "local", false, "run against this machine (connection local), without an inventory")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "also show unchanged and skipped tasks")
@@ -102,14 +115,23 @@ failed or was unreachable.`,
 	o.bind(cmd)
 	cmd.Flags().BoolVarP(&o.check, "check", "C", false, "plan only (Ansible's check mode)")
 	cmd.Flags().BoolVarP(&o.diff, "diff", "D", false, "show each change's field diff as it is applied")
+	// Terraform's -auto-approve: wsu apply does not ask, so it changes nothing.
+	cmd.Flags().Bool("auto-approve", false, "accepted for Terraform users; apply does not ask for confirmation")
+	cmd.Flags().MarkHidden("auto-approve")
 	return cmd
 }
 
 // run is plan and apply: flags in, setup.Prepare, engine.Run, view and
 // exit code out.
 func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, target string, mode engine.Mode) error {
-	if o.output != "human" && o.output != "json" {
-		return fmt.Errorf("--output must be human or json, not %q", o.output)
+	if o.output != "human" && o.output != "json" && o.output != "yaml" {
+		return fmt.Errorf("--output must be human, json or yaml, not %q", o.output)
+	}
+	if err := o.expandExtraVars(); err != nil {
+		return err
+	}
+	if o.syntaxCheck {
+		return a.syntaxCheck(o, target)
 	}
 	opts := setup.Options{
 		Inputs:     o.inputs(target),
@@ -137,6 +159,9 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 	if diags.HasErrors() {
 		return exitError{1}
 	}
+	if o.listHosts || o.listTasks {
+		return a.list(run, o, v)
+	}
 	run.Request.Hooks = v
 	res := engine.Run(ctx, run.Request)
 	v.Diagnostics(res.SetupDiagnostics)
@@ -147,9 +172,12 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		if err := run.SavePlan(o.out, res); err != nil {
 			return fmt.Errorf("saving the plan: %w", err)
 		}
-		if o.output != "json" {
+		if o.output == "human" {
 			fmt.Fprintf(a.stdout, "\nSaved the plan to %s. Apply exactly it with: wsu apply %s\n", o.out, o.out)
 		}
+	}
+	if mode == engine.ModePlan && o.detailedExitcode && res.NothingChecked != "" {
+		return exitError{1} // 0 would claim the hosts were checked and match
 	}
 	if mode == engine.ModePlan && o.detailedExitcode && res.Changes > 0 {
 		return exitError{2}
@@ -192,8 +220,11 @@ func (a *app) passphrasePrompt() sshtransport.PassphrasePrompt {
 }
 
 func (a *app) newView(o *runOptions, run *setup.Run) view.View {
-	if o.output == "json" {
+	switch o.output {
+	case "json":
 		return view.NewJSON(a.stdout)
+	case "yaml":
+		return view.NewJSON(&yamlStream{w: a.stdout})
 	}
 	tty := isTerminal(a.stdout)
 	_, noColorEnv := os.LookupEnv("NO_COLOR")
@@ -213,7 +244,7 @@ func (a *app) newView(o *runOptions, run *setup.Run) view.View {
 // the options given are those).
 func inputFlags(flags *pflag.FlagSet, sensitiveVars bool) []string {
 	var given []string
-	for _, name := range []string{"inventory", "var", "var-file", "limit", "tags", "skip-tags", "local", "kubeconfig", "context"} {
+	for _, name := range []string{"inventory", "var", "var-file", "extra-vars", "limit", "tags", "skip-tags", "local", "kubeconfig", "context"} {
 		if name == "var" && sensitiveVars {
 			continue
 		}
@@ -222,4 +253,123 @@ func inputFlags(flags *pflag.FlagSet, sensitiveVars bool) []string {
 		}
 	}
 	return given
+}
+
+// expandExtraVars turns Ansible's -e values into -var and -var-file ones:
+// @FILE is a var file, a JSON object sets each member, and
+// "a=1 b=2" sets each pair.
+func (o *runOptions) expandExtraVars() error {
+	for _, e := range o.extraVars {
+		e = strings.TrimSpace(e)
+		switch {
+		case strings.HasPrefix(e, "@"):
+			o.varFiles = append(o.varFiles, e[1:])
+		case strings.HasPrefix(e, "{"):
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(e), &m); err != nil {
+				return fmt.Errorf("-e %s: not a JSON object: %v", e, err)
+			}
+			names := make([]string, 0, len(m))
+			for k := range m {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			for _, k := range names {
+				var str string
+				if json.Unmarshal(m[k], &str) == nil {
+					o.vars = append(o.vars, k+"="+str)
+				} else {
+					o.vars = append(o.vars, k+"="+string(m[k]))
+				}
+			}
+		default:
+			fields := strings.Fields(e)
+			for _, f := range fields {
+				if !strings.Contains(f, "=") {
+					o.vars = append(o.vars, e) // one value with spaces, or a mistake -var reports
+					fields = nil
+					break
+				}
+			}
+			o.vars = append(o.vars, fields...)
+		}
+	}
+	return nil
+}
+
+// syntaxCheck is --syntax-check: validate with this run's inputs.
+func (a *app) syntaxCheck(o *runOptions, target string) error {
+	in := o.inputs(target)
+	diags, sources := a.validate(a.ctx, planfile.Inputs{Playbook: in.Playbook, Inventory: in.Inventory, Vars: in.Vars, VarFiles: in.VarFiles})
+	_, noColorEnv := os.LookupEnv("NO_COLOR")
+	v := view.NewHuman(a.stderr, view.HumanOptions{Color: isTerminal(a.stderr) && !o.noColor && !noColorEnv, Sources: sources})
+	v.Diagnostics(diags)
+	if diags.HasErrors() {
+		return exitError{1}
+	}
+	fmt.Fprintln(a.stdout, "Success! The playbook is valid.")
+	return nil
+}
+
+// yamlStream re-encodes the JSON view's lines as YAML documents, for -o
+// yaml as kubectl offers it beside -o json: the same events and fields.
+type yamlStream struct {
+	w   io.Writer
+	buf []byte
+}
+
+func (y *yamlStream) Write(p []byte) (int, error) {
+	y.buf = append(y.buf, p...)
+	for {
+		i := bytes.IndexByte(y.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := y.buf[:i]
+		y.buf = y.buf[i+1:]
+		doc, err := sigyaml.JSONToYAML(line)
+		if err != nil {
+			return 0, err
+		}
+		if _, err := fmt.Fprintf(y.w, "---\n%s", doc); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// list is --list-hosts and --list-tasks: each play in run order with its
+// hosts and the tasks selected, from the inventory and the playbook alone.
+func (a *app) list(run *setup.Run, o *runOptions, v view.View) error {
+	plays, diags := engine.Outline(run.Request)
+	v.Diagnostics(diags)
+	fmt.Fprintf(a.stdout, "playbook: %s\n", run.Inputs.Playbook)
+	for _, p := range plays {
+		fmt.Fprintf(a.stdout, "\n  play %q", p.Play)
+		if p.HostsErr != "" {
+			fmt.Fprintf(a.stdout, ": hosts not known: %s\n", p.HostsErr)
+		} else {
+			fmt.Fprintf(a.stdout, " (%d %s)\n", len(p.Hosts), map[bool]string{true: "host", false: "hosts"}[len(p.Hosts) == 1])
+		}
+		if o.listHosts {
+			for _, h := range p.Hosts {
+				fmt.Fprintf(a.stdout, "    %s\n", h)
+			}
+		}
+		if o.listTasks {
+			if o.listHosts {
+				fmt.Fprintln(a.stdout, "    tasks:")
+			}
+			for _, t := range p.Tasks {
+				tags := ""
+				if len(t.Tags) > 0 {
+					tags = "  tags: " + strings.Join(t.Tags, ", ")
+				}
+				fmt.Fprintf(a.stdout, "    %s (%s)%s\n", t.Address, t.Module, tags)
+			}
+		}
+	}
+	if diags.HasErrors() {
+		return exitError{1}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -13,28 +14,33 @@ import (
 	"github.com/hashicorp/hcl/v2/hclwrite"
 	"github.com/spf13/cobra"
 
-	"github.com/wsu-project/wsu/engine/playbook"
+	"github.com/wsu-project/wsu/engine"
+	"github.com/wsu-project/wsu/engine/planfile"
 	"github.com/wsu-project/wsu/limits"
 	"github.com/wsu-project/wsu/modules/all"
 	"github.com/wsu-project/wsu/modules/docs"
-	"github.com/wsu-project/wsu/playbooks"
 	"github.com/wsu-project/wsu/setup"
 	"github.com/wsu-project/wsu/view"
 )
 
 func (a *app) validateCommand() *cobra.Command {
 	var noColor bool
+	var in planfile.Inputs
 	cmd := &cobra.Command{
 		Use:   "validate PLAYBOOK",
 		Short: "Check a playbook without touching any host",
 		Long: `Validate loads a playbook and everything it includes and checks syntax, module
-names and arguments, argument types, references, duplicate names and cycles.`,
+names and arguments, argument types, references, duplicate names and cycles, and
+each play's literal hosts, serial and max_fail_percentage. With -i, -var and
+-var-file it also checks a site's inputs against the playbook: every value
+against its variable's type and validation rules, each host's connection
+settings, and each play's hosts pattern against the inventory.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			loader := playbook.NewLoader(all.Schemas(), playbooks.FS)
-			_, diags := loader.Load(setup.ResolvePlaybook(args[0], playbooks.FS))
+			in.Playbook = args[0]
 			_, noColorEnv := os.LookupEnv("NO_COLOR")
-			v := view.NewHuman(a.stderr, view.HumanOptions{Color: isTerminal(a.stderr) && !noColor && !noColorEnv, Sources: loader.Sources()})
+			diags, sources := a.validate(cmd.Context(), in)
+			v := view.NewHuman(a.stderr, view.HumanOptions{Color: isTerminal(a.stderr) && !noColor && !noColorEnv, Sources: sources})
 			v.Diagnostics(diags)
 			if diags.HasErrors() {
 				return exitError{1}
@@ -43,8 +49,29 @@ names and arguments, argument types, references, duplicate names and cycles.`,
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&noColor, "no-color", false, "no colours")
+	f := cmd.Flags()
+	f.BoolVar(&noColor, "no-color", false, "no colours")
+	f.StringVarP(&in.Inventory, "inventory", "i", "", "also check this inventory's values and hosts against the playbook")
+	f.StringArrayVar(&in.Vars, "var", nil, "also check this variable value: -var 'name=value' (repeatable)")
+	f.StringArrayVar(&in.VarFiles, "var-file", nil, "also check the values in this variables file (repeatable)")
 	return cmd
+}
+
+// validate loads the playbook and, through setup and engine.Check, checks
+// everything that can be known without a host. Without -i, hosts patterns
+// are not matched (there is no inventory to match them against).
+func (a *app) validate(ctx context.Context, in planfile.Inputs) (hcl.Diagnostics, map[string][]byte) {
+	withInventory := in.Inventory != ""
+	in.Local = !withInventory // an inventory of its own is needed to prepare
+	run, diags := setup.Prepare(ctx, setup.Options{Inputs: in, Mode: engine.ModePlan, Environ: a.env})
+	if diags.HasErrors() {
+		return diags, run.Text
+	}
+	req := run.Request
+	if !withInventory {
+		req.Inventory = nil
+	}
+	return append(diags, engine.Check(req)...), run.Text
 }
 
 func (a *app) fmtCommand() *cobra.Command {

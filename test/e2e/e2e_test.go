@@ -269,10 +269,12 @@ func TestJoinRerunRemove(t *testing.T) {
 		assert.Zero(t, recap.BytesSent, "a re-run sends no payload bytes")
 		plan := run(t, env, nil, "plan", "join", "--detailed-exitcode")
 		assert.Equal(t, 0, plan.ExitCode, "plan after join: no changes\n%s", plan.Failures())
-		// --tags that select nothing skip every task; the outputs the
-		// includes pass on must not fail on the skipped tasks' results.
+		// --tags naming no task's tag would check nothing: an error before
+		// any host is touched (engine's TestFactsForOutputsWhenTagsSkipEverything
+		// covers outputs of includes whose tasks --tags skips).
 		tagged := run(t, env, nil, "plan", "join", "--tags", "no-such-tag")
-		assert.Equal(t, 0, tagged.ExitCode, "plan with --tags selecting nothing\n%s", tagged.Failures())
+		assert.Equal(t, 1, tagged.ExitCode, "plan with --tags selecting nothing\n%s", tagged.Failures())
+		assert.Contains(t, tagged.Stderr, "Unknown tag")
 	})
 
 	t.Run("remove", func(t *testing.T) {

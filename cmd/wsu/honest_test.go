@@ -1,0 +1,201 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The acceptance tests of issue 14's "honest outcomes": a run that failed
+// never ends in "No changes", a run that checked nothing says so and why,
+// an unreachable host counts once, and a stock playbook's name resolves
+// explicitly.
+
+func demoArgs(t *testing.T) (pb string, root string) {
+	t.Helper()
+	dir := copyDir(t, "../../examples/demo")
+	return filepath.Join(dir, "site.hcl"), t.TempDir()
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	return p
+}
+
+func TestErrorNeverEndsInNoChanges(t *testing.T) {
+	pb, root := demoArgs(t)
+	code, out, errs := wsu(t, nil, "plan", pb, "--local", "-var", "root="+root, "--limit", "nosuch")
+	assert.Equal(t, 1, code, out+errs)
+	assert.NotContains(t, out, "No changes")
+	assert.Contains(t, out, `PLAY "layout" (not run: its hosts, serial or max_fail_percentage is invalid)`)
+	assert.Contains(t, out, "The plan failed: see the errors above.")
+
+	// A later play's bad serial: the first play ran, the bad one and the
+	// ones after it say they did not run.
+	dir := t.TempDir()
+	three := writeFile(t, dir, "three.hcl", `
+play "first" {
+  hosts = "all"
+  task "hello" {
+    print { msg = "hi" }
+  }
+}
+play "second" {
+  hosts  = "all"
+  serial = "abc"
+  task "hello2" {
+    print { msg = "hi" }
+  }
+}
+play "third" {
+  hosts = "all"
+  task "hello3" {
+    print { msg = "hi" }
+  }
+}
+`)
+	for _, cmd := range []string{"plan", "apply"} {
+		code, out, errs = wsu(t, nil, cmd, three, "--local")
+		assert.Equal(t, 1, code, out+errs)
+		assert.NotContains(t, out, "No changes")
+		assert.Contains(t, out, `PLAY "first" (1 host)`)
+		assert.Contains(t, out, `PLAY "second" (not run: its hosts, serial or max_fail_percentage is invalid)`)
+		assert.Contains(t, out, "Invalid serial")
+		assert.Contains(t, out, `PLAY "third" (not run: an earlier error stopped the run)`)
+		assert.NotContains(t, out, "(0 hosts)")
+		assert.Regexp(t, `The (plan|run) failed: see the errors above.`, out)
+	}
+
+	code, out, _ = wsu(t, nil, "plan", three, "--local", "-o", "json")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out, `"type":"play_not_run"`)
+	assert.Contains(t, out, `"failed":true`)
+}
+
+func TestNothingCheckedIsSaid(t *testing.T) {
+	pb, root := demoArgs(t)
+	dir := t.TempDir()
+	empty := writeFile(t, dir, "empty.ini", "")
+	children := writeFile(t, dir, "children.ini", "[linux]\nl1\n\n[windows:children]\nnosuch\n")
+	group := writeFile(t, dir, "group.hcl", `
+play "p" {
+  hosts = "windows"
+  task "hello" {
+    print { msg = "hi" }
+  }
+}
+`)
+	for name, args := range map[string][]string{
+		"empty inventory":     {pb, "-i", empty, "-var", "root=" + root},
+		"undefined :children": {group, "-i", children},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, out, errs := wsu(t, nil, append([]string{"plan"}, args...)...)
+			assert.Equal(t, 0, code, out+errs)
+			assert.NotContains(t, out, "No changes")
+			assert.Contains(t, out, "Nothing was checked: ")
+			code, out, _ = wsu(t, nil, append([]string{"plan", "-detailed-exitcode"}, args...)...)
+			assert.Equal(t, 1, code, "-detailed-exitcode never reports success for nothing: "+out)
+		})
+	}
+	_, out, _ := wsu(t, nil, "plan", pb, "-i", empty, "-var", "root="+root)
+	assert.Contains(t, out, "Nothing was checked: the inventory has no hosts.")
+	_, out, _ = wsu(t, nil, "plan", group, "-i", children)
+	assert.Contains(t, out, `no play's hosts matched a host of the inventory: hosts = "windows" is a group with no hosts (its children: nosuch;`)
+
+	// An unknown tag is an error, with the nearest tag.
+	tagged := writeFile(t, dir, "tagged.hcl", `
+play "p" {
+  hosts = "all"
+  task "hello" {
+    tags = ["kubelet"]
+    print { msg = "hi" }
+  }
+}
+`)
+	code, out, errs := wsu(t, nil, "plan", tagged, "--local", "--tags", "kublet", "-detailed-exitcode")
+	assert.Equal(t, 1, code, out+errs)
+	assert.Contains(t, errs, "Unknown tag")
+	assert.Contains(t, flat(errs), `Did you mean "kubelet"?`)
+	assert.Empty(t, out, "no host is touched")
+	code, out, errs = wsu(t, nil, "plan", tagged, "--local", "--tags", "kubelet")
+	assert.Equal(t, 0, code, out+errs)
+
+	// A playbook without plays, or an empty file, is an error.
+	noPlays := writeFile(t, dir, "noplays.hcl", "variable \"x\" {\n  default = 1\n}\n")
+	code, _, errs = wsu(t, nil, "plan", noPlays, "--local")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "Nothing to run")
+	emptyPB := writeFile(t, dir, "empty.hcl", "\n")
+	for _, cmd := range []string{"plan", "validate"} {
+		args := []string{cmd, emptyPB}
+		if cmd == "plan" {
+			args = append(args, "--local")
+		}
+		code, out, errs = wsu(t, nil, args...)
+		assert.Equal(t, 1, code, cmd)
+		assert.Contains(t, errs, "Empty playbook", cmd)
+		assert.NotContains(t, out, "No changes")
+		assert.NotContains(t, out, "Success")
+	}
+}
+
+func TestUnreachableCountsOnce(t *testing.T) {
+	pb, root := demoArgs(t)
+	// Nothing listens on port 1; the play's first task has a for_each of 4.
+	inv := writeFile(t, t.TempDir(), "inv.ini", "win01 ansible_host=127.0.0.1 ansible_port=1 connect_retry_window=0 ansible_user=x wsu_remote_os=linux\n")
+	code, out, errs := wsu(t, nil, "plan", pb, "-i", inv, "-var", "root="+root)
+	assert.Equal(t, 1, code, out+errs)
+	assert.Equal(t, 1, strings.Count(out, "unreachable [win01]"), out)
+	assert.Contains(t, out, "unreachable=1 ")
+	assert.NotContains(t, out, "No changes")
+}
+
+func TestStockPlaybookResolution(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+
+	// No local file: `join` and `wsu:join` are the stock playbook.
+	for _, name := range []string{"join", "wsu:join", "wsu:join.hcl"} {
+		code, out, errs := wsu(t, nil, "validate", name)
+		assert.Equal(t, 0, code, name+": "+errs)
+		assert.Contains(t, out, "Success!")
+		assert.NotContains(t, errs, "local")
+	}
+	// A local ./join is used, and the output says so; wsu:join is still stock.
+	writeFile(t, dir, "join", "play \"mine\" {\n  hosts = \"all\"\n  task \"t\" {\n    print { msg = \"local\" }\n  }\n}\n")
+	code, out, errs := wsu(t, nil, "plan", "join", "--local")
+	assert.Equal(t, 0, code, errs)
+	assert.Contains(t, errs, "Using the local playbook join")
+	assert.Contains(t, flat(errs), "For the stock playbook write wsu:join.")
+	assert.Contains(t, out, `PLAY "mine"`)
+	code, _, errs = wsu(t, nil, "validate", "wsu:join")
+	assert.Equal(t, 0, code, errs)
+	assert.NotContains(t, errs, "local")
+
+	// An empty ./join, or a directory, is an error, not the stock playbook.
+	writeFile(t, dir, "join", "")
+	code, _, errs = wsu(t, nil, "validate", "join")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "Empty playbook")
+	require.NoError(t, os.Remove(filepath.Join(dir, "join")))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "join"), 0o755))
+	code, _, errs = wsu(t, nil, "plan", "join", "--local")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "join is a directory")
+
+	// Misspelt names.
+	code, _, errs = wsu(t, nil, "plan", "joni", "--local")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, flat(errs), `Did you mean "join"`)
+	code, _, errs = wsu(t, nil, "validate", "wsu:joni")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, "Unknown stock playbook")
+	assert.Contains(t, flat(errs), `Did you mean "join"`)
+}
