@@ -25,6 +25,7 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -82,8 +83,14 @@ type Options struct {
 	// NodeReadyCheck is how often a joined instance whose Node is not
 	// Ready yet is looked at again.
 	NodeReadyCheck time.Duration
-	// Runner runs the playbooks; nil: InProcess.
+	// Runner runs the playbooks; nil: by RunMode.
 	Runner Runner
+	// RunMode chooses the runner when Runner is nil: RunModeInProcess (the
+	// default) or RunModeJob (one Kubernetes Job per run, configured by
+	// Job).
+	RunMode string
+	// Job configures the Job runner.
+	Job JobOptions
 }
 
 func (o *Options) defaults() {
@@ -105,9 +112,28 @@ func (o *Options) defaults() {
 	if o.NodeReadyCheck <= 0 {
 		o.NodeReadyCheck = DefaultNodeReadyCheck
 	}
-	if o.Runner == nil {
+	if o.RunMode == "" {
+		o.RunMode = RunModeInProcess
+	}
+	if o.Runner == nil && o.RunMode == RunModeInProcess {
 		o.Runner = InProcess{}
 	}
+}
+
+// runner makes the Job runner when RunMode asks for it.
+func (o *Options) runner(cfg *rest.Config) error {
+	switch {
+	case o.Runner != nil:
+		return nil
+	case o.RunMode == RunModeJob:
+		jr, err := NewJobRunner(cfg, o.Job)
+		if err != nil {
+			return err
+		}
+		o.Runner = jr
+		return nil
+	}
+	return fmt.Errorf("controller: unknown run mode %q (want %s or %s)", o.RunMode, RunModeInProcess, RunModeJob)
 }
 
 // Setup registers the controller's reconcilers with mgr. The manager's
@@ -116,6 +142,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	o.defaults()
 	if o.StateDir == "" {
 		return fmt.Errorf("controller: a state directory is needed (known_hosts, site playbooks)")
+	}
+	if err := o.runner(mgr.GetConfig()); err != nil {
+		return err
 	}
 	metrics := newMetrics()
 	if err := metrics.register(); err != nil {
