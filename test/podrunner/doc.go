@@ -40,7 +40,8 @@
 // written once when the Pod starts (no updates of ConfigMaps, Secrets or
 // tokens afterwards); no fsGroup, hostPath, persistent or CSI volumes; no
 // pod networking, Services, ports or DNS; no node heartbeats or Leases (no
-// node lifecycle controller runs in the test bed to miss them); no
+// node lifecycle controller runs in the test bed to miss them: the runner
+// lifts the not-ready taint the API server puts on a new Node itself); no
 // exec, attach, port-forward or logs API (read the files: LogPath). It must
 // run as root on Linux (chroot, bind mounts, credentials).
 package podrunner

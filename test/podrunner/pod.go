@@ -255,7 +255,18 @@ func (p *podRun) exec(c *corev1.Container, restarts int32, vols map[string]strin
 	if err := os.MkdirAll(rootfs, 0o755); err != nil {
 		return 0, "", err
 	}
-	defer os.RemoveAll(rootfs)
+	var mounts []string
+	defer func() {
+		// Never remove a root file system something is still mounted in:
+		// the removal would reach into the volume or the host's /dev.
+		cerr := unmountAll(mounts)
+		if cerr == nil {
+			cerr = os.RemoveAll(rootfs)
+		}
+		if cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
 	if err := unpack(img, rootfs); err != nil {
 		return 0, "", err
 	}
@@ -267,12 +278,8 @@ func (p *podRun) exec(c *corev1.Container, restarts int32, vols map[string]strin
 	if err != nil {
 		return 0, "", err
 	}
-	mounts, err := bindSystem(rootfs)
-	defer func() {
-		if uerr := unmountAll(mounts); uerr != nil && err == nil {
-			err = uerr
-		}
-	}()
+	sys, err := bindSystem(rootfs)
+	mounts = append(mounts, sys...)
 	if err != nil {
 		return 0, "", err
 	}

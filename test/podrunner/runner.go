@@ -195,10 +195,24 @@ func (r *Runner) registerNode(ctx context.Context) error {
 		NodeInfo: corev1.NodeSystemInfo{OperatingSystem: runtime.GOOS, Architecture: runtime.GOARCH,
 			KubeletVersion: "v0.0.0-podrunner", ContainerRuntimeVersion: "podrunner://0"},
 	}
-	if _, err := r.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+	n, err = r.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	if err != nil {
 		return fmt.Errorf("podrunner: node %s status: %w", r.node, err)
 	}
-	r.logf("node %s registered, Ready", r.node)
+	// The API server's TaintNodesByCondition admission taints a new Node
+	// not-ready; the node lifecycle controller, which would lift it once
+	// the Node is Ready, does not run in the test bed.
+	kept := n.Spec.Taints[:0]
+	for _, t := range n.Spec.Taints {
+		if t.Key != corev1.TaintNodeNotReady && t.Key != corev1.TaintNodeUnreachable {
+			kept = append(kept, t)
+		}
+	}
+	n.Spec.Taints = kept
+	if _, err := r.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("podrunner: node %s taints: %w", r.node, err)
+	}
+	r.logf("node %s registered, Ready, not-ready taint lifted (as the node lifecycle controller)", r.node)
 	return nil
 }
 
