@@ -10,8 +10,8 @@
 // end to end against real controllers.
 //
 // How a container runs: the image's layers are flattened in order with
-// go-containerregistry's mutate.Extract into a fresh root filesystem per
-// container; its volumes are bind-mounted at their mountPaths; the process
+// go-containerregistry's mutate.Extract, once per image; each container
+// gets a fresh root file system of hard links to that copy; its volumes are bind-mounted at their mountPaths; the process
 // is started chrooted into it with the Pod's command/args (or the image's
 // entrypoint/cmd), environment and user (runAsUser/runAsGroup), on the host
 // network (127.0.0.1), its stdout and stderr appended to a log file. The
@@ -34,7 +34,10 @@
 // Limits, by design: no isolation beyond chroot (no namespaces, cgroups,
 // seccomp or capabilities: processes run as root unless runAsUser says
 // otherwise, and see the host's processes and network); no resource
-// limits; no probes (a running container is Ready); no image pulls (an
+// limits; no probes (a running container is Ready); image files are hard
+// links to one unpacked copy per image, so a container (running as root)
+// that writes into an image file in place changes it for later containers
+// (replacing or deleting it does not); no image pulls (an
 // image not in Options.Images leaves the Pod Pending, its container waiting
 // with reason ErrImagePull); volumes are
 // written once when the Pod starts (no updates of ConfigMaps, Secrets or

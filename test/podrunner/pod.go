@@ -246,15 +246,9 @@ func (p *podRun) exec(c *corev1.Container, restarts int32, vols map[string]strin
 	if err != nil {
 		return 0, "", errImagePull{err}
 	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return 0, "", errImagePull{err}
-	}
+	cf := img.config
 	dir := p.r.podDir(p.pod)
 	rootfs := filepath.Join(dir, fmt.Sprintf("%s-%d", c.Name, restarts))
-	if err := os.MkdirAll(rootfs, 0o755); err != nil {
-		return 0, "", err
-	}
 	var mounts []string
 	defer func() {
 		// Never remove a root file system something is still mounted in:
@@ -267,7 +261,7 @@ func (p *podRun) exec(c *corev1.Container, restarts int32, vols map[string]strin
 			err = cerr
 		}
 	}()
-	if err := unpack(img, rootfs); err != nil {
+	if err := linkTree(img.root, rootfs); err != nil {
 		return 0, "", err
 	}
 	uid, gid, err := credential(p.pod, c, &cf.Config)
@@ -294,6 +288,9 @@ func (p *podRun) exec(c *corev1.Container, restarts int32, vols map[string]strin
 	}
 	defer logFile.Close()
 	if err := cmd.Start(); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return 0, "", fmt.Errorf("starting %s: %w (if the file is there: a dynamically linked program whose loader the image lacks)", cmd.Path, err)
+		}
 		return 0, "", fmt.Errorf("starting %s: %w", cmd.Path, err)
 	}
 	running()

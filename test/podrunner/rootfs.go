@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -173,4 +174,54 @@ func resolveIn(root, p string) (string, error) {
 		cur = "/"
 	}
 	return filepath.Join(root, cur), nil
+}
+
+// linkTree makes dst a copy of the unpacked image at src whose regular
+// files are hard links: directories, symbolic links, modes and owners are
+// the image's, and a container deleting or replacing a file leaves the
+// image as it was. (One writing into an image file in place changes it for
+// later containers too: a documented limit.)
+func linkTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		switch {
+		case fi.IsDir():
+			if err := os.MkdirAll(target, fi.Mode().Perm()); err != nil {
+				return err
+			}
+			if err := os.Chmod(target, fi.Mode()&(os.ModePerm|os.ModeSticky|os.ModeSetgid|os.ModeSetuid)); err != nil {
+				return err
+			}
+		case fi.Mode()&os.ModeSymlink != 0:
+			link, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(link, target); err != nil {
+				return err
+			}
+		case fi.Mode().IsRegular():
+			if err := os.Link(p, target); err != nil {
+				return err
+			}
+			return nil // the link shares the owner
+		default:
+			return nil
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			return os.Lchown(target, int(st.Uid), int(st.Gid))
+		}
+		return nil
+	})
 }
