@@ -26,11 +26,17 @@ type RunJobOptions struct {
 	// file).
 	ResultFile string
 	// WorkDir holds the run's files (site playbook, var files,
-	// known_hosts); default: a new temporary directory, removed after.
+	// known_hosts); default: DefaultJobWorkDir, emptied first and removed
+	// after. Its path must be the same for every run: the files' paths are
+	// part of the plan hash an apply is held to.
 	WorkDir string
 	// Agents are the agent builds the run deploys (the image's wsu's).
 	Agents *agentbin.Source
 }
+
+// DefaultJobWorkDir is the run's directory under the pod's temporary
+// directory.
+const DefaultJobWorkDir = "wsu-run"
 
 // RunJob runs one Job's playbook run in this process, exactly as InProcess
 // runs a RunRequest in the controller, and writes its result to
@@ -67,11 +73,15 @@ func runJob(ctx context.Context, o RunJobOptions) (RunOutcome, string, error) {
 	}
 	dir := o.WorkDir
 	if dir == "" {
-		if dir, err = os.MkdirTemp("", "wsu-job-"); err != nil {
-			return RunOutcome{}, "", err
-		}
-		defer os.RemoveAll(dir)
+		dir = filepath.Join(os.TempDir(), DefaultJobWorkDir)
 	}
+	if err := os.RemoveAll(dir); err != nil {
+		return RunOutcome{}, "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return RunOutcome{}, "", err
+	}
+	defer os.RemoveAll(dir)
 	req, err := jr.runRequest(dir, string(key))
 	if err != nil {
 		return RunOutcome{}, "", err
