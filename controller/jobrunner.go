@@ -130,8 +130,10 @@ func (j *JobRunner) run(ctx context.Context, req RunRequest) (RunOutcome, error)
 		_ = j.Client.Delete(context.WithoutCancel(ctx), sec)
 		return RunOutcome{}, err
 	}
-	// The request goes with the Job (garbage collector), whoever ends it.
-	sec.OwnerReferences = append(sec.OwnerReferences, metav1.OwnerReference{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID})
+	// From now on the request goes with the Job (the garbage collector
+	// deletes an object once all its owners are gone, so the instance
+	// must no longer be one); until here it went with the instance.
+	sec.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID}}
 	if err := j.Client.Update(ctx, sec); err != nil {
 		log.FromContext(ctx).Error(err, "owning the run request by its Job", "secret", sec.Name)
 	}
