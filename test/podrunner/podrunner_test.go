@@ -187,7 +187,7 @@ func TestPodRunner(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: "done"},
 			Spec: batchv1.JobSpec{
 				BackoffLimit:            ptr.To[int32](0),
-				TTLSecondsAfterFinished: ptr.To[int32](1),
+				TTLSecondsAfterFinished: ptr.To[int32](3),
 				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 					RestartPolicy: corev1.RestartPolicyNever,
 					Containers:    []corev1.Container{{Name: "main", Image: probeImage, Args: []string{"print", "job ran"}}},
