@@ -142,6 +142,21 @@ func TestJobMode(t *testing.T) {
 		assert.Equal(t, "Succeeded", wi.Status.LastApply.Result)
 	}
 
+	t.Run("the kubelets' certificates came from kube-controller-manager's signer", func(t *testing.T) {
+		for _, e := range env.Cluster.PartEvents() {
+			assert.NotEqual(t, kubetest.PartCSRSigner, e.Part, "the CSR-signer stand-in signed %s", e.Object)
+		}
+		csrs, err := cs.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		signed := 0
+		for _, csr := range csrs.Items {
+			if len(csr.Status.Certificate) > 0 {
+				signed++
+			}
+		}
+		assert.GreaterOrEqual(t, signed, len(env.Hosts), "at least a client certificate per node")
+	})
+
 	t.Run("each run was a Job of its instance", func(t *testing.T) {
 		for _, h := range env.Hosts {
 			modes := map[string]int{}
