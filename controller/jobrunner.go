@@ -140,7 +140,7 @@ func (j *JobRunner) run(ctx context.Context, req RunRequest) (RunOutcome, error)
 	log.FromContext(ctx).Info("run started as a Job", "job", job.Name, "mode", req.Mode)
 	res, err := j.wait(ctx, job)
 	if err != nil {
-		return RunOutcome{}, fmt.Errorf("Job %s: %w", job.Name, err)
+		return RunOutcome{}, fmt.Errorf("the Job %s: %w", job.Name, err)
 	}
 	// A host key the Job trusted on first use is pinned from the
 	// controller's own known_hosts file, as after an in-process run.

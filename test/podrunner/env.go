@@ -127,7 +127,7 @@ func (r *Runner) valueFrom(ctx context.Context, pod *corev1.Pod, src *corev1.Env
 		}
 		v, ok := cm.Data[ref.Key]
 		if !ok && (ref.Optional == nil || !*ref.Optional) {
-			return "", fmt.Errorf("ConfigMap %s has no key %q", ref.Name, ref.Key)
+			return "", fmt.Errorf("the ConfigMap %s has no key %q", ref.Name, ref.Key)
 		}
 		return v, nil
 	case src.SecretKeyRef != nil:
@@ -141,7 +141,7 @@ func (r *Runner) valueFrom(ctx context.Context, pod *corev1.Pod, src *corev1.Env
 		}
 		v, ok := s.Data[ref.Key]
 		if !ok && (ref.Optional == nil || !*ref.Optional) {
-			return "", fmt.Errorf("Secret %s has no key %q", ref.Name, ref.Key)
+			return "", fmt.Errorf("the Secret %s has no key %q", ref.Name, ref.Key)
 		}
 		return string(v), nil
 	}
