@@ -64,12 +64,13 @@ dockerfile: ## regenerate the Dockerfile from build/image's file list
 manifests: ## render deploy/overlays into deploy/rendered (kustomize)
 	$(GO) test -count=1 ./deploy -run TestRendered -update
 
-# The first run builds the Kubernetes test bed (kube-apiserver, etcd; several
+# The first run builds the Kubernetes test bed (kube-apiserver, etcd, and for the
+# workload tests kube-controller-manager and kube-scheduler; several
 # minutes, cached): hence the timeout. `make kubetest` builds it ahead.
 test: ## run every test tier (the README's test command)
 	$(GO) test -count=1 -timeout 30m ./...
 
-kubetest: ## build and cache the kube-apiserver and etcd the tests run
+kubetest: ## build and cache the etcd, kube-apiserver, kube-controller-manager and kube-scheduler the tests run
 	./test/kubetest/build.sh
 
 lint: tools ## gofmt, go vet, staticcheck, and playbook formatting

@@ -29,6 +29,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -99,8 +100,14 @@ type Options struct {
 	// compared with the payload's (a stat of its manifest), so a payload
 	// changed in place is rolled out without waiting for a drift pass.
 	PayloadCheck time.Duration
-	// Runner runs the playbooks; nil: InProcess.
+	// Runner runs the playbooks; nil: by RunMode.
 	Runner Runner
+	// RunMode chooses the runner when Runner is nil: RunModeInProcess (the
+	// default) or RunModeJob (one Kubernetes Job per run, configured by
+	// Job).
+	RunMode string
+	// Job configures the Job runner.
+	Job JobOptions
 }
 
 func (o *Options) defaults() {
@@ -128,7 +135,10 @@ func (o *Options) defaults() {
 	if o.MaxUnavailable == (intstr.IntOrString{}) {
 		o.MaxUnavailable = DefaultMaxUnavailable
 	}
-	if o.Runner == nil {
+	if o.RunMode == "" {
+		o.RunMode = RunModeInProcess
+	}
+	if o.Runner == nil && o.RunMode == RunModeInProcess {
 		o.Runner = InProcess{}
 	}
 }
@@ -167,6 +177,22 @@ func scaledMaxUnavailable(v intstr.IntOrString, total int) (int, error) {
 	return max(n, 1), nil
 }
 
+// runner makes the Job runner when RunMode asks for it.
+func (o *Options) runner(cfg *rest.Config) error {
+	switch {
+	case o.Runner != nil:
+		return nil
+	case o.RunMode == RunModeJob:
+		jr, err := NewJobRunner(cfg, o.Job)
+		if err != nil {
+			return err
+		}
+		o.Runner = jr
+		return nil
+	}
+	return fmt.Errorf("controller: unknown run mode %q (want %s or %s)", o.RunMode, RunModeInProcess, RunModeJob)
+}
+
 // Setup registers the controller's reconcilers with mgr. The manager's
 // scheme must hold the core types and wsu.dev/v1alpha1 (NewScheme).
 func Setup(mgr ctrl.Manager, o Options) error {
@@ -177,6 +203,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	payloads, err := newPayloadVersions(o)
 	if err != nil {
 		return fmt.Errorf("controller: %w", err)
+	}
+	if err := o.runner(mgr.GetConfig()); err != nil {
+		return err
 	}
 	metrics := newMetrics()
 	if err := metrics.register(); err != nil {

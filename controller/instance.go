@@ -78,6 +78,11 @@ const (
 // +kubebuilder:rbac:groups="",namespace=wsu-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=wsu-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;update;patch;delete
+// Job mode (--run-mode=job) only: each run's Job, its request Secret, and the
+// Job's pod, whose termination message is the run's result.
+// +kubebuilder:rbac:groups=batch,namespace=wsu-system,resources=jobs,verbs=get;create;delete
+// +kubebuilder:rbac:groups="",namespace=wsu-system,resources=secrets,verbs=create;update;delete
+// +kubebuilder:rbac:groups="",namespace=wsu-system,resources=pods,verbs=list
 
 // Reconcile implements reconcile.Reconciler.
 func (r *InstanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -229,7 +234,7 @@ func (r *InstanceReconciler) awaitApproval(ctx context.Context, orig, wi *wsuv1.
 func (r *InstanceReconciler) apply(ctx context.Context, orig, wi *wsuv1.WindowsInstance, rr RunRequest, plan RunOutcome) (ctrl.Result, error) {
 	r.setStatusPhase(ctx, orig, wi, wsuv1.PhaseJoining)
 	orig = wi.DeepCopy()
-	rr.Expect = plan.Plan
+	rr.Expect, rr.ExpectHash = plan.Plan, plan.Hash
 	out := r.run(ctx, wi, rr, engine.ModeApply)
 	if interrupted(ctx, out) {
 		return ctrl.Result{}, nil

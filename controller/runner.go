@@ -40,11 +40,15 @@ type RunRequest struct {
 	// Expect makes an apply refuse unless a fresh plan matches it: the
 	// plan an admin approved.
 	Expect *planfile.Plan
+	// ExpectHash is Expect's PlanHash. A runner that does not get the plan
+	// itself back from a plan run (JobRunner) holds the apply to it.
+	ExpectHash string
 }
 
 // RunOutcome is what a run reports back into the instance's status.
 type RunOutcome struct {
-	// Plan is the plan a plan-mode run made.
+	// Plan is the plan a plan-mode run made (nil from a JobRunner, which
+	// reports its Hash only).
 	Plan *planfile.Plan
 	// Hash identifies Plan (PlanHash).
 	Hash string

@@ -128,13 +128,13 @@ func TestInputDiagnostics(t *testing.T) {
 		{
 			name:    "-var without =",
 			run:     inputsRun{decls: declX, vars: []string{"x"}},
-			summary: "Invalid -var option", detail: `-var "x": it has no '='. Write -var NAME=VALUE`,
+			summary: "Invalid -var option", detail: `The option has no '='; write -var NAME=VALUE`,
 			file: "", // a command-line option has no location
 		},
 		{
 			name:    "second -var without =",
 			run:     inputsRun{decls: declX, vars: []string{"x=a", " =b"}},
-			summary: "Invalid -var option", detail: `-var " =b": "" is not a variable name`,
+			summary: "Invalid -var option", detail: `The option's name "" is not a valid variable name`,
 			file: "",
 		},
 		{

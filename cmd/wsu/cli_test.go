@@ -289,7 +289,7 @@ func TestInputErrorsAreShown(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"-var", "nonsense"}, []string{"Invalid -var option", `-var "nonsense": it has no '='`}},
+		{[]string{"-var", "nonsense"}, []string{"Invalid -var option", `The option has no '='`}},
 		{[]string{"-var", "clusterdns=1"}, []string{"Value for undeclared variable", `Did you mean "cluster_dns"?`}},
 		{[]string{"-var", "max_pods=many"}, []string{"max_pods"}},
 		{[]string{"-var-file", "/nonexistent/vars.hcl"}, []string{"Cannot read variables file"}},

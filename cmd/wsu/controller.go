@@ -9,9 +9,11 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/yaml"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
@@ -22,7 +24,7 @@ func (a *app) controllerCommand() *cobra.Command {
 	o := controller.Options{}
 	m := controller.ManagerOptions{}
 	var hostVars []string
-	var kubeconfig, kubeContext, maxUnavailable string
+	var kubeconfig, kubeContext, maxUnavailable, jobTemplate string
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Keep WindowsInstances joined to the cluster (the in-cluster face)",
@@ -43,7 +45,16 @@ the workflows and a troubleshooting table.`,
 				return fmt.Errorf("--max-unavailable %q: %w", maxUnavailable, err)
 			}
 			o.Kubeconfig = kubeconfig
-			o.Runner = controller.InProcess{Agents: a.agentSource()}
+			switch o.RunMode {
+			case controller.RunModeInProcess:
+				o.Runner = controller.InProcess{Agents: a.agentSource()}
+			case controller.RunModeJob:
+				if o.Job.Template, err = readPodTemplate(jobTemplate); err != nil {
+					return err
+				}
+			default:
+				return fmt.Errorf("--run-mode %q: want %s or %s", o.RunMode, controller.RunModeInProcess, controller.RunModeJob)
+			}
 			if o.StateDir == "" {
 				o.StateDir = filepath.Join(os.TempDir(), "wsu-controller")
 			}
@@ -75,6 +86,59 @@ the workflows and a troubleshooting table.`,
 	f.StringVar(&m.LeaderElectionID, "leader-election-id", "", "name of the leader election Lease")
 	f.StringVar(&m.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (\"0\" turns it off)")
 	f.StringVar(&m.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	f.StringVar(&o.RunMode, "run-mode", controller.RunModeInProcess, "where playbooks run: in-process, or job (one Kubernetes Job per run, from --job-image)")
+	f.StringVar(&o.Job.Image, "job-image", "", "the wsu image the Jobs run (--run-mode=job)")
+	f.StringVar(&o.Job.ServiceAccount, "job-service-account", "", "the ServiceAccount the Jobs run as (default: the namespace's default)")
+	f.StringVar(&jobTemplate, "job-template", "", "a YAML PodTemplateSpec the Jobs' pods start from: payload volumes and init containers, node selector, resources")
+	f.DurationVar(&o.Job.TTL, "job-ttl", controller.DefaultJobTTL, "how long a finished Job is kept (ttlSecondsAfterFinished)")
+	cmd.AddCommand(a.runJobCommand())
+	return cmd
+}
+
+// readPodTemplate reads --job-template ("" is none).
+func readPodTemplate(path string) (*corev1.PodTemplateSpec, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	t := &corev1.PodTemplateSpec{}
+	if err := yaml.UnmarshalStrict(data, t); err != nil {
+		return nil, fmt.Errorf("--job-template %s: %w", path, err)
+	}
+	return t, nil
+}
+
+// runJobCommand is what a Job's pod runs in --run-mode=job: one run, as the
+// controller asked for it, its result written as the termination message.
+func (a *app) runJobCommand() *cobra.Command {
+	o := controller.RunJobOptions{}
+	cmd := &cobra.Command{
+		Use:    "run-job",
+		Short:  "Run one playbook run a controller in Job mode asked for (inside its Job)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Agents = a.agentSource()
+			out, err := controller.RunJob(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "run result: %d task(s) changed, plan %s\n", out.Changed, out.Hash)
+			if out.Failed {
+				return fmt.Errorf("the run failed: %s", out.Message)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Request, "request", "", "the run request file (the request Secret, mounted)")
+	f.StringVar(&o.KeyFile, "key-file", "", "the instance's private key (its key Secret, mounted)")
+	f.StringVar(&o.ResultFile, "result-file", corev1.TerminationMessagePathDefault, "where the result goes (the termination message)")
+	_ = cmd.MarkFlagRequired("request")
+	_ = cmd.MarkFlagRequired("key-file")
 	return cmd
 }
 

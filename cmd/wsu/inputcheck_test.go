@@ -87,7 +87,7 @@ func TestBadVarSyntaxMessages(t *testing.T) {
 	pb, marker := twoStage(t)
 	code, _, errs := wsu(t, nil, "plan", pb, "--local", "-var", "marker="+marker, "-var", "max_pods")
 	assert.Equal(t, 1, code)
-	assert.Contains(t, flat(errs), `Invalid -var option -var "max_pods": it has no '='. Write -var NAME=VALUE`)
+	assert.Contains(t, flat(errs), `Invalid -var option The option has no '='; write -var NAME=VALUE`)
 	assert.NotContains(t, errs, "<-var")
 	assert.NotContains(t, errs, "line 1")
 

@@ -58,6 +58,9 @@ type Options struct {
 	// HostEnv (NAME=VALUE) is set in every SSH session, so the agent and
 	// the services it starts see it, e.g. WSU_STANDIN_NETWORK_DELAY=0.
 	HostEnv []string
+	// Cluster adds parts to the control plane (kubetest.WithControllerManager,
+	// kubetest.WithScheduler).
+	Cluster []kubetest.Option
 	// Logf receives progress; nil: silent.
 	Logf func(format string, args ...any)
 }
@@ -154,7 +157,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	}
 
 	opts.Logf("harness: starting kube-apiserver and etcd (the first run builds them: minutes)")
-	if e.Cluster, err = kubetest.New(ctx, opts.Logf); err != nil {
+	if e.Cluster, err = kubetest.New(ctx, opts.Logf, opts.Cluster...); err != nil {
 		return nil, err
 	}
 	if err := e.Cluster.InitKubeadm(ctx); err != nil {

@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +24,14 @@ import (
 // (default: the user cache directory's wsu/kube, e.g. ~/.cache/wsu/kube).
 const CacheEnv = "WSU_KUBETEST_CACHE"
 
+// The control-plane binaries kubetest can build, by wrapper name.
+const (
+	Etcd                  = "etcd"
+	KubeAPIServer         = "kube-apiserver"
+	KubeControllerManager = "kube-controller-manager"
+	KubeScheduler         = "kube-scheduler"
+)
+
 // wrapper is one of the nested modules that build a control-plane binary.
 type wrapper struct {
 	name string // binary and directory name
@@ -31,9 +41,25 @@ type wrapper struct {
 	stamp  func(version string) []string
 }
 
+// wrappers lists every binary; each is built and cached on its own, so
+// adding one never rebuilds the others.
 var wrappers = []wrapper{
-	{name: "etcd", module: "go.etcd.io/etcd/server/v3"},
-	{name: "kube-apiserver", module: "k8s.io/kubernetes", stamp: kubeVersionFlags},
+	{name: Etcd, module: "go.etcd.io/etcd/server/v3"},
+	{name: KubeAPIServer, module: "k8s.io/kubernetes", stamp: kubeVersionFlags},
+	{name: KubeControllerManager, module: "k8s.io/kubernetes", stamp: kubeVersionFlags},
+	{name: KubeScheduler, module: "k8s.io/kubernetes", stamp: kubeVersionFlags},
+}
+
+// legacyPair is what the first layout cached together under one key.
+var legacyPair = []string{Etcd, KubeAPIServer}
+
+func wrapperNamed(name string) (wrapper, error) {
+	for _, w := range wrappers {
+		if w.name == name {
+			return w, nil
+		}
+	}
+	return wrapper{}, fmt.Errorf("kubetest: no wrapper module builds %q", name)
 }
 
 // kubeVersionFlags sets what `kube-apiserver --version` and the /version
@@ -59,7 +85,7 @@ func sourceDir() (string, error) {
 		return "", errors.New("kubetest: cannot locate its source directory")
 	}
 	dir := filepath.Dir(file)
-	if _, err := os.Stat(filepath.Join(dir, "kube-apiserver", "go.mod")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, KubeAPIServer, "go.mod")); err != nil {
 		return "", fmt.Errorf("kubetest: wrapper modules not found beside %s (built with -trimpath?): %w", file, err)
 	}
 	return dir, nil
@@ -70,30 +96,41 @@ func sourceDir() (string, error) {
 func goTool() (string, error) {
 	p, err := exec.LookPath("go")
 	if err != nil {
-		return "", errors.New("kubetest: the go command is needed to build etcd and kube-apiserver, and is not in PATH")
+		return "", errors.New("kubetest: the go command is needed to build the control plane, and is not in PATH")
 	}
 	return p, nil
 }
 
-// cacheKey hashes everything the binaries depend on: each wrapper's go.mod,
+// binaryKey hashes everything one binary depends on: its wrapper's go.mod,
 // go.sum and main.go, and the Go version.
-func cacheKey(src, goVersion string) (string, error) {
+func binaryKey(src, name, goVersion string) (string, error) {
+	return hashWrappers(src, goVersion, []string{name})
+}
+
+// legacyKey is the key of the first layout, which cached etcd and
+// kube-apiserver together in ROOT/KEY/: binaries found there are reused.
+func legacyKey(src, goVersion string) (string, error) {
+	return hashWrappers(src, goVersion, legacyPair)
+}
+
+func hashWrappers(src, goVersion string, names []string) (string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "go %s\n", goVersion)
-	for _, w := range wrappers {
+	for _, name := range names {
 		for _, f := range []string{"go.mod", "go.sum", "main.go"} {
-			b, err := os.ReadFile(filepath.Join(src, w.name, f))
+			b, err := os.ReadFile(filepath.Join(src, name, f))
 			if err != nil {
 				return "", fmt.Errorf("kubetest: %w", err)
 			}
-			fmt.Fprintf(h, "%s/%s %d\n", w.name, f, len(b))
+			fmt.Fprintf(h, "%s/%s %d\n", name, f, len(b))
 			h.Write(b)
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// cacheRoot is where built binaries live, one directory per cache key.
+// cacheRoot is where built binaries live: ROOT/NAME-KEY/NAME, one
+// directory per binary and key.
 func cacheRoot() (string, error) {
 	if d := os.Getenv(CacheEnv); d != "" {
 		return d, nil
@@ -105,72 +142,106 @@ func cacheRoot() (string, error) {
 	return filepath.Join(d, "wsu", "kube"), nil
 }
 
-// complete reports whether dir holds every binary.
-func complete(dir string) bool {
-	for _, w := range wrappers {
-		if fi, err := os.Stat(filepath.Join(dir, w.name)); err != nil || !fi.Mode().IsRegular() {
-			return false
-		}
-	}
-	return true
+func isFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }
 
-// Assets returns the directory holding etcd and kube-apiserver, building
-// them first if this combination of wrapper modules and Go version has not
-// been built yet (about 5 minutes on two cores; afterwards instant). logf
-// reports progress. A lock keeps test packages run in parallel from building
-// at the same time; the loser waits and uses the winner's binaries.
-func Assets(ctx context.Context, logf func(format string, args ...any)) (string, error) {
+// builder builds and caches binaries for one source directory, toolchain
+// and cache root.
+type builder struct {
+	src, goCmd, goVersion, root string
+	logf                        func(string, ...any)
+}
+
+func newBuilder(ctx context.Context, logf func(string, ...any)) (*builder, error) {
 	src, err := sourceDir()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	goCmd, err := goTool()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	out, err := exec.CommandContext(ctx, goCmd, "env", "GOVERSION").Output()
 	if err != nil {
-		return "", fmt.Errorf("kubetest: go env GOVERSION: %w", err)
-	}
-	key, err := cacheKey(src, strings.TrimSpace(string(out)))
-	if err != nil {
-		return "", err
+		return nil, fmt.Errorf("kubetest: go env GOVERSION: %w", err)
 	}
 	root, err := cacheRoot()
 	if err != nil {
+		return nil, err
+	}
+	return &builder{src: src, goCmd: goCmd, goVersion: strings.TrimSpace(string(out)), root: root, logf: logf}, nil
+}
+
+// Binaries returns the paths of the named binaries (Etcd, KubeAPIServer,
+// KubeControllerManager, KubeScheduler), building each one first if this
+// version of its wrapper module and Go has not been built yet (minutes
+// each on two cores; afterwards instant). logf reports progress. A lock
+// per binary keeps test packages run in parallel from building the same
+// one at once; the loser waits and uses the winner's binary.
+func Binaries(ctx context.Context, logf func(format string, args ...any), names ...string) (map[string]string, error) {
+	b, err := newBuilder(ctx, logf)
+	if err != nil {
+		return nil, err
+	}
+	paths := make(map[string]string, len(names))
+	for _, name := range names {
+		w, err := wrapperNamed(name)
+		if err != nil {
+			return nil, err
+		}
+		if paths[name], err = b.binary(ctx, w); err != nil {
+			return nil, err
+		}
+	}
+	return paths, nil
+}
+
+// AllBinaries lists every binary kubetest can build, for make kubetest.
+func AllBinaries() []string {
+	names := make([]string, len(wrappers))
+	for i, w := range wrappers {
+		names[i] = w.name
+	}
+	return names
+}
+
+// binary returns w's cached binary, building (or adopting) it first.
+func (b *builder) binary(ctx context.Context, w wrapper) (string, error) {
+	key, err := binaryKey(b.src, w.name, b.goVersion)
+	if err != nil {
 		return "", err
 	}
-	dir := filepath.Join(root, key)
-	if complete(dir) {
-		return dir, nil
+	dir := filepath.Join(b.root, w.name+"-"+key)
+	out := filepath.Join(dir, w.name)
+	if isFile(out) {
+		return out, nil
 	}
-
-	if err := os.MkdirAll(root, 0o755); err != nil {
+	if err := os.MkdirAll(b.root, 0o755); err != nil {
 		return "", fmt.Errorf("kubetest: %w", err)
 	}
-	unlock, err := lockFile(ctx, filepath.Join(root, key+".lock"), func() {
-		logf("kubetest: another process is building the control plane into %s; waiting", dir)
+	unlock, err := lockFile(ctx, dir+".lock", func() {
+		b.logf("kubetest: another process is building %s into %s; waiting", w.name, dir)
 	})
 	if err != nil {
 		return "", err
 	}
 	defer unlock()
-	if complete(dir) {
-		return dir, nil
+	if isFile(out) {
+		return out, nil
 	}
-
-	// Build beside the final directory and rename it into place, so a
-	// cancelled build never leaves a directory that looks complete.
-	tmp, err := os.MkdirTemp(root, key+".tmp-")
+	// Build (or copy) beside the final directory and rename it into
+	// place, so a cancelled build never leaves a directory that looks
+	// complete.
+	tmp, err := os.MkdirTemp(b.root, w.name+"-"+key+".tmp-")
 	if err != nil {
 		return "", fmt.Errorf("kubetest: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	start := time.Now()
-	logf("kubetest: building etcd and kube-apiserver into %s (first use: several minutes)", dir)
-	for _, w := range wrappers {
-		if err := build(ctx, goCmd, filepath.Join(src, w.name), w, filepath.Join(tmp, w.name), logf); err != nil {
+	if !b.adoptLegacy(w.name, filepath.Join(tmp, w.name)) {
+		b.logf("kubetest: building %s into %s (first use: minutes)", w.name, dir)
+		if err := build(ctx, b.goCmd, filepath.Join(b.src, w.name), w, filepath.Join(tmp, w.name), b.logf); err != nil {
 			return "", err
 		}
 	}
@@ -180,8 +251,48 @@ func Assets(ctx context.Context, logf func(format string, args ...any)) (string,
 	if err := os.Rename(tmp, dir); err != nil {
 		return "", fmt.Errorf("kubetest: %w", err)
 	}
-	logf("kubetest: control plane built in %s", time.Since(start).Round(time.Second))
-	return dir, nil
+	return out, nil
+}
+
+// adoptLegacy links (or copies) name from the first layout's directory
+// when that holds a build of the same wrapper sources and Go version, so
+// moving to per-binary keys rebuilds nothing. It reports whether it did.
+func (b *builder) adoptLegacy(name, out string) bool {
+	if !slices.Contains(legacyPair, name) {
+		return false
+	}
+	key, err := legacyKey(b.src, b.goVersion)
+	if err != nil {
+		return false
+	}
+	old := filepath.Join(b.root, key, name)
+	if !isFile(old) {
+		return false
+	}
+	if err := os.Link(old, out); err != nil {
+		if err := copyFile(old, out); err != nil {
+			return false
+		}
+	}
+	b.logf("kubetest: %s reused from %s", name, old)
+	return true
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // build compiles one wrapper module into out.

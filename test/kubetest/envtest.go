@@ -26,16 +26,33 @@ type controlPlane struct{ env *envtest.Environment }
 // newControlPlane configures the API server as a kubeadm cluster's is
 // where a node join depends on it: client certificates from the signer,
 // bootstrap tokens, the Node authorizer and NodeRestriction. Everything
-// else keeps envtest's defaults (RBAC, ServiceAccount admission off).
-func newControlPlane(assets string, clientCA *signer) *controlPlane {
-	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+// else keeps envtest's defaults (RBAC, ServiceAccount admission off) unless
+// serviceAccounts: with a kube-controller-manager to create each
+// namespace's default ServiceAccount, the ServiceAccount admission plugin
+// is on as in a real cluster (pods get their token volume).
+func newControlPlane(etcd, apiserver string, clientCA *signer, serviceAccounts bool) *controlPlane {
+	env := &envtest.Environment{}
+	env.ControlPlane.Etcd = &envtest.Etcd{Path: etcd}
 	api := env.ControlPlane.GetAPIServer()
+	api.Path = apiserver
 	api.SecureServing.Authn = &signerAuthn{ca: clientCA}
+	admission := "NodeRestriction"
+	if serviceAccounts {
+		admission += ",ServiceAccount"
+		api.Configure().Disable("disable-admission-plugins")
+	}
 	api.Configure().
 		Set("enable-bootstrap-token-auth", "true").
 		Set("authorization-mode", "Node,RBAC").
-		Set("enable-admission-plugins", "NodeRestriction")
+		Set("enable-admission-plugins", admission)
 	return &controlPlane{env: env}
+}
+
+// serviceAccountKey is the file of the key the API server signs
+// service-account tokens with (envtest writes it into its certificate
+// directory on start).
+func (p *controlPlane) serviceAccountKey() string {
+	return filepath.Join(p.env.ControlPlane.APIServer.CertDir, "sa-signer.key")
 }
 
 func (p *controlPlane) start() (*rest.Config, error) { return p.env.Start() }

@@ -14,11 +14,12 @@ var errWindows = errors.New("kubetest: the Kubernetes test bed does not run on W
 
 type controlPlane struct{}
 
-func newControlPlane(string, *signer) *controlPlane            { return &controlPlane{} }
-func (*controlPlane) start() (*rest.Config, error)             { return nil, errWindows }
-func (*controlPlane) stop() error                              { return nil }
-func (*controlPlane) kubeconfig() []byte                       { return nil }
-func (*controlPlane) addUser(string, []string) ([]byte, error) { return nil, errWindows }
+func newControlPlane(string, string, *signer, bool) *controlPlane { return &controlPlane{} }
+func (*controlPlane) start() (*rest.Config, error)                { return nil, errWindows }
+func (*controlPlane) stop() error                                 { return nil }
+func (*controlPlane) kubeconfig() []byte                          { return nil }
+func (*controlPlane) serviceAccountKey() string                   { return "" }
+func (*controlPlane) addUser(string, []string) ([]byte, error)    { return nil, errWindows }
 
 func installCRDs(*rest.Config, []*apiextensionsv1.CustomResourceDefinition, []string) error {
 	return errWindows

@@ -3,10 +3,15 @@
 // proxy by the wrapper modules beside this file (nothing can be downloaded
 // where the tests run) and cached; see docs/kubernetes.md.
 //
-// It is an API server and nothing else: no controller-manager, scheduler,
-// kubelet or network plugin. Their work that wsu depends on is played
-// explicitly by the helpers here, so a test shows which part it stands in
-// for: SignCSR (the CSR signer), CreateNode, SetNodeReady,
+// By default it is an API server and nothing else; WithControllerManager
+// and WithScheduler add a real kube-controller-manager (Job, ReplicaSet,
+// Deployment, garbage collector, namespace, ServiceAccount and CSR signing
+// controllers) and a real kube-scheduler, built and cached the same way,
+// for the tests that run workloads (with test/podrunner, the kubelet and
+// runtime stand-in). There is never a kubelet or network plugin. The work
+// of the missing parts that wsu depends on is played explicitly by the
+// helpers here, so a test shows which part it stands in for: SignCSR (the
+// CSR signer, where kube-controller-manager does not run), CreateNode, SetNodeReady,
 // SetNodeAddresses, SetPodRunning and FinishPodDeletion (the kubelet),
 // UpdatePDBStatus (the disruption controller), AnnotateNode (the
 // OVN-Kubernetes master). RunParts plays
@@ -22,6 +27,7 @@ package kubetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -51,12 +57,14 @@ type Cluster struct {
 	// test that takes one.
 	Kubeconfig string
 
-	env      *controlPlane
-	dir      string
-	signer   *signer
-	logf     func(string, ...any)
-	stopOnce sync.Once
-	stopErr  error
+	env        *controlPlane
+	opts       options
+	components []*component
+	dir        string
+	signer     *signer
+	logf       func(string, ...any)
+	stopOnce   sync.Once
+	stopErr    error
 
 	partsMu      sync.Mutex
 	partsRunning bool
@@ -64,10 +72,10 @@ type Cluster struct {
 }
 
 // Start returns a fresh cluster, stopped when the test ends. The first use
-// on a machine builds the binaries (see Assets).
-func Start(t testing.TB) *Cluster {
+// on a machine builds the binaries (see Binaries).
+func Start(t testing.TB, opts ...Option) *Cluster {
 	t.Helper()
-	c, err := New(context.Background(), t.Logf)
+	c, err := New(context.Background(), t.Logf, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,13 +90,15 @@ func Start(t testing.TB) *Cluster {
 // New starts a cluster that the caller stops; for a cluster shared by the
 // tests of a package (start it lazily, stop it in TestMain). logf receives
 // build progress and what the helpers play.
-func New(ctx context.Context, logf func(string, ...any)) (*Cluster, error) {
-	assets, err := Assets(ctx, logf)
+func New(ctx context.Context, logf func(string, ...any), opts ...Option) (*Cluster, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	bins, err := Binaries(ctx, logf, o.binaries()...)
 	if err != nil {
 		return nil, err
 	}
-	// envtest and anything else that looks for the binaries find them here.
-	os.Setenv("KUBEBUILDER_ASSETS", assets)
 	sig, err := newSigner()
 	if err != nil {
 		return nil, err
@@ -98,7 +108,8 @@ func New(ctx context.Context, logf func(string, ...any)) (*Cluster, error) {
 		return nil, fmt.Errorf("kubetest: %w", err)
 	}
 	c := &Cluster{
-		env:    newControlPlane(assets, sig),
+		env:    newControlPlane(bins[Etcd], bins[KubeAPIServer], sig, o.controllerManager),
+		opts:   o,
 		dir:    dir,
 		signer: sig,
 		logf:   logf,
@@ -108,7 +119,7 @@ func New(ctx context.Context, logf func(string, ...any)) (*Cluster, error) {
 	if err != nil {
 		_ = c.env.stop()
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("kubetest: starting etcd and kube-apiserver from %s: %w", assets, err)
+		return nil, fmt.Errorf("kubetest: starting etcd and kube-apiserver (%s, %s): %w", bins[Etcd], bins[KubeAPIServer], err)
 	}
 	logf("kubetest: control plane up in %s at %s", time.Since(start).Round(10*time.Millisecond), cfg.Host)
 	c.Config = cfg
@@ -121,6 +132,10 @@ func New(ctx context.Context, logf func(string, ...any)) (*Cluster, error) {
 		c.Stop()
 		return nil, fmt.Errorf("kubetest: %w", err)
 	}
+	if err := c.startComponents(ctx, bins, o); err != nil {
+		c.Stop()
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -129,7 +144,7 @@ func New(ctx context.Context, logf func(string, ...any)) (*Cluster, error) {
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
 		start := time.Now()
-		c.stopErr = c.env.stop()
+		c.stopErr = errors.Join(c.stopComponents(), c.env.stop())
 		c.logf("kubetest: control plane stopped in %s", time.Since(start).Round(10*time.Millisecond))
 		os.RemoveAll(c.dir)
 	})

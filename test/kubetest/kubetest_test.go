@@ -39,43 +39,68 @@ func TestCacheKey(t *testing.T) {
 			require.NoError(t, os.WriteFile(filepath.Join(cp, w.name, f), b, 0o644))
 		}
 	}
-	base, err := cacheKey(cp, "go1.26.8")
-	require.NoError(t, err)
-	again, err := cacheKey(src, "go1.26.8")
-	require.NoError(t, err)
-	assert.Equal(t, base, again, "the key depends on content, not location")
-	assert.Len(t, base, 64)
-
-	tests := []struct {
-		name   string
-		file   string // relative to the copy; "" changes nothing but the Go version
-		goVers string
-	}{
-		{name: "go version", goVers: "go1.26.9"},
-		{name: "apiserver go.mod", file: "kube-apiserver/go.mod"},
-		{name: "apiserver go.sum", file: "kube-apiserver/go.sum"},
-		{name: "apiserver main.go", file: "kube-apiserver/main.go"},
-		{name: "etcd go.mod", file: "etcd/go.mod"},
-		{name: "etcd go.sum", file: "etcd/go.sum"},
+	keys := func(dir, goVers string) map[string]string {
+		m := map[string]string{}
+		for _, w := range wrappers {
+			k, err := binaryKey(dir, w.name, goVers)
+			require.NoError(t, err)
+			m[w.name] = k
+		}
+		return m
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			goVers := "go1.26.8"
-			if tt.goVers != "" {
-				goVers = tt.goVers
-			}
-			if tt.file != "" {
-				p := filepath.Join(cp, tt.file)
+	base := keys(cp, "go1.26.8")
+	assert.Equal(t, base, keys(src, "go1.26.8"), "the keys depend on content, not location")
+	for name, k := range base {
+		assert.Len(t, k, 64, name)
+	}
+
+	t.Run("go version changes every key", func(t *testing.T) {
+		for name, k := range keys(cp, "go1.26.9") {
+			assert.NotEqual(t, base[name], k, name)
+		}
+	})
+	for _, w := range wrappers {
+		for _, f := range []string{"go.mod", "go.sum", "main.go"} {
+			t.Run(w.name+"/"+f+" changes only its own key", func(t *testing.T) {
+				p := filepath.Join(cp, w.name, f)
 				old, err := os.ReadFile(p)
 				require.NoError(t, err)
 				require.NoError(t, os.WriteFile(p, append(old, "\n// changed\n"...), 0o644))
 				t.Cleanup(func() { os.WriteFile(p, old, 0o644) })
-			}
-			key, err := cacheKey(cp, goVers)
-			require.NoError(t, err)
-			assert.NotEqual(t, base, key)
-		})
+				for name, k := range keys(cp, "go1.26.8") {
+					if name == w.name {
+						assert.NotEqual(t, base[name], k, name)
+					} else {
+						assert.Equal(t, base[name], k, name)
+					}
+				}
+			})
+		}
 	}
+}
+
+func TestLegacyCacheAdopted(t *testing.T) {
+	src, err := sourceDir()
+	require.NoError(t, err)
+	root := t.TempDir()
+	key, err := legacyKey(src, "go1.26.8")
+	require.NoError(t, err)
+	// The first layout: etcd and kube-apiserver together under one key.
+	require.NoError(t, os.MkdirAll(filepath.Join(root, key), 0o755))
+	for _, name := range legacyPair {
+		require.NoError(t, os.WriteFile(filepath.Join(root, key, name), []byte("old "+name), 0o755))
+	}
+	b := &builder{src: src, goVersion: "go1.26.8", root: root, logf: t.Logf}
+	for _, name := range legacyPair {
+		out := filepath.Join(t.TempDir(), name)
+		require.True(t, b.adoptLegacy(name, out), name)
+		got, err := os.ReadFile(out)
+		require.NoError(t, err)
+		assert.Equal(t, "old "+name, string(got))
+	}
+	assert.False(t, b.adoptLegacy(KubeControllerManager, filepath.Join(t.TempDir(), "kcm")), "no legacy build of kube-controller-manager")
+	other := &builder{src: src, goVersion: "go1.26.9", root: root, logf: t.Logf}
+	assert.False(t, other.adoptLegacy(Etcd, filepath.Join(t.TempDir(), "etcd")), "another Go version's build is not reused")
 }
 
 func TestKubeVersionFlags(t *testing.T) {

@@ -47,7 +47,8 @@ type PartsOptions struct {
 	// nodes labelled kubernetes.io/os=windows are always annotated.
 	Nodes []string
 	// NoSigner and NoOVNMaster leave a part out, for a test that plays it
-	// by hand.
+	// by hand. The signer is also left out of a cluster that runs the real
+	// one (WithControllerManager).
 	NoSigner, NoOVNMaster bool
 }
 
@@ -78,7 +79,8 @@ func (c *Cluster) record(e PartEvent) {
 }
 
 // RunParts plays, until ctx ends, the controllers a node join waits for
-// and that this test bed lacks: the CSR signer (it issues every approved,
+// and that this test bed lacks: the CSR signer (unless kube-controller-manager
+// runs, whose signer does it) (it issues every approved,
 // unsigned CSR of the kubelet client and serving signers, never one that
 // is pending or denied) and the OVN-Kubernetes master (it annotates each
 // Windows node, once, with a distinct /24 of the hybrid cluster network).
@@ -118,7 +120,7 @@ func (c *Cluster) RunParts(ctx context.Context, opts PartsOptions) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer factory.Shutdown()
-	if !opts.NoSigner {
+	if !opts.NoSigner && !c.HasControllerManager() {
 		inf := factory.Certificates().V1().CertificateSigningRequests().Informer()
 		q := newQueue()
 		if err := watchNames(inf, q, nil); err != nil {

@@ -1,6 +1,7 @@
-// Command prebuild builds and caches the kubetest control plane (etcd and
-// kube-apiserver) ahead of the tests, which would otherwise build it on
-// first use. It prints the directory holding the binaries.
+// Command prebuild builds and caches the kubetest control plane (etcd,
+// kube-apiserver, kube-controller-manager and kube-scheduler) ahead of the
+// tests, which would otherwise build each binary on first use. It prints
+// the path of each binary.
 package main
 
 import (
@@ -16,10 +17,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-	dir, err := kubetest.Assets(ctx, logf)
+	names := kubetest.AllBinaries()
+	paths, err := kubetest.Binaries(ctx, logf, names...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	fmt.Println(dir)
+	for _, name := range names {
+		fmt.Println(paths[name])
+	}
 }

@@ -1,0 +1,371 @@
+//go:build linux
+
+package controller_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/inventory/kubeinv"
+	"github.com/wsu-project/wsu/test/harness"
+	"github.com/wsu-project/wsu/test/kubetest"
+	"github.com/wsu-project/wsu/test/podrunner"
+)
+
+// wsuImage is the reference the Job mode test gives its image of wsu.
+const wsuImage = "test.local/wsu:job-mode"
+
+// jobServiceAccount is what the Jobs run as, bound to the playbooks' rules
+// (deploy/rbac/wsu-cluster-role.yaml): their cluster tasks go through real
+// authorization with its in-cluster token.
+const jobServiceAccount = "wsu-job"
+
+// TestJobMode (issue 13, test 4): with --run-mode=job, three instances
+// become Jobs run by a real Job controller from wsu's image (pods bound by
+// a real kube-scheduler, run by the pod runner stand-in), and three Ready
+// Nodes; an unreachable host's failed Jobs are retried by the controller
+// with backoff (backoffLimit 0: the Job controller never retries);
+// finished Jobs, their pods and request Secrets are cleaned up by the TTL
+// controller and the garbage collector.
+func TestJobMode(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the pod runner needs root (chroot, bind mounts)")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	env, err := harness.Start(ctx, harness.Options{Hosts: 3, Logf: t.Logf,
+		Cluster: []kubetest.Option{kubetest.WithControllerManager(), kubetest.WithScheduler()}})
+	require.NoError(t, err)
+	t.Cleanup(func() { env.Close() })
+	cs := env.Cluster.Client
+	crd, err := filepath.Abs("../deploy/crd/wsu.dev_windowsinstances.yaml")
+	require.NoError(t, err)
+	require.NoError(t, env.Cluster.InstallCRDFiles(crd))
+	require.NoError(t, env.Cluster.EnsureNamespace(ctx, ns))
+	key, err := os.ReadFile(env.KeyFile)
+	require.NoError(t, err)
+	_, err = cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: kubeinv.KeySecret},
+		Data:       map[string][]byte{kubeinv.KeySecretKey: key},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	bindJobRBAC(t, env)
+
+	img := wsuImageFile(t, env)
+	runner, err := podrunner.Start(ctx, podrunner.Options{Config: env.Cluster.Config, Images: map[string]string{wsuImage: img}, Logf: t.Logf})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, runner.Stop()) })
+	jobs := recordJobs(t, env)
+
+	// The Jobs' playbooks act on the cluster they run in (in-cluster
+	// config): the var file names no kubeconfig.
+	varFile := filepath.Join(t.TempDir(), "job.wsuvars")
+	require.NoError(t, os.WriteFile(varFile, []byte(fmt.Sprintf("cluster_flavour = \"kubeadm\"\npayload_dir = %q\ncsr_timeout = 120\nready_timeout = 120\n", env.PayloadDir)), 0o644))
+	scheme, err := controller.NewScheme()
+	require.NoError(t, err)
+	skip := true
+	mgr, err := ctrl.NewManager(env.Cluster.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: &skip}})
+	require.NoError(t, err)
+	require.NoError(t, controller.Setup(mgr, controller.Options{
+		Namespace: ns, VarFiles: []string{varFile}, StateDir: t.TempDir(),
+		RunMode:        controller.RunModeJob,
+		Job:            controller.JobOptions{Image: wsuImage, ServiceAccount: jobServiceAccount, TTL: 5 * time.Second, Poll: 250 * time.Millisecond},
+		NodeReadyCheck: time.Second, Backoff: 2 * time.Second, DriftInterval: time.Hour,
+	}))
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			assert.NoError(t, err)
+		case <-time.After(2 * time.Minute):
+			t.Error("the controller did not stop within 2 minutes of its context ending")
+		}
+	})
+	c, err := client.NewWithWatch(env.Cluster.Config, client.Options{Scheme: scheme})
+	require.NoError(t, err)
+	b := &bed{env: env, client: c}
+
+	for _, h := range env.Hosts {
+		require.NoError(t, c.Create(ctx, b.instance(t, h, wsuv1.ApprovalAuto)))
+	}
+	gone := b.instance(t, env.Hosts[0], wsuv1.ApprovalAuto)
+	gone.Name, gone.Spec.Address = "win-gone", "win-gone"
+	gone.Spec.HostVars["ansible_port"] = fmt.Sprint(closedPort(t))
+	require.NoError(t, c.Create(ctx, gone))
+
+	for _, h := range env.Hosts {
+		eventually(t, 5*time.Minute, h.Name+" joined through Jobs, its Node Ready", func() (bool, string) {
+			wi := b.get(t, h.Name)
+			return wi != nil && wi.Status.Phase == wsuv1.PhaseJoined &&
+				meta.IsStatusConditionTrue(wi.Status.Conditions, wsuv1.ConditionNodeReady), describe(wi) + "\n" + jobs.describe()
+		})
+		n, err := cs.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.True(t, nodeReady(n), "Node %s is Ready", h.NodeName)
+		wi := b.get(t, h.Name)
+		assert.NotEmpty(t, wi.Status.Identity.HostKey, "the host key a Job trusted on first use is pinned")
+		assert.NotNil(t, wi.Status.LastApply)
+		assert.Equal(t, "Succeeded", wi.Status.LastApply.Result)
+	}
+
+	t.Run("the kubelets' certificates came from kube-controller-manager's signer", func(t *testing.T) {
+		for _, e := range env.Cluster.PartEvents() {
+			assert.NotEqual(t, kubetest.PartCSRSigner, e.Part, "the CSR-signer stand-in signed %s", e.Object)
+		}
+		csrs, err := cs.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		signed := 0
+		for _, csr := range csrs.Items {
+			if len(csr.Status.Certificate) > 0 {
+				signed++
+			}
+		}
+		assert.GreaterOrEqual(t, signed, len(env.Hosts), "at least a client certificate per node")
+	})
+
+	t.Run("each run was a Job of its instance", func(t *testing.T) {
+		for _, h := range env.Hosts {
+			modes := map[string]int{}
+			for _, j := range jobs.of(h.Name) {
+				modes[j.Labels[controller.JobModeLabel]]++
+				require.Len(t, j.OwnerReferences, 1)
+				owner := j.OwnerReferences[0]
+				assert.Equal(t, "WindowsInstance", owner.Kind)
+				assert.Equal(t, h.Name, owner.Name)
+				assert.True(t, *owner.Controller)
+				assert.Equal(t, int32(0), *j.Spec.BackoffLimit, "retries are the controller's")
+				assert.Equal(t, int32(5), *j.Spec.TTLSecondsAfterFinished)
+				assert.Equal(t, wsuImage, j.Spec.Template.Spec.Containers[0].Image)
+				assert.Equal(t, jobServiceAccount, j.Spec.Template.Spec.ServiceAccountName)
+			}
+			assert.GreaterOrEqual(t, modes["plan"], 1, "%s: a plan Job", h.Name)
+			assert.GreaterOrEqual(t, modes["apply"], 1, "%s: an apply Job", h.Name)
+		}
+	})
+
+	t.Run("a failed Job is retried by the controller with backoff", func(t *testing.T) {
+		eventually(t, 3*time.Minute, "the unreachable instance failed twice", func() (bool, string) {
+			wi := b.get(t, "win-gone")
+			return wi != nil && wi.Status.Failures >= 2, describe(wi)
+		})
+		wi := b.get(t, "win-gone")
+		reach := meta.FindStatusCondition(wi.Status.Conditions, wsuv1.ConditionReachable)
+		require.NotNil(t, reach)
+		assert.Equal(t, metav1.ConditionFalse, reach.Status)
+		assert.Equal(t, controller.ReasonUnreachable, reach.Reason)
+		assert.NotNil(t, wi.Status.NextRetry)
+		failed := 0
+		for _, j := range jobs.of("win-gone") {
+			if finishedAs(j, batchv1.JobFailed) {
+				failed++
+			}
+		}
+		assert.GreaterOrEqual(t, failed, 2, "each attempt was a new Job that failed: %s", jobs.describe())
+	})
+
+	t.Run("finished Jobs, their pods and requests are cleaned up", func(t *testing.T) {
+		for _, h := range env.Hosts {
+			eventually(t, 2*time.Minute, h.Name+"'s Jobs, pods and request Secrets gone", func() (bool, string) {
+				sel := controller.JobInstanceLabel + "=" + h.Name
+				js, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+				require.NoError(t, err)
+				ps, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+				require.NoError(t, err)
+				ss, err := cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+				require.NoError(t, err)
+				return len(js.Items)+len(ps.Items)+len(ss.Items) == 0, fmt.Sprintf("%d Jobs, %d pods, %d Secrets", len(js.Items), len(ps.Items), len(ss.Items))
+			})
+		}
+	})
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func finishedAs(j *batchv1.Job, t batchv1.JobConditionType) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == t && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// jobLog remembers every Job seen in the namespace, in its latest state,
+// also after the TTL controller deleted it.
+type jobLog struct {
+	mu   sync.Mutex
+	jobs map[string]*batchv1.Job
+}
+
+func recordJobs(t *testing.T, env *harness.Env) *jobLog {
+	l := &jobLog{jobs: map[string]*batchv1.Job{}}
+	f := informers.NewSharedInformerFactoryWithOptions(env.Cluster.Client, 0, informers.WithNamespace(ns))
+	inf := f.Batch().V1().Jobs().Informer()
+	keep := func(obj any) {
+		if j, ok := obj.(*batchv1.Job); ok {
+			l.mu.Lock()
+			l.jobs[j.Name] = j.DeepCopy()
+			l.mu.Unlock()
+		}
+	}
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: keep, UpdateFunc: func(_, obj any) { keep(obj) }})
+	require.NoError(t, err)
+	stop := make(chan struct{})
+	f.Start(stop)
+	t.Cleanup(func() { close(stop); f.Shutdown() })
+	require.True(t, cache.WaitForCacheSync(stop, inf.HasSynced))
+	return l
+}
+
+func (l *jobLog) of(instance string) []*batchv1.Job {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*batchv1.Job
+	for _, j := range l.jobs {
+		if j.Labels[controller.JobInstanceLabel] == instance {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+func (l *jobLog) describe() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var lines []string
+	for name, j := range l.jobs {
+		state := "running"
+		switch {
+		case finishedAs(j, batchv1.JobComplete):
+			state = "complete"
+		case finishedAs(j, batchv1.JobFailed):
+			state = "failed"
+		}
+		lines = append(lines, fmt.Sprintf("%s (%s) %s", name, j.Labels[controller.JobModeLabel], state))
+	}
+	sort.Strings(lines)
+	return "Jobs: " + strings.Join(lines, ", ")
+}
+
+// wsuImageFile packs the harness's wsu, its agent beside it, and the
+// payload (at the path the var file names) into an image whose entrypoint
+// is wsu, run as a non-root user, as the shipped image does.
+//
+// Seam: when `make image` (the image branch) is on main, this test and the
+// Deployment and Job-example tests of issue 13 can load bin/'s image
+// tarball instead, with the payload from its payload image.
+func wsuImageFile(t *testing.T, env *harness.Env) string {
+	t.Helper()
+	// Static, as the shipped image's: the image has no C library.
+	root, err := harness.ModuleRoot()
+	require.NoError(t, err)
+	wsu := filepath.Join(t.TempDir(), "wsu")
+	cmd := exec.Command("go", "build", "-o", wsu, "./cmd/wsu")
+	cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "building a static wsu: %s", out)
+	files := []podrunner.ImageFile{
+		{Path: "/usr/local/bin/wsu", Source: wsu, Mode: 0o755},
+		{Path: "/usr/local/bin/" + filepath.Base(env.Agent), Source: env.Agent, Mode: 0o755},
+	}
+	err = filepath.WalkDir(env.PayloadDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		files = append(files, podrunner.ImageFile{Path: p, Source: p, Mode: int64(fi.Mode().Perm())})
+		return nil
+	})
+	require.NoError(t, err)
+	img := filepath.Join(t.TempDir(), "wsu.tar")
+	require.NoError(t, podrunner.WriteImage(img, wsuImage, files, v1.Config{
+		Entrypoint: []string{"/usr/local/bin/wsu"},
+		Env:        []string{"PATH=/usr/local/bin"},
+		User:       "65532:65532",
+	}))
+	return img
+}
+
+// bindJobRBAC creates the Jobs' ServiceAccount and binds it to the rules
+// deploy/rbac/wsu-cluster-role.yaml gives the playbooks (its Roles in the
+// namespaces this cluster has).
+func bindJobRBAC(t *testing.T, env *harness.Env) {
+	t.Helper()
+	ctx := context.Background()
+	cs := env.Cluster.Client
+	_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: jobServiceAccount}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	data, err := os.ReadFile("../deploy/rbac/wsu-cluster-role.yaml")
+	require.NoError(t, err)
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: jobServiceAccount, Namespace: ns}}
+	for _, doc := range bytes.Split(data, []byte("\n---\n")) {
+		var kind struct{ Kind string }
+		require.NoError(t, yaml.Unmarshal(doc, &kind))
+		switch kind.Kind {
+		case "ClusterRole":
+			var cr rbacv1.ClusterRole
+			require.NoError(t, yaml.UnmarshalStrict(doc, &cr))
+			_, err := cs.RbacV1().ClusterRoles().Create(ctx, &cr, metav1.CreateOptions{})
+			require.NoError(t, err)
+			_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: cr.Name + "-job"}, Subjects: subject,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr.Name},
+			}, metav1.CreateOptions{})
+			require.NoError(t, err)
+		case "Role":
+			var r rbacv1.Role
+			require.NoError(t, yaml.UnmarshalStrict(doc, &r))
+			if _, err := cs.CoreV1().Namespaces().Get(ctx, r.Namespace, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				continue // an OpenShift namespace
+			}
+			_, err := cs.RbacV1().Roles(r.Namespace).Create(ctx, &r, metav1.CreateOptions{})
+			require.NoError(t, err)
+			_, err = cs.RbacV1().RoleBindings(r.Namespace).Create(ctx, &rbacv1.RoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: r.Name + "-job"}, Subjects: subject,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: r.Name},
+			}, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+	}
+}

@@ -1,0 +1,127 @@
+package controller
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/wsu-project/wsu/engine"
+	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/inventory/kubeinv"
+)
+
+// TestJobRequestRoundTrip: what a Job's pod rebuilds is the RunRequest the
+// controller made: inventory (values, types, sensitivity, groups), vars,
+// var files and a site playbook by content, known_hosts; the key travels
+// apart (its Secret is mounted), never in the request.
+func TestJobRequestRoundTrip(t *testing.T) {
+	state := t.TempDir()
+	kh := filepath.Join(state, "known_hosts")
+	require.NoError(t, os.WriteFile(kh, []byte("[127.0.0.1]:2222 ssh-ed25519 AAAA\n"), 0o600))
+	site := filepath.Join(state, "playbook")
+	require.NoError(t, os.MkdirAll(site, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(site, "playbook.hcl"), []byte("# site\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(site, "kubelet.tmpl"), []byte("tmpl"), 0o600))
+	varFile := filepath.Join(state, "cluster.wsuvars")
+	require.NoError(t, os.WriteFile(varFile, []byte(`payload_dir = "/payload"`), 0o600))
+
+	inv, diags := inventory.ParseWindowsInstances("windowsinstance/ns/win-01", map[string]string{"win-01": "username=Administrator"})
+	require.False(t, diags.HasErrors(), "%v", diags)
+	h := inv.Hosts["win-01"]
+	h.Vars[kubeinv.KeyVar] = inventory.Var{Value: cty.StringVal("PRIVATE KEY").Mark(engine.Sensitive)}
+	h.Vars[knownHostsVar] = inventory.Var{Value: cty.StringVal(kh)}
+	h.Vars["ansible_port"] = inventory.Var{Value: cty.StringVal("2222")}
+	h.Vars["proxy_password"] = inventory.Var{Value: cty.StringVal("hunter2").Mark(engine.Sensitive)}
+	req := RunRequest{Instance: "ns/win-01", Mode: engine.ModeApply, Playbook: filepath.Join(site, "playbook.hcl"),
+		Inventory: inv, Vars: []string{"node_name=win-01"}, VarFiles: []string{varFile}, ExpectHash: "abc"}
+
+	jr, err := newJobRequest(req)
+	require.NoError(t, err)
+	data, err := json.Marshal(jr)
+	require.NoError(t, err)
+	assert.NotContains(t, string(data), "PRIVATE KEY", "the key is mounted from its Secret, never copied")
+
+	var back jobRequest
+	require.NoError(t, json.Unmarshal(data, &back))
+	dir := t.TempDir()
+	got, err := back.runRequest(dir, "PRIVATE KEY")
+	require.NoError(t, err)
+	assert.Equal(t, req.Instance, got.Instance)
+	assert.Equal(t, req.Mode, got.Mode)
+	assert.Equal(t, req.Vars, got.Vars)
+	assert.Equal(t, filepath.Join(dir, "playbook", "playbook.hcl"), got.Playbook)
+	tmpl, err := os.ReadFile(filepath.Join(dir, "playbook", "kubelet.tmpl"))
+	require.NoError(t, err)
+	assert.Equal(t, "tmpl", string(tmpl), "the site playbook's other files come along")
+	require.Len(t, got.VarFiles, 1)
+	vf, err := os.ReadFile(got.VarFiles[0])
+	require.NoError(t, err)
+	assert.Equal(t, `payload_dir = "/payload"`, string(vf))
+	assert.Equal(t, "abc", back.ExpectHash)
+
+	gh := got.Inventory.Hosts["win-01"]
+	require.NotNil(t, gh)
+	assert.Equal(t, h.Groups, gh.Groups)
+	assert.Equal(t, inv.Order, got.Inventory.Order)
+	for name, v := range h.Vars {
+		gv, ok := gh.Vars[name]
+		require.True(t, ok, name)
+		if name == knownHostsVar {
+			assert.Equal(t, filepath.Join(dir, "known_hosts"), gv.Value.AsString(), "known_hosts lives in the pod's work directory")
+			continue
+		}
+		assert.True(t, v.Value.RawEquals(gv.Value), "%s: %#v, want %#v", name, gv.Value, v.Value)
+	}
+	khData, err := os.ReadFile(filepath.Join(dir, "known_hosts"))
+	require.NoError(t, err)
+	assert.Equal(t, "[127.0.0.1]:2222 ssh-ed25519 AAAA\n", string(khData))
+	for name, g := range inv.Groups {
+		gg := got.Inventory.Groups[name]
+		require.NotNil(t, gg, name)
+		assert.Equal(t, g.Hosts, gg.Hosts, name)
+		assert.Equal(t, len(g.Vars), len(gg.Vars), name)
+	}
+}
+
+// TestJobResultBounded: a result fits the 4 KiB termination message however
+// many tasks changed and however long the message; what is dropped is
+// counted.
+func TestJobResultBounded(t *testing.T) {
+	var tasks []string
+	for i := range maxPlanTasks {
+		tasks = append(tasks, fmt.Sprintf("include.join.play.windows-node.task.install_component_number_%02d", i))
+	}
+	r := jobResult{Hash: strings.Repeat("f", 32), Add: 40, Change: 10, Changed: 50, Tasks: tasks,
+		Facts:      &host.Facts{OS: "windows", Hostname: "WIN-01", IPv4: "10.0.0.1"},
+		Failed:     true,
+		Message:    strings.Repeat("é", 3000),
+		KnownHosts: "[10.0.0.1]:22 ssh-rsa " + strings.Repeat("A", 544) + "\n",
+	}
+	data, err := encodeResult(r)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(data), maxJobResult)
+	var back jobResult
+	require.NoError(t, json.Unmarshal(data, &back))
+	assert.Equal(t, r.Hash, back.Hash)
+	assert.Equal(t, r.Changed, back.Changed)
+	assert.Equal(t, r.KnownHosts, back.KnownHosts, "the host key is never cut")
+	assert.Equal(t, r.Facts, back.Facts)
+	assert.Equal(t, len(tasks), len(back.Tasks)+back.MoreTasks, "dropped tasks are counted")
+	assert.Less(t, len(back.Tasks), len(tasks))
+	assert.Equal(t, tasks[:len(back.Tasks)], back.Tasks, "the first tasks are kept")
+
+	small := jobResult{Hash: "h", Changed: 1, Tasks: []string{"a"}}
+	data, err = encodeResult(small)
+	require.NoError(t, err)
+	var smallBack jobResult
+	require.NoError(t, json.Unmarshal(data, &smallBack))
+	assert.Equal(t, small, smallBack, "a small result is unchanged")
+}
