@@ -90,6 +90,7 @@ type Host interface {
 	Registry
 	Environment
 	HNS
+	FileSecurity
 
 	// Close releases the connection to the host.
 	Close() error

@@ -268,6 +268,14 @@ func (h *Host) HNSDeleteEndpoint(ctx context.Context, id string) error {
 	return h.call(ctx, "hns.endpoint.delete", 0, func(ctx context.Context) error { return h.agent.client.HNSDeleteEndpoint(ctx, id) })
 }
 
+func (h *Host) FileACL(ctx context.Context, path string) (host.ACL, error) {
+	return do1(ctx, h, "fs.acl.get", 0, func(ctx context.Context) (host.ACL, error) { return h.agent.client.FileACL(ctx, path) })
+}
+
+func (h *Host) SetFileACL(ctx context.Context, path string, acl host.ACL) error {
+	return h.call(ctx, "fs.acl.set", 0, func(ctx context.Context) error { return h.agent.client.SetFileACL(ctx, path, acl) })
+}
+
 func (h *Host) HNSDeleteNetwork(ctx context.Context, id string) error {
 	return h.call(ctx, "hns.network.delete", 0, func(ctx context.Context) error { return h.agent.client.HNSDeleteNetwork(ctx, id) })
 }
