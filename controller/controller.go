@@ -9,8 +9,10 @@
 // playbook behaves the same from `wsu apply` and in the cluster. What the
 // controller adds is what a cluster needs around a run: per-instance status
 // with conditions, plan approval by hash, finalizers that deconfigure a host
-// before its object goes, per-instance exponential backoff (an unreachable
-// host never delays another), bounded concurrency, events and metrics.
+// before its object goes, upgrades when the payload version changes with at
+// most maxUnavailable instances out of service at once, per-instance
+// exponential backoff (an unreachable host never delays another), bounded
+// concurrency, events and metrics.
 //
 // Reconcile is level-based: each pass plans the instance's playbook against
 // the host as it is; no changes means joined and in sync, changes mean a
@@ -21,9 +23,11 @@ package controller
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -48,7 +52,12 @@ const (
 	DefaultBackoff        = 10 * time.Second
 	DefaultMaxBackoff     = 10 * time.Minute
 	DefaultNodeReadyCheck = 10 * time.Second
+	DefaultPayloadCheck   = time.Minute
 )
+
+// DefaultMaxUnavailable is Options.MaxUnavailable's default: one node out
+// of service at a time.
+var DefaultMaxUnavailable = intstr.FromInt32(1)
 
 // Options configure the controller.
 type Options struct {
@@ -82,6 +91,14 @@ type Options struct {
 	// NodeReadyCheck is how often a joined instance whose Node is not
 	// Ready yet is looked at again.
 	NodeReadyCheck time.Duration
+	// MaxUnavailable bounds the instances taken out of service at once
+	// (upgraded or removed), across all instances: a number, or a
+	// percentage of the instances rounded down (at least 1). Default 1.
+	MaxUnavailable intstr.IntOrString
+	// PayloadCheck is how often a joined instance's Node version is
+	// compared with the payload's (a stat of its manifest), so a payload
+	// changed in place is rolled out without waiting for a drift pass.
+	PayloadCheck time.Duration
 	// Runner runs the playbooks; nil: InProcess.
 	Runner Runner
 }
@@ -105,17 +122,61 @@ func (o *Options) defaults() {
 	if o.NodeReadyCheck <= 0 {
 		o.NodeReadyCheck = DefaultNodeReadyCheck
 	}
+	if o.PayloadCheck <= 0 {
+		o.PayloadCheck = DefaultPayloadCheck
+	}
+	if o.MaxUnavailable == (intstr.IntOrString{}) {
+		o.MaxUnavailable = DefaultMaxUnavailable
+	}
 	if o.Runner == nil {
 		o.Runner = InProcess{}
 	}
+}
+
+// check refuses options no controller can run with.
+func (o *Options) check() error {
+	if o.StateDir == "" {
+		return fmt.Errorf("controller: a state directory is needed (known_hosts, site playbooks)")
+	}
+	if _, err := scaledMaxUnavailable(o.MaxUnavailable, 100); err != nil {
+		return fmt.Errorf("controller: max unavailable: %w", err)
+	}
+	return nil
+}
+
+// ParseMaxUnavailable reads a --max-unavailable value: a number ("2") or a
+// percentage ("25%").
+func ParseMaxUnavailable(s string) (intstr.IntOrString, error) {
+	v := intstr.Parse(strings.TrimSpace(s))
+	if _, err := scaledMaxUnavailable(v, 100); err != nil {
+		return v, err
+	}
+	return v, nil
+}
+
+// scaledMaxUnavailable is v for total instances: a percentage rounds down,
+// and the result is at least 1 (0 would stop every upgrade and removal).
+func scaledMaxUnavailable(v intstr.IntOrString, total int) (int, error) {
+	n, err := intstr.GetScaledValueFromIntOrPercent(&v, total, false)
+	switch {
+	case err != nil:
+		return 0, err
+	case n < 0:
+		return 0, fmt.Errorf("%s is negative", v.String())
+	}
+	return max(n, 1), nil
 }
 
 // Setup registers the controller's reconcilers with mgr. The manager's
 // scheme must hold the core types and wsu.dev/v1alpha1 (NewScheme).
 func Setup(mgr ctrl.Manager, o Options) error {
 	o.defaults()
-	if o.StateDir == "" {
-		return fmt.Errorf("controller: a state directory is needed (known_hosts, site playbooks)")
+	if err := o.check(); err != nil {
+		return err
+	}
+	payloads, err := newPayloadVersions(o)
+	if err != nil {
+		return fmt.Errorf("controller: %w", err)
 	}
 	metrics := newMetrics()
 	if err := metrics.register(); err != nil {
@@ -127,9 +188,10 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Events:   eventRecorder(mgr),
 		Options:  o,
 		metrics:  metrics,
-		rollouts: newRolloutLimit(1),
+		rollouts: &rolloutLimit{},
+		payloads: payloads,
 	}
-	err := ctrl.NewControllerManagedBy(mgr).
+	err = ctrl.NewControllerManagedBy(mgr).
 		For(&wsuv1.WindowsInstance{}).
 		Named("windowsinstance").
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentRuns}).

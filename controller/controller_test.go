@@ -14,7 +14,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,12 +33,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/wsu-project/wsu/agent/platform/sim"
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
-	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 	"github.com/wsu-project/wsu/test/harness"
 	"github.com/wsu-project/wsu/transport/agentbin"
@@ -44,19 +45,46 @@ import (
 
 const ns = "wsu-system"
 
-// bed is a real kube-apiserver with the CRD installed, a real sshd with
-// simulated Windows hosts behind it (stand-in kubelets in their payload),
-// and the controller running in this process against them.
-type bed struct {
-	env    *harness.Env
-	client client.Client
-	inv    *inventory.Inventory
+// wsuBin is built once for every test of the package (the harness would
+// build it per bed otherwise); the agent is built beside it.
+var wsuBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "wsu-controller-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	wsuBin = filepath.Join(dir, "wsu")
+	if err := harness.BuildWSU(context.Background(), wsuBin); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
+// bed is a real kube-apiserver with the CRD installed, a real sshd with
+// simulated Windows hosts behind it (stand-in kubelets in their payload),
+// and controllers running in this process against them.
+type bed struct {
+	env    *harness.Env
+	client client.WithWatch
+}
+
+// startBed starts a bed and one controller.
 func startBed(t *testing.T, hosts int, opts controller.Options) *bed {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	env, err := harness.Start(ctx, harness.Options{Hosts: hosts, Logf: t.Logf})
+	b := newBed(t, hosts)
+	b.startController(t, opts, controller.ManagerOptions{}, nil)
+	return b
+}
+
+func newBed(t *testing.T, hosts int) *bed {
+	t.Helper()
+	ctx := context.Background()
+	env, err := harness.Start(ctx, harness.Options{Hosts: hosts, WSU: wsuBin, Logf: t.Logf})
 	require.NoError(t, err)
 	t.Cleanup(func() { env.Close() })
 	crd, err := filepath.Abs("../deploy/crd/wsu.dev_windowsinstances.yaml")
@@ -70,65 +98,124 @@ func startBed(t *testing.T, hosts int, opts controller.Options) *bed {
 		Data:       map[string][]byte{kubeinv.KeySecretKey: key},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	inv, diags := inventory.Load(env.Inventory)
-	require.False(t, diags.HasErrors(), "%v", diags)
-
 	scheme, err := controller.NewScheme()
 	require.NoError(t, err)
-	skip := true
-	mgr, err := ctrl.NewManager(env.Cluster.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		// Each test starts its own manager in this one process.
-		Controller: config.Controller{SkipNameValidation: &skip}})
+	c, err := client.NewWithWatch(env.Cluster.Config, client.Options{Scheme: scheme})
 	require.NoError(t, err)
+	return &bed{env: env, client: c}
+}
+
+// running is one controller (a manager) started by a test.
+type running struct {
+	mgr    ctrl.Manager
+	runs   *recordingRunner
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startController starts a controller as `wsu controller` configures its
+// manager (controller.ManagerConfig), with the test bed's settings; tweak
+// may change the manager's options (leader election timings).
+func (b *bed) startController(t *testing.T, opts controller.Options, m controller.ManagerOptions, tweak func(*ctrl.Options)) *running {
+	t.Helper()
 	opts.Namespace = ns
-	opts.VarFiles = []string{env.VarFile}
+	opts.VarFiles = []string{b.env.VarFile}
 	opts.StateDir = t.TempDir()
-	opts.Runner = controller.InProcess{Agents: agentbin.New(agentbin.Options{Dir: filepath.Dir(env.Agent)})}
+	runs := &recordingRunner{inner: controller.InProcess{Agents: agentbin.New(agentbin.Options{Dir: filepath.Dir(b.env.Agent)})}}
+	opts.Runner = runs
 	opts.NodeReadyCheck = time.Second
 	opts.Backoff = 2 * time.Second
 	if opts.DriftInterval == 0 {
 		opts.DriftInterval = time.Hour
 	}
-	require.NoError(t, controller.Setup(mgr, opts))
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			assert.NoError(t, err)
-		case <-time.After(2 * time.Minute):
-			t.Error("the controller did not stop within 2 minutes of its context ending")
-		}
-	})
-	c, err := client.New(env.Cluster.Config, client.Options{Scheme: scheme})
+	if opts.PayloadCheck == 0 {
+		opts.PayloadCheck = time.Second
+	}
+	m.MetricsAddr, m.ProbeAddr = "0", "0"
+	mo, err := controller.ManagerConfig(opts, m)
 	require.NoError(t, err)
-	return &bed{env: env, client: c, inv: inv}
+	// Each test starts its own managers in this one process.
+	skip := true
+	mo.Controller = config.Controller{SkipNameValidation: &skip}
+	if tweak != nil {
+		tweak(&mo)
+	}
+	mgr, err := ctrl.NewManager(b.env.Cluster.Config, mo)
+	require.NoError(t, err)
+	require.NoError(t, controller.Setup(mgr, opts))
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{mgr: mgr, runs: runs, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- mgr.Start(ctx) }()
+	t.Cleanup(func() { r.stop(t) })
+	return r
 }
 
-// hostVars are the inventory variables the harness gives host h (how to
-// reach it through the one sshd, and its simulation's arguments), minus the
-// ones the controller sets itself.
-func (b *bed) hostVars(h *harness.Host) map[string]string {
-	out := map[string]string{}
-	for k, v := range b.inv.HostVars(h.Name) {
-		switch k {
-		case "ansible_ssh_private_key_file", "ssh_known_hosts_file", "connection", "ansible_user":
-			continue
-		}
-		if v.Value.Type().FriendlyName() == "string" && v.Value.IsKnown() && !v.Value.IsNull() {
-			out[k] = v.Value.AsString()
-		}
+// stop cancels the controller's context, as SIGTERM does, and waits for it
+// to end; a second stop is a no-op.
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	if r.cancel == nil {
+		return
 	}
+	r.cancel()
+	r.cancel = nil
+	select {
+	case err := <-r.done:
+		assert.NoError(t, err)
+	case <-time.After(2 * time.Minute):
+		t.Error("the controller did not stop within 2 minutes of its context ending")
+	}
+}
+
+// recordingRunner runs playbooks in process and records each run: how
+// many started, and how each ended.
+type recordingRunner struct {
+	inner controller.Runner
+
+	mu      sync.Mutex
+	started int
+	ended   []runRecord
+}
+
+type runRecord struct {
+	playbook string
+	mode     engine.Mode
+	out      controller.RunOutcome
+	// cancelled: the controller's context ended during the run.
+	cancelled bool
+}
+
+func (r *recordingRunner) Run(ctx context.Context, req controller.RunRequest) controller.RunOutcome {
+	r.mu.Lock()
+	r.started++
+	r.mu.Unlock()
+	out := r.inner.Run(ctx, req)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ended = append(r.ended, runRecord{playbook: req.Playbook, mode: req.Mode, out: out, cancelled: ctx.Err() != nil})
 	return out
 }
 
-func (b *bed) instance(h *harness.Host, approval wsuv1.Approval) *wsuv1.WindowsInstance {
+// record is what the runner saw so far.
+func (r *recordingRunner) record() (started int, ended []runRecord) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.started, slices.Clone(r.ended)
+}
+
+func (b *bed) hostVars(t *testing.T, h *harness.Host) map[string]string {
+	t.Helper()
+	vars, err := b.env.InstanceHostVars(h)
+	require.NoError(t, err)
+	return vars
+}
+
+func (b *bed) instance(t *testing.T, h *harness.Host, approval wsuv1.Approval) *wsuv1.WindowsInstance {
 	return &wsuv1.WindowsInstance{
 		ObjectMeta: metav1.ObjectMeta{Name: h.Name, Namespace: ns},
 		Spec: wsuv1.WindowsInstanceSpec{
 			Address: h.Name, Username: b.env.SSHUser, Approval: approval,
-			HostVars: b.hostVars(h),
+			HostVars: b.hostVars(t, h),
 		},
 	}
 }
@@ -200,6 +287,7 @@ func (b *bed) events(t *testing.T, name, reason string) []corev1.Event {
 // instance backs off without holding it up; deleting the instance runs the
 // remove playbook, deletes the Node and lets the object go.
 func TestManualApprovalJoinThenRemove(t *testing.T) {
+	t.Parallel()
 	// A short drift interval: the joined host is planned again every few
 	// seconds, so tampering with it shows up within the test.
 	b := startBed(t, 1, controller.Options{DriftInterval: 5 * time.Second})
@@ -214,7 +302,7 @@ func TestManualApprovalJoinThenRemove(t *testing.T) {
 			HostVars: map[string]string{"ansible_host": "127.0.0.1", "ansible_port": fmt.Sprint(closedPort(t)), "connect_retry_window": "0s"}},
 	}
 	require.NoError(t, b.client.Create(ctx, gone))
-	require.NoError(t, b.client.Create(ctx, b.instance(h, wsuv1.ApprovalManual)))
+	require.NoError(t, b.client.Create(ctx, b.instance(t, h, wsuv1.ApprovalManual)))
 
 	var hash string
 	eventually(t, 3*time.Minute, "the Manual instance awaits approval", func() (bool, string) {
@@ -282,12 +370,7 @@ func TestManualApprovalJoinThenRemove(t *testing.T) {
 	t.Run("renewal CSRs", func(t *testing.T) {
 		// Who may create CSRs here: every authenticated user, as the
 		// system:node-bootstrapper role allows kubelets.
-		_, err := b.env.Cluster.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "test-csr-creators"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:node-bootstrapper"},
-			Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "Group", Name: "system:authenticated"}},
-		}, metav1.CreateOptions{})
-		require.NoError(t, err)
+		b.allowCSRs(t)
 		renewal := b.nodeCSR(t, "renew-client", h.NodeName, certificatesv1.KubeAPIServerClientKubeletSignerName, nil, nil)
 		extraSAN := b.nodeCSR(t, "renew-serving-extra-san", h.NodeName, certificatesv1.KubeletServingSignerName,
 			[]string{h.NodeName}, []string{h.IPv4, "10.9.9.9"})
@@ -352,6 +435,7 @@ func TestManualApprovalJoinThenRemove(t *testing.T) {
 // The entries' hosts cannot be reached (no host listens on them), which
 // also shows each backing off on its own.
 func TestConfigMapEntries(t *testing.T) {
+	t.Parallel()
 	port := closedPort(t)
 	b := startBed(t, 1, controller.Options{ConfigMap: "windows-instances",
 		HostVars: map[string]string{"ansible_port": fmt.Sprint(port), "connect_retry_window": "0s"}})
@@ -439,9 +523,15 @@ func annotate(t *testing.T, b *bed, name, key, value string) {
 	require.NoError(t, b.client.Patch(context.Background(), wi, client.MergeFrom(orig)))
 }
 
-// nodeCSR submits a kubelet CSR as the node itself (impersonated by the
-// admin, so the API server records the requester).
+// nodeCSR submits a kubelet CSR as the node itself.
 func (b *bed) nodeCSR(t *testing.T, name, node, signer string, dns, ips []string) string {
+	t.Helper()
+	return b.csrAs(t, name, "system:node:"+node, []string{"system:nodes"}, node, signer, dns, ips)
+}
+
+// csrAs submits a kubelet CSR for node as user (impersonated by the admin,
+// so the API server records that requester).
+func (b *bed) csrAs(t *testing.T, name, user string, groups []string, node, signer string, dns, ips []string) string {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
@@ -456,7 +546,7 @@ func (b *bed) nodeCSR(t *testing.T, name, node, signer string, dns, ips []string
 		usages = []certificatesv1.KeyUsage{"digital signature", "server auth"}
 	}
 	cfg := rest.CopyConfig(b.env.Cluster.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:node:" + node, Groups: []string{"system:nodes"}}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
 	kc, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 	_, err = kc.CertificatesV1().CertificateSigningRequests().Create(context.Background(), &certificatesv1.CertificateSigningRequest{
@@ -468,6 +558,16 @@ func (b *bed) nodeCSR(t *testing.T, name, node, signer string, dns, ips []string
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	return name
+}
+
+// csrCreators lets every authenticated user create CSRs, as the
+// system:node-bootstrapper role allows kubelets.
+func csrCreators() *rbacv1.ClusterRoleBinding {
+	return &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-csr-creators"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:node-bootstrapper"},
+		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "Group", Name: "system:authenticated"}},
+	}
 }
 
 func (b *bed) csrApproved(t *testing.T, name string) bool {

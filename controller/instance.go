@@ -12,6 +12,7 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +43,7 @@ type InstanceReconciler struct {
 
 	metrics  *metrics
 	rollouts *rolloutLimit
+	payloads *payloadVersions
 }
 
 // Event reasons (WMCO's where it has one).
@@ -101,10 +103,18 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if wait := r.backoffLeft(wi); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	if wait := r.untilNextPlan(wi); wait > 0 {
-		return r.watchNode(ctx, wi, wait)
+	orig := wi.DeepCopy()
+	want, due, err := r.upgradeDue(ctx, wi)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	return r.converge(ctx, wi)
+	if due {
+		return r.upgrade(ctx, orig, wi, want)
+	}
+	if wait := r.untilNextPlan(wi); wait > 0 {
+		return r.watchNode(ctx, orig, wi, wait)
+	}
+	return r.converge(ctx, orig, wi)
 }
 
 // untilNextPlan is how long a joined, healthy instance waits before it is
@@ -123,20 +133,27 @@ func (r *InstanceReconciler) untilNextPlan(wi *wsuv1.WindowsInstance) time.Durat
 }
 
 // watchNode records the Node's readiness between plans.
-func (r *InstanceReconciler) watchNode(ctx context.Context, wi *wsuv1.WindowsInstance, untilPlan time.Duration) (ctrl.Result, error) {
-	orig := wi.DeepCopy()
+func (r *InstanceReconciler) watchNode(ctx context.Context, orig, wi *wsuv1.WindowsInstance, untilPlan time.Duration) (ctrl.Result, error) {
 	ready, err := r.recordNode(ctx, wi)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	return r.done(ctx, orig, wi, wsuv1.PhaseJoined, r.joinedRequeue(ready, untilPlan))
+}
+
+// joinedRequeue is when a joined instance is looked at again: at its next
+// plan, sooner while its Node is not Ready, and at least every PayloadCheck
+// when a payload version is known (a payload changed in place is rolled
+// out without waiting for the drift pass).
+func (r *InstanceReconciler) joinedRequeue(ready bool, untilPlan time.Duration) time.Duration {
 	requeue := untilPlan
 	if !ready {
 		requeue = min(requeue, r.Options.NodeReadyCheck)
 	}
-	if meta.IsStatusConditionTrue(orig.Status.Conditions, wsuv1.ConditionNodeReady) == ready && orig.Status.NodeName == wi.Status.NodeName {
-		return ctrl.Result{RequeueAfter: requeue}, nil
+	if r.payloads != nil && r.payloads.dir != "" {
+		requeue = min(requeue, r.Options.PayloadCheck)
 	}
-	return r.done(ctx, orig, wi, wsuv1.PhaseJoined, requeue)
+	return requeue
 }
 
 // backoffLeft is how long a failed instance still waits; a changed spec
@@ -153,8 +170,7 @@ func (r *InstanceReconciler) backoffLeft(wi *wsuv1.WindowsInstance) time.Duratio
 }
 
 // converge plans the instance's playbook and applies the plan when it may.
-func (r *InstanceReconciler) converge(ctx context.Context, wi *wsuv1.WindowsInstance) (ctrl.Result, error) {
-	orig := wi.DeepCopy()
+func (r *InstanceReconciler) converge(ctx context.Context, orig, wi *wsuv1.WindowsInstance) (ctrl.Result, error) {
 	if res, done, err := r.rotateKeyIfPending(ctx, orig, wi); done { // keyrotation.go
 		return res, err
 	}
@@ -163,6 +179,9 @@ func (r *InstanceReconciler) converge(ctx context.Context, wi *wsuv1.WindowsInst
 		return r.failed(ctx, orig, wi, ReasonInvalidInput, err.Error(), false)
 	}
 	plan := r.run(ctx, wi, rr, engine.ModePlan)
+	if interrupted(ctx, plan) {
+		return ctrl.Result{}, nil
+	}
 	r.recordReach(wi, plan)
 	if plan.Failed {
 		reason := ReasonPlanFailed
@@ -185,13 +204,27 @@ func (r *InstanceReconciler) converge(ctx context.Context, wi *wsuv1.WindowsInst
 			return r.done(ctx, orig, wi, wsuv1.PhaseJoined, r.driftRequeue())
 		}
 	}
-	if wi.Spec.Approval == wsuv1.ApprovalManual && (plan.Hash == "" || wi.Annotations[wsuv1.ApprovedPlanAnnotation] != plan.Hash) {
-		setCondition(wi, wsuv1.ConditionPlanned, metav1.ConditionTrue, ReasonAwaitingApproval,
-			fmt.Sprintf("plan %s awaits approval: kubectl annotate windowsinstance %s %s=%s (or wsu approve)", plan.Hash, wi.Name, wsuv1.ApprovedPlanAnnotation, plan.Hash))
-		r.event(wi, corev1.EventTypeNormal, ReasonAwaitingApproval, "plan %s (%d to add, %d to change, %d to destroy, %d to run) awaits approval", plan.Hash, plan.Add, plan.Change, plan.Destroy, plan.Run)
-		return r.done(ctx, orig, wi, wsuv1.PhaseAwaitingApproval, 0)
+	if !r.approved(wi, plan) {
+		return r.awaitApproval(ctx, orig, wi, plan)
 	}
 	return r.apply(ctx, orig, wi, rr, plan)
+}
+
+// approved says whether plan may be applied: at once (Auto), or when an
+// admin approved exactly its hash (Manual).
+func (r *InstanceReconciler) approved(wi *wsuv1.WindowsInstance, plan RunOutcome) bool {
+	if wi.Spec.Approval != wsuv1.ApprovalManual {
+		return true
+	}
+	return plan.Hash != "" && wi.Annotations[wsuv1.ApprovedPlanAnnotation] == plan.Hash
+}
+
+// awaitApproval stops at a plan an admin has not approved.
+func (r *InstanceReconciler) awaitApproval(ctx context.Context, orig, wi *wsuv1.WindowsInstance, plan RunOutcome) (ctrl.Result, error) {
+	setCondition(wi, wsuv1.ConditionPlanned, metav1.ConditionTrue, ReasonAwaitingApproval,
+		fmt.Sprintf("plan %s awaits approval: kubectl annotate windowsinstance %s %s=%s (or wsu approve)", plan.Hash, wi.Name, wsuv1.ApprovedPlanAnnotation, plan.Hash))
+	r.event(wi, corev1.EventTypeNormal, ReasonAwaitingApproval, "plan %s of %s (%d to add, %d to change, %d to destroy, %d to run) awaits approval", plan.Hash, wi.Status.LastPlan.Playbook, plan.Add, plan.Change, plan.Destroy, plan.Run)
+	return r.done(ctx, orig, wi, wsuv1.PhaseAwaitingApproval, 0)
 }
 
 // apply applies exactly the plan just made (a fresh plan that differs is
@@ -201,16 +234,11 @@ func (r *InstanceReconciler) apply(ctx context.Context, orig, wi *wsuv1.WindowsI
 	orig = wi.DeepCopy()
 	rr.Expect = plan.Plan
 	out := r.run(ctx, wi, rr, engine.ModeApply)
-	r.recordReach(wi, out)
-	now := metav1.Now()
-	result := "Succeeded"
-	switch {
-	case out.Unreachable:
-		result = "Unreachable"
-	case out.Failed:
-		result = "Failed"
+	if interrupted(ctx, out) {
+		return ctrl.Result{}, nil
 	}
-	wi.Status.LastApply = &wsuv1.RunSummary{Playbook: rr.Playbook, Result: result, Changed: out.Changed, Time: now}
+	r.recordReach(wi, out)
+	wi.Status.LastApply = &wsuv1.RunSummary{Playbook: rr.Playbook, Result: runResult(out), Changed: out.Changed, Time: metav1.Now()}
 	if out.Failed {
 		setCondition(wi, wsuv1.ConditionJoined, metav1.ConditionFalse, ReasonApplyFailed, truncate(out.Message, 1000))
 		r.event(wi, corev1.EventTypeWarning, ReasonSetupFailure, "applying plan %s failed: %s", plan.Hash, truncate(out.Message, 1000))
@@ -234,15 +262,26 @@ func (r *InstanceReconciler) inSync(ctx context.Context, orig, wi *wsuv1.Windows
 	if !wasJoined && orig.Status.LastApply == nil {
 		r.event(wi, corev1.EventTypeNormal, ReasonInSync, "the host already matches the playbook")
 	}
-	ready, err := r.recordNode(ctx, wi)
+	requeue := r.nodeRequeue(ctx, wi)
+	_, due, err := r.upgradeDue(ctx, wi)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	requeue := r.driftRequeue()
-	if !ready {
-		requeue = r.Options.NodeReadyCheck
+	if due {
+		requeue = min(requeue, r.Options.NodeReadyCheck)
 	}
 	return r.done(ctx, orig, wi, wsuv1.PhaseJoined, requeue)
+}
+
+// nodeRequeue records the instance's Node and says when a joined instance
+// is looked at again.
+func (r *InstanceReconciler) nodeRequeue(ctx context.Context, wi *wsuv1.WindowsInstance) time.Duration {
+	ready, err := r.recordNode(ctx, wi)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "reading the Node")
+		return r.Options.NodeReadyCheck
+	}
+	return r.joinedRequeue(ready, r.driftRequeue())
 }
 
 // recordNode finds the instance's Node and records whether it is Ready.
@@ -309,7 +348,11 @@ func (r *InstanceReconciler) deconfigure(ctx context.Context, wi *wsuv1.WindowsI
 	if wait := r.backoffLeft(wi); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	if !r.rollouts.acquire() {
+	limit, err := r.rolloutBudget(ctx, wi, false)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !r.rollouts.acquire(limit) {
 		return ctrl.Result{RequeueAfter: r.Options.NodeReadyCheck}, nil
 	}
 	defer r.rollouts.release()
@@ -320,6 +363,9 @@ func (r *InstanceReconciler) deconfigure(ctx context.Context, wi *wsuv1.WindowsI
 		return r.failed(ctx, orig, wi, ReasonInvalidInput, err.Error(), false)
 	}
 	out := r.run(ctx, wi, rr, engine.ModeApply)
+	if interrupted(ctx, out) {
+		return ctrl.Result{}, nil
+	}
 	r.recordReach(wi, out)
 	if out.Failed {
 		r.event(wi, corev1.EventTypeWarning, ReasonTeardownFailure, "removing failed: %s (annotate %s=true to forget a host that is gone for good)", truncate(out.Message, 1000), wsuv1.ForgetAnnotation)
@@ -359,6 +405,11 @@ func (r *InstanceReconciler) run(ctx context.Context, wi *wsuv1.WindowsInstance,
 	log.FromContext(ctx).Info("run", "playbook", rr.Playbook, "mode", mode, "failed", out.Failed, "changed", out.Changed, "seconds", time.Since(start).Seconds())
 	return out
 }
+
+// interrupted says a run was cut short because the controller is stopping
+// (its context ended, SIGTERM): not the host's failure, so nothing is
+// recorded, and the next controller starts over from status.
+func interrupted(ctx context.Context, out RunOutcome) bool { return out.Failed && ctx.Err() != nil }
 
 // recordReach records whether the host could be reached and what it said
 // of itself.
@@ -436,6 +487,9 @@ func (r *InstanceReconciler) done(ctx context.Context, orig, wi *wsuv1.WindowsIn
 	wi.Status.Phase = phase
 	wi.Status.ObservedGeneration = wi.Generation
 	r.metrics.instance(wi)
+	if equality.Semantic.DeepEqual(orig.Status, wi.Status) {
+		return ctrl.Result{RequeueAfter: requeue}, nil
+	}
 	if err := r.Client.Status().Patch(ctx, wi, statusPatch(orig)); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

@@ -120,7 +120,11 @@ func (r *InstanceReconciler) rotateKeyIfPending(ctx context.Context, orig, wi *w
 	}
 	setCondition(wi, wsuv1.ConditionKeyRotated, metav1.ConditionFalse, ReasonKeyRotationNeeded,
 		fmt.Sprintf("the Secret %s holds a new key %s (%s): rotate-key moves this host to it", keys.secret, keys.nextKey, keys.nextFP))
-	if !r.rollouts.acquire() {
+	limit, err := r.rolloutBudget(ctx, wi, false)
+	if err != nil {
+		return ctrl.Result{}, true, err
+	}
+	if !r.rollouts.acquire(limit) {
 		res, err := r.done(ctx, orig, wi, wi.Status.Phase, r.Options.NodeReadyCheck)
 		return res, true, err
 	}

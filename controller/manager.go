@@ -48,15 +48,39 @@ type ManagerOptions struct {
 // writes keep hosts consistent), and a restarted controller converges from
 // status.
 func Run(ctx context.Context, cfg *rest.Config, o Options, m ManagerOptions) error {
-	scheme, err := NewScheme()
+	mo, err := ManagerConfig(o, m)
 	if err != nil {
 		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, mo)
+	if err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := Setup(mgr, o); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+// ManagerConfig is the manager Run starts: the scheme, leader election
+// through a Lease in the controller's namespace (released on a clean exit,
+// so a standby takes over at once), and a cache kept to that namespace.
+func ManagerConfig(o Options, m ManagerOptions) (ctrl.Options, error) {
+	scheme, err := NewScheme()
+	if err != nil {
+		return ctrl.Options{}, err
 	}
 	o.defaults()
 	if m.LeaderElectionID == "" {
 		m.LeaderElectionID = "wsu-controller.wsu.dev"
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	return ctrl.Options{
 		Scheme:                        scheme,
 		LeaderElection:                m.LeaderElection,
 		LeaderElectionID:              m.LeaderElectionID,
@@ -73,18 +97,5 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, m ManagerOptions) err
 		// Secrets are read when a run needs its key, never listed or
 		// watched: the controller's Role grants get only.
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-	})
-	if err != nil {
-		return fmt.Errorf("controller: %w", err)
-	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return err
-	}
-	if err := Setup(mgr, o); err != nil {
-		return err
-	}
-	return mgr.Start(ctx)
+	}, nil
 }

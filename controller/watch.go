@@ -48,25 +48,19 @@ func onlyConfigMap(namespace, name string) builder.Predicates {
 }
 
 // rolloutLimit bounds how many instances are taken out of service at once
-// (removed, upgraded): maxUnavailable across all instances.
+// (upgraded, removed) across all instances: maxUnavailable. The bound is
+// given at each acquire, since a percentage scales with the number of
+// instances, which changes.
 type rolloutLimit struct {
 	mu    sync.Mutex
-	max   int
 	inUse int
 }
 
-func newRolloutLimit(max int) *rolloutLimit {
-	if max < 1 {
-		max = 1
-	}
-	return &rolloutLimit{max: max}
-}
-
-// acquire takes a slot if one is free.
-func (l *rolloutLimit) acquire() bool {
+// acquire takes a slot if fewer than max are taken.
+func (l *rolloutLimit) acquire(max int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.inUse >= l.max {
+	if l.inUse >= max {
 		return false
 	}
 	l.inUse++
@@ -77,6 +71,13 @@ func (l *rolloutLimit) release() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.inUse--
+}
+
+// taken is how many slots are in use.
+func (l *rolloutLimit) taken() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.inUse
 }
 
 // pinnedHostKey reads the key a trust-on-first-use connection recorded in

@@ -72,6 +72,10 @@ type Request struct {
 	// Expect, when set, is a saved plan: Run plans first and refuses to
 	// apply if the fresh plan differs from it.
 	Expect *planfile.Plan
+	// Secrets is the run's scrubber, when the caller made it (setup does,
+	// to scrub what it prints before the run); nil: Run makes one. Run
+	// registers the inputs' secrets with it either way.
+	Secrets *Scrubber
 }
 
 // Result is the outcome of a run.
@@ -133,6 +137,7 @@ func Run(ctx context.Context, req Request) *Result {
 	if diags.HasErrors() {
 		return &Result{Diagnostics: diags, SetupDiagnostics: diags}
 	}
+	defer r.scrubResult()
 	r.result.SetupDiagnostics = diags // warnings
 	r.emit(Event{Type: EventRunStart, Hosts: r.hostOrder})
 	r.result.Diagnostics = append(r.result.Diagnostics, diags...)
@@ -160,6 +165,9 @@ type runner struct {
 	// running; plays inside it see only these.
 	restrict map[string]bool
 	mu       sync.Mutex // guards result.Changes, plan
+	// secrets scrubs everything the run shows: events, the diagnostics it
+	// returns, plan summaries.
+	secrets *Scrubber
 }
 
 // instance is one playbook file in the include tree.
@@ -185,11 +193,17 @@ func newRunner(req Request) (*runner, hcl.Diagnostics) {
 			declared[n] = true
 		}
 	})
+	secrets := req.Secrets
+	if secrets == nil {
+		secrets = NewScrubber()
+	}
 	in, diags := parseInputs(req.Inputs, declared)
+	collectSecrets(secrets, req.Playbook, req.Inventory, in)
+	diags = secrets.Diagnostics(diags)
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	r := &runner{req: req, inputs: in, hosts: map[string]*hostState{}, forks: req.Forks, result: &Result{}}
+	r := &runner{req: req, inputs: in, hosts: map[string]*hostState{}, forks: req.Forks, result: &Result{}, secrets: secrets}
 	r.root = newInstance(req.Playbook, "", nil, nil)
 	inv := req.Inventory
 	if inv == nil {
@@ -227,9 +241,7 @@ func (r *runner) emit(e Event) {
 	e.Schema = EventSchema
 	e.Time = time.Now().UTC()
 	e.Mode = r.req.Mode
-	if e.scrub != nil {
-		e.applyScrub()
-	}
+	e.applyScrub(r.secrets.Scrub)
 	if e.traffic != nil && e.Type == EventTaskResult {
 		e.Traffic = e.traffic()
 	}
@@ -298,6 +310,7 @@ func (r *runner) collectOutputs(ctx context.Context, child *instance) {
 			if o.Sensitive {
 				v = v.Mark(Sensitive)
 			}
+			r.secrets.AddMarked(v)
 			outs[on] = v
 		}
 		parent.includes[child.inc.Name] = cty.ObjectVal(outs)
@@ -553,6 +566,20 @@ func (r *runner) recap() []HostRecap {
 		out = append(out, rc)
 	}
 	return out
+}
+
+// scrubResult scrubs the diagnostics the run returns: a caller (the
+// controller's status) shows them without events' scrubbing.
+// A plan's summaries are scrubbed again: a secret may have been learnt
+// (a later task's sensitive result) after a summary was recorded.
+func (r *runner) scrubResult() {
+	r.result.Diagnostics = r.secrets.Diagnostics(r.result.Diagnostics)
+	r.result.SetupDiagnostics = r.secrets.Diagnostics(r.result.SetupDiagnostics)
+	for _, h := range r.result.Plan.Hosts {
+		for i := range h.Tasks {
+			h.Tasks[i].Summary = r.secrets.Scrub(h.Tasks[i].Summary)
+		}
+	}
 }
 
 func (r *runner) closeAll() {

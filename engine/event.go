@@ -84,8 +84,6 @@ type Event struct {
 	// the task acted on a host through a metered transport.
 	*Traffic
 
-	// scrub removes secret text from the event's strings before emission.
-	scrub func(string) string
 	// traffic, when set, measures the task's Traffic at emission.
 	traffic func() *Traffic
 }

@@ -113,7 +113,7 @@ func parseInputs(in Inputs, declared map[string]bool) (*parsedInputs, hcl.Diagno
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Invalid -var option",
-				Detail:   fmt.Sprintf("The option %q must be a variable name and a value joined by '=', e.g. -var 'cluster_dns=10.0.0.10'.", opt),
+				Detail:   fmt.Sprintf("%s; give a variable name and a value joined by '=', e.g. -var 'cluster_dns=10.0.0.10'.", varOptionProblem(ok, name)),
 				Subject:  &hcl.Range{Filename: pseudo, Start: hcl.InitialPos, End: hcl.Pos{Line: 1, Column: len(opt) + 1, Byte: len(opt)}},
 			})
 			continue
@@ -135,6 +135,15 @@ func parseInputs(in Inputs, declared map[string]bool) (*parsedInputs, hcl.Diagno
 		p.cli[name] = rawValue{text: val, source: "-var"}
 	}
 	return p, diags
+}
+
+// varOptionProblem says what is wrong with a -var option without quoting
+// it: its value may be a secret, and without an '=' all of it may be.
+func varOptionProblem(hasValue bool, name string) string {
+	if !hasValue {
+		return "The option has no '='"
+	}
+	return fmt.Sprintf("The option's name %q is not a valid variable name", name)
 }
 
 // value converts a raw value to the variable's type.

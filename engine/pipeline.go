@@ -37,8 +37,8 @@ type taskInstance struct {
 	hs       *hostState
 	playVars map[string]cty.Value
 	extra    map[string]cty.Value // each, for a for_each instance
-	// ev is the instance's event: decode adds the scrubber, connect the
-	// traffic meter, and every report after that carries them.
+	// ev is the instance's event: connect adds the traffic meter, and
+	// every report after that carries it.
 	ev    Event
 	start time.Time
 
@@ -143,20 +143,21 @@ func (ti *taskInstance) decode() hcl.Diagnostics {
 
 // noteSecrets removes the sensitive marks from the decoded block (modules
 // receive plain values: the secret must reach the host) and notes which
-// arguments carried them, to hide what derives from them, and their text,
-// for the event's scrubber: whatever a module copies from a secret (into a
-// subject, an error) is scrubbed before anyone sees it.
+// arguments carried them, to hide what derives from them. Their text goes
+// to the run's scrubber: whatever a module copies from a secret (into a
+// subject, an error) is scrubbed before anyone sees it, and so is a
+// derived value (a command line built from a secret) wherever it shows up.
 func (ti *taskInstance) noteSecrets(raw cty.Value) cty.Value {
 	cfgVal, paths := raw.UnmarkDeepWithPaths()
 	sensitive := map[string]bool{}
-	var secrets scrubber
+	secrets := ti.r.secrets
 	for _, pm := range paths {
 		if _, ok := pm.Marks[Sensitive]; ok && len(pm.Path) > 0 {
 			if ga, ok := pm.Path[0].(cty.GetAttrStep); ok {
 				sensitive[ga.Name] = true
 			}
 			if v, err := pm.Path.Apply(cfgVal); err == nil {
-				secrets.add(v)
+				secrets.AddValue(v)
 			}
 		}
 	}
@@ -165,10 +166,9 @@ func (ti *taskInstance) noteSecrets(raw cty.Value) cty.Value {
 		ti.secret.args[a.Name] = true
 		if a.Sensitive {
 			sensitive[a.Name] = true
-			secrets.add(cfgVal.GetAttr(a.Name))
+			secrets.AddValue(cfgVal.GetAttr(a.Name))
 		}
 	}
-	ti.ev.scrub = secrets.scrub
 	return cfgVal
 }
 
@@ -281,11 +281,12 @@ func (ti *taskInstance) giveUp(change *modules.Change, attempts int, diags hcl.D
 func (ti *taskInstance) finish(out outcome) (cty.Value, bool) {
 	t, hs := ti.t, ti.hs
 	result := markResult(t.Schema, out.result, ti.secret)
+	ti.r.secrets.AddMarked(result)
 	cv := renderChange(out.change, ti.secret)
 	status, summary := StatusOK, "no change"
 	if out.change != nil {
 		status = StatusChanged
-		summary = ti.ev.scrub(cv.Symbol + " " + cv.Action + " " + cv.Subject)
+		summary = ti.r.secrets.Scrub(cv.Symbol + " " + cv.Action + " " + cv.Subject)
 		hs.recap.Changed++
 		hs.planned++
 		ti.r.countChange()

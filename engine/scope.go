@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"strings"
-
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
@@ -72,18 +70,6 @@ func newHostState(inv *inventory.Inventory, name string) *hostState {
 	}
 }
 
-// secretVarNames are inventory variables whose values are credentials: the
-// host value hides them.
-func secretVar(name string) bool {
-	n := strings.ToLower(name)
-	for _, s := range []string{"password", "pass", "secret", "token", "private_key", "passphrase"} {
-		if strings.Contains(n, s) {
-			return true
-		}
-	}
-	return false
-}
-
 // value is the `host` object expressions see.
 func (hs *hostState) value() cty.Value {
 	groups := make([]cty.Value, 0, len(hs.groups))
@@ -96,7 +82,7 @@ func (hs *hostState) value() cty.Value {
 	}
 	vars := map[string]cty.Value{}
 	for k, v := range hs.vars {
-		if secretVar(k) {
+		if inventory.SecretName(k) {
 			vars[k] = v.Value.Mark(Sensitive)
 		} else {
 			vars[k] = v.Value
@@ -182,6 +168,7 @@ func (r *runner) scope(hs *hostState, inst *instance) (*scope, hcl.Diagnostics) 
 			}
 		}
 		val, d := r.inputs.resolve(v, hs.vars, inc)
+		r.secrets.AddMarked(val) // before its validation's messages are shown
 		diags = append(diags, d...)
 		if !d.HasErrors() {
 			sc.vars[name] = val

@@ -1,46 +1,193 @@
 package engine
 
 import (
+	"encoding/json"
+	"sort"
+	"strconv"
 	"strings"
+	"sync"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 )
 
-// minSecret is the shortest string the scrubber hides: shorter ones (a
-// "0", "yes") would blank out unrelated text and hide nothing worth hiding.
-const minSecret = 4
+// MinSecret is the shortest text the scrubber replaces inside other text:
+// shorter ones (a "0", "yes") would blank out unrelated output and the
+// text left around them would give them away anyway. A shorter secret is
+// still hidden wherever its value is rendered, by its sensitive mark.
+const MinSecret = 4
 
-// scrubber replaces the text of sensitive values wherever a module may have
-// copied it: change subjects, messages, error details.
-type scrubber struct{ secrets []string }
+// Scrubber is a run's set of known secret texts, and the one place that
+// removes them from what the run shows: every event string, every
+// diagnostic the run returns, the summaries of a saved plan. A secret is
+// registered before anything that could print it runs (setup registers the
+// inventory's and the inputs' secrets before it reports its own
+// diagnostics; the engine registers each value it marks sensitive when it
+// makes it), and is replaced wherever it occurs, also inside a longer text
+// such as a command's stderr that echoes one argument of many. Safe for
+// concurrent use: hosts register and scrub at once.
+type Scrubber struct {
+	mu      sync.RWMutex
+	secrets map[string]bool
+	sorted  []string // longest first; nil when secrets changed
+}
 
-func (s *scrubber) add(v cty.Value) {
-	if v == cty.NilVal || !v.IsWhollyKnown() || v.IsNull() {
+// NewScrubber returns an empty scrubber.
+func NewScrubber() *Scrubber { return &Scrubber{secrets: map[string]bool{}} }
+
+// Add registers a secret's text, and the forms a program or an error
+// message is likely to print it in: each of its lines (a key's lines come
+// back one by one, or with other line endings) and its Go- and JSON-quoted
+// forms (an error message quoting it with %q escapes quotes and
+// backslashes).
+func (s *Scrubber) Add(text string) {
+	forms := []string{text}
+	if strings.ContainsAny(text, "\r\n") {
+		for _, l := range strings.Split(text, "\n") {
+			forms = append(forms, strings.TrimSuffix(l, "\r"))
+		}
+	}
+	if q := strconv.Quote(text); q[1:len(q)-1] != text {
+		forms = append(forms, q[1:len(q)-1])
+	}
+	if j, err := json.Marshal(text); err == nil && string(j[1:len(j)-1]) != text {
+		forms = append(forms, string(j[1:len(j)-1]))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range forms {
+		if len(strings.TrimSpace(f)) >= MinSecret && !s.secrets[f] {
+			s.secrets[f] = true
+			s.sorted = nil
+		}
+	}
+}
+
+// AddValue registers every string in v (v itself, or the elements of a
+// collection, deeply), marked or not: v is a secret as a whole.
+func (s *Scrubber) AddValue(v cty.Value) {
+	if v == cty.NilVal || !v.IsKnown() || v.IsNull() {
 		return
 	}
-	v, _ = v.UnmarkDeep()
+	v, _ = v.Unmark()
 	switch {
 	case v.Type() == cty.String:
-		if str := v.AsString(); len(str) >= minSecret {
-			s.secrets = append(s.secrets, str)
-		}
+		s.Add(v.AsString())
 	case v.CanIterateElements():
 		for it := v.ElementIterator(); it.Next(); {
 			_, e := it.Element()
-			s.add(e)
+			s.AddValue(e)
 		}
 	}
 }
 
-func (s *scrubber) scrub(text string) string {
-	for _, sec := range s.secrets {
-		text = strings.ReplaceAll(text, sec, shownSensitive)
+// AddMarked registers the parts of v marked sensitive.
+func (s *Scrubber) AddMarked(v cty.Value) {
+	if v == cty.NilVal || !v.ContainsMarked() {
+		return
 	}
-	return text
+	plain, paths := v.UnmarkDeepWithPaths()
+	for _, pm := range paths {
+		if _, ok := pm.Marks[Sensitive]; !ok {
+			continue
+		}
+		if part, err := pm.Path.Apply(plain); err == nil {
+			s.AddValue(part)
+		}
+	}
 }
 
-func (e *Event) applyScrub() {
-	sc := e.scrub
+// Contains reports whether text holds a registered secret.
+func (s *Scrubber) Contains(text string) bool {
+	for _, sec := range s.list() {
+		if strings.Contains(text, sec) {
+			return true
+		}
+	}
+	return false
+}
+
+// list is the secrets, longest first.
+func (s *Scrubber) list() []string {
+	if s == nil {
+		return nil
+	}
+	s.mu.RLock()
+	sorted := s.sorted
+	s.mu.RUnlock()
+	if sorted != nil {
+		return sorted
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sorted == nil {
+		s.sorted = make([]string, 0, len(s.secrets))
+		for sec := range s.secrets {
+			s.sorted = append(s.sorted, sec)
+		}
+		sort.Slice(s.sorted, func(i, j int) bool { return len(s.sorted[i]) > len(s.sorted[j]) })
+	}
+	return s.sorted
+}
+
+// Scrub replaces every occurrence of a registered secret in text by
+// "(sensitive)". Occurrences that overlap (one secret inside or across
+// another) are merged first, so no part of either is left over.
+func (s *Scrubber) Scrub(text string) string {
+	secrets := s.list()
+	if len(secrets) == 0 || text == "" {
+		return text
+	}
+	type span struct{ from, to int }
+	var spans []span
+	for _, sec := range secrets {
+		for off := 0; ; {
+			i := strings.Index(text[off:], sec)
+			if i < 0 {
+				break
+			}
+			spans = append(spans, span{off + i, off + i + len(sec)})
+			off += i + 1
+		}
+	}
+	if len(spans) == 0 {
+		return text
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].from < spans[j].from })
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(spans); {
+		from, to := spans[i].from, spans[i].to
+		for i++; i < len(spans) && spans[i].from <= to; i++ {
+			to = max(to, spans[i].to)
+		}
+		b.WriteString(text[last:from])
+		b.WriteString(shownSensitive)
+		last = to
+	}
+	b.WriteString(text[last:])
+	return b.String()
+}
+
+// Diagnostics returns diags with their summaries and details scrubbed
+// (copies: the originals may be shared). The expression and evaluation
+// context go: they hold the values themselves.
+func (s *Scrubber) Diagnostics(diags hcl.Diagnostics) hcl.Diagnostics {
+	if len(diags) == 0 {
+		return diags
+	}
+	out := make(hcl.Diagnostics, len(diags))
+	for i, d := range diags {
+		c := *d
+		c.Summary, c.Detail = s.Scrub(c.Summary), s.Scrub(c.Detail)
+		c.Expression, c.EvalContext = nil, nil
+		out[i] = &c
+	}
+	return out
+}
+
+// applyScrub removes secret text from an event's strings.
+func (e *Event) applyScrub(sc func(string) string) {
 	e.Message = sc(e.Message)
 	if e.Change != nil {
 		c := *e.Change

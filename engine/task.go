@@ -35,6 +35,7 @@ func (r *runner) playOnHost(ctx context.Context, inst *instance, p *playbook.Pla
 			r.failHost(hs, p.Name, d)
 			return
 		}
+		r.secrets.AddMarked(v)
 		playVars[name] = v
 	}
 	notified := map[string]bool{}
@@ -113,6 +114,17 @@ func (r *runner) runTask(ctx context.Context, sc *scope, playVars map[string]cty
 	fe, diags := sc.eval(t.ForEach, nil, playVars)
 	if diags.HasErrors() {
 		r.taskFailed(t, hs, base, diags, nil)
+		return false
+	}
+	if fe.HasMark(Sensitive) {
+		// Each key shows in the instance's address, its events and a
+		// saved plan, and keys cannot be hidden the way values are.
+		r.taskFailed(t, hs, base, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid for_each argument",
+			Detail:   "Sensitive values, or values derived from sensitive values, cannot be used as for_each arguments: each key would be shown in the task's address, its output and a saved plan. Use a map whose keys are not secret; its values may be sensitive.",
+			Subject:  t.ForEach.Range().Ptr(),
+		}}, nil)
 		return false
 	}
 	fe, _ = fe.Unmark()

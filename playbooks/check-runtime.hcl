@@ -40,6 +40,24 @@ variable "pause_image" {
   description = "Sandbox (pause) image containerd uses."
 }
 
+variable "image_pull_progress_timeout" {
+  type        = string
+  default     = "30m0s"
+  description = "containerd cancels an image pull that makes no progress for this long (WMCO's value; Windows images are large)."
+}
+
+variable "service_cidr" {
+  type        = string
+  default     = null
+  description = "The cluster's service network; null: read from the cluster."
+}
+
+variable "cluster_dns" {
+  type        = list(string)
+  default     = null
+  description = "The cluster DNS address(es); null: read from the cluster."
+}
+
 locals {
   manifest = jsondecode(file("${var.payload_dir}/manifest.json"))
   runtime  = { for c in local.manifest.components : c.name => c if try(c.runtime, false) }
@@ -51,6 +69,15 @@ play "check-runtime" {
   task "cluster network" {
     when = var.cluster_flavour == "openshift"
     k8s_cluster_check {
+      kubeconfig = var.kubeconfig
+    }
+  }
+
+  # Read unless the variables say it: a cluster that cannot be read fails
+  # here, before the host is changed.
+  task "service network" {
+    when = var.service_cidr == null || var.cluster_dns == null
+    k8s_cluster_network {
       kubeconfig = var.kubeconfig
     }
   }
@@ -82,8 +109,11 @@ play "check-runtime" {
   task "containerd config" {
     when = var.manage_containerd
     win_file {
-      path    = "C:\\k\\containerd\\containerd_conf.toml"
-      content = templatefile("templates/containerd_conf.toml.tftpl", { pause_image = var.pause_image })
+      path = "C:\\k\\containerd\\containerd_conf.toml"
+      content = templatefile("templates/containerd_conf.toml.tftpl", {
+        pause_image                 = var.pause_image
+        image_pull_progress_timeout = var.image_pull_progress_timeout
+      })
     }
     notify = ["restart containerd"]
   }
@@ -114,4 +144,19 @@ play "check-runtime" {
       state = "restarted"
     }
   }
+}
+
+output "hybrid_overlay_vxlan_port" {
+  description = "The cluster's hybridOverlayVXLANPort (OpenShift network operator config), or null when it sets none or the cluster is not OpenShift."
+  value       = try(task["cluster network"].hybrid_overlay_vxlan_port, null)
+}
+
+output "service_cidr" {
+  description = "The service network: var.service_cidr, else the cluster's first."
+  value       = var.service_cidr != null ? var.service_cidr : try(task["service network"].service_cidrs[0], null)
+}
+
+output "cluster_dns" {
+  description = "The cluster DNS address(es): var.cluster_dns, else the cluster's."
+  value       = var.cluster_dns != null ? var.cluster_dns : try(task["service network"].cluster_dns, null)
 }

@@ -62,6 +62,24 @@ variable "node_labels" {
   description = "--node-labels the kubelet registers with."
 }
 
+variable "log_file_size" {
+  type        = string
+  default     = null
+  description = "kube-log-runner -log-file-size for the kubelet's and kube-proxy's logs (e.g. \"100M\"); null: the runner's default (no size rotation)."
+}
+
+variable "log_file_age" {
+  type        = string
+  default     = null
+  description = "kube-log-runner -log-file-age: how long rotated logs are kept (e.g. \"168h\"); null: the runner's default."
+}
+
+variable "log_flush_interval" {
+  type        = string
+  default     = null
+  description = "kube-log-runner -flush-interval (e.g. \"5s\"); null: the runner's default."
+}
+
 variable "service_recovery" {
   type        = bool
   default     = true
@@ -71,9 +89,17 @@ variable "service_recovery" {
 locals {
   node_name = coalesce(var.node_name, lower(host.facts.hostname))
   node_ip   = coalesce(var.node_ip, host.facts.ipv4)
+  log_runner_flags = concat(
+    var.log_file_size != null ? ["-log-file-size=${var.log_file_size}"] : [],
+    var.log_file_age != null ? ["-log-file-age=${var.log_file_age}"] : [],
+    var.log_flush_interval != null ? ["-flush-interval=${var.log_flush_interval}"] : [],
+  )
+  # kube-log-runner's own flags come before the binary it runs (extra
+  # kubelet args would land after kubelet.exe).
   kubelet_args = concat(
+    ["-log-file=C:\\var\\log\\kubelet\\kubelet.log"],
+    local.log_runner_flags,
     [
-      "-log-file=C:\\var\\log\\kubelet\\kubelet.log",
       "C:\\k\\kubelet.exe",
       "--config=C:\\k\\kubelet.conf",
       "--bootstrap-kubeconfig=C:\\k\\bootstrap-kubeconfig",

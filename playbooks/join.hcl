@@ -62,14 +62,14 @@ variable "node_ip" {
 
 variable "service_cidr" {
   type        = string
-  default     = "172.30.0.0/16"
-  description = "Cluster service network, for the hybrid overlay's CNI config (excluded from outbound NAT, routed through the overlay). The default is OpenShift's."
+  default     = null
+  description = "Cluster service network, for the hybrid overlay's CNI config (excluded from outbound NAT, routed through the overlay); null: read from the cluster (k8s_cluster_network)."
 }
 
 variable "cluster_dns" {
   type        = list(string)
-  default     = ["172.30.0.10"]
-  description = "Cluster DNS service addresses (clusterDNS in the kubelet config). The default is OpenShift's."
+  default     = null
+  description = "Cluster DNS service addresses (clusterDNS in the kubelet config); null: read from the cluster (k8s_cluster_network)."
 }
 
 variable "kubelet_verbosity" {
@@ -132,10 +132,43 @@ variable "ready_timeout" {
   description = "Seconds to wait for the Node to become Ready after the network is configured."
 }
 
+variable "node_labels_after_join" {
+  type        = map(string)
+  default     = null
+  description = "Labels set on the Node through the API once it is Ready (the kubelet may not set node-role labels itself); null: WMCO's, node-role.kubernetes.io/worker and, on OpenShift, windowsmachineconfig.openshift.io/byoh=true."
+}
+
+variable "log_file_size" {
+  type        = string
+  default     = null
+  description = "kube-log-runner -log-file-size for the kubelet's and kube-proxy's logs (e.g. \"100M\"); null: the runner's default (no size rotation)."
+}
+
+variable "log_file_age" {
+  type        = string
+  default     = null
+  description = "kube-log-runner -log-file-age: how long rotated logs are kept (e.g. \"168h\"); null: the runner's default."
+}
+
+variable "log_flush_interval" {
+  type        = string
+  default     = null
+  description = "kube-log-runner -flush-interval (e.g. \"5s\"); null: the runner's default."
+}
+
 variable "version_annotation" {
   type        = string
   default     = "windowsmachineconfig.openshift.io/version"
   description = "Node annotation holding the payload version the node was configured with."
+}
+
+locals {
+  # WMCO labels Windows workers once they are Ready; the byoh label is an
+  # OpenShift (WMCO) convention, meaningless elsewhere.
+  node_labels_after_join = var.node_labels_after_join != null ? var.node_labels_after_join : merge(
+    { "node-role.kubernetes.io/worker" = "" },
+    var.cluster_flavour == "openshift" ? { "windowsmachineconfig.openshift.io/byoh" = "true" } : {},
+  )
 }
 
 # The cluster-wide proxy, as machine environment variables. Windows
@@ -163,6 +196,8 @@ include "runtime" {
     manage_containerd = var.manage_containerd
     payload_dir       = var.payload_dir
     service_recovery  = var.service_recovery
+    service_cidr      = var.service_cidr
+    cluster_dns       = var.cluster_dns
   }
 }
 
@@ -190,9 +225,12 @@ include "kubelet" {
   vars = {
     node_name          = var.node_name
     node_ip            = var.node_ip
-    cluster_dns        = var.cluster_dns
+    cluster_dns        = include.runtime.cluster_dns
     kubelet_verbosity  = coalesce(include.ignition.kubelet_verbosity, var.kubelet_verbosity)
     extra_kubelet_args = var.extra_kubelet_args
+    log_file_size      = var.log_file_size
+    log_file_age       = var.log_file_age
+    log_flush_interval = var.log_flush_interval
     cloud_provider     = include.ignition.cloud_provider
     cloud_config       = include.ignition.cloud_config
     service_recovery   = var.service_recovery
@@ -222,8 +260,8 @@ include "overlay" {
   vars = {
     kubeconfig                = var.kubeconfig
     node_name                 = include.kubelet.node_name
-    service_cidr              = var.service_cidr
-    hybrid_overlay_vxlan_port = var.hybrid_overlay_vxlan_port
+    service_cidr              = include.runtime.service_cidr
+    hybrid_overlay_vxlan_port = var.hybrid_overlay_vxlan_port != null ? var.hybrid_overlay_vxlan_port : include.runtime.hybrid_overlay_vxlan_port
     service_recovery          = var.service_recovery
   }
 }
@@ -231,9 +269,12 @@ include "overlay" {
 include "kube_proxy" {
   source = "./kube-proxy.hcl"
   vars = {
-    node_name        = include.kubelet.node_name
-    node_subnet      = include.overlay.node_subnet
-    service_recovery = var.service_recovery
+    node_name          = include.kubelet.node_name
+    node_subnet        = include.overlay.node_subnet
+    log_file_size      = var.log_file_size
+    log_file_age       = var.log_file_age
+    log_flush_interval = var.log_flush_interval
+    service_recovery   = var.service_recovery
   }
 }
 
@@ -255,10 +296,11 @@ play "ready" {
     }
   }
 
-  task "version annotation" {
+  task "labels and version annotation" {
     k8s_node {
       kubeconfig  = var.kubeconfig
       name        = include.kubelet.node_name
+      labels      = local.node_labels_after_join
       annotations = { (var.version_annotation) = include.payload.version }
     }
   }

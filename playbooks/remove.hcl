@@ -18,6 +18,18 @@ variable "node_name" {
   description = "Node name override used at join; default: the host name, lower-cased."
 }
 
+variable "drain_force" {
+  type        = bool
+  default     = true
+  description = "Drain evicts pods no controller manages too (WMCO's default; nothing recreates them)."
+}
+
+variable "drain_delete_emptydir_data" {
+  type        = bool
+  default     = true
+  description = "Drain evicts pods with emptyDir volumes too, losing that data (WMCO's default)."
+}
+
 variable "drain_timeout" {
   type        = number
   default     = 600
@@ -55,9 +67,11 @@ play "drain" {
 
   task "drain" {
     k8s_node_drain {
-      kubeconfig = var.kubeconfig
-      name       = local.node
-      timeout    = var.drain_timeout
+      kubeconfig           = var.kubeconfig
+      name                 = local.node
+      timeout              = var.drain_timeout
+      force                = var.drain_force
+      delete_emptydir_data = var.drain_delete_emptydir_data
     }
   }
 }

@@ -18,6 +18,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -42,13 +43,14 @@ import (
 // Options are what a face decides about one run.
 type Options struct {
 	// Inputs are the playbook, inventory, variables and host selection, as
-	// a saved plan records them. Ignored when Saved is set.
+	// a saved plan records them. When Saved is set only Vars is read.
 	planfile.Inputs
 	// Inventory, when set, is the inventory itself (a controller's one
 	// host per WindowsInstance), used instead of Inputs.Inventory.
 	Inventory *inventory.Inventory
 	// Saved is a saved plan to apply exactly: its inputs are used, and the
-	// run refuses to apply if a fresh plan differs from it.
+	// run refuses to apply if a fresh plan differs from it. Inputs.Vars
+	// then holds only the sensitive -var options the plan left out.
 	Saved *planfile.Plan
 
 	Mode  engine.Mode
@@ -85,8 +87,15 @@ type Run struct {
 	// Text maps every file a diagnostic may quote (playbooks and the files
 	// the run reads later, the inventory, var files) to its content. It is
 	// filled even when Prepare fails, so its diagnostics can be shown with
-	// their source lines, and it grows as the engine reads templates.
+	// their source lines (except those Hidden refuses), and it grows as
+	// the engine reads templates.
 	Text map[string][]byte
+	// Secrets is the run's scrubber (also Request.Secrets): the secrets of
+	// the inventory and the inputs are registered with it before Prepare
+	// returns, and the diagnostics it returns are scrubbed with it.
+	Secrets *engine.Scrubber
+
+	secretFiles secretFiles
 }
 
 // Prepare loads the playbook and inventory and builds the engine request.
@@ -94,8 +103,9 @@ type Run struct {
 // usable Run.
 func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 	in := o.Inputs
+	var savedDiags hcl.Diagnostics
 	if o.Saved != nil {
-		in = o.Saved.Inputs
+		in, savedDiags = savedInputs(o.Saved.Inputs, o.Inputs.Vars, o.Environ)
 	}
 	stock := o.Stock
 	if stock == nil {
@@ -108,11 +118,13 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 	registry := all.Registry(clusters)
 	loader := playbook.NewLoader(registry, stock)
 	in.Playbook = ResolvePlaybook(in.Playbook, stock)
-	run := &Run{Inputs: in, Text: loader.Sources()}
+	run := &Run{Inputs: in, Text: loader.Sources(), Secrets: engine.NewScrubber()}
 
 	pb, diags := loader.Load(in.Playbook)
 	if diags.HasErrors() {
-		return run, diags
+		diags = append(savedDiags, diags...)
+		run.collectSecrets(nil, nil, in, o.Environ)
+		return run, run.scrub(diags)
 	}
 	sources := map[string][]byte{}
 	for k, s := range loader.Sources() {
@@ -131,6 +143,8 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 			run.Text[f] = src
 		}
 	}
+	run.collectSecrets(pb, inv, in, o.Environ)
+	diags = run.scrub(append(savedDiags, diags...))
 	if diags.HasErrors() {
 		return run, diags
 	}
@@ -148,6 +162,7 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 		SkipTags:  in.SkipTags,
 		Sources:   sources,
 		Expect:    o.Saved,
+		Secrets:   run.Secrets,
 	}
 	return run, diags
 }
@@ -179,7 +194,60 @@ func (r *Run) SavePlan(path string, res *engine.Result) error {
 	p := res.Plan
 	p.WSUVersion = version.Version
 	p.Inputs = r.Inputs
+	p.Inputs.Vars, p.Inputs.SensitiveVars = nil, nil
+	for _, opt := range r.Inputs.Vars {
+		name, _, _ := strings.Cut(opt, "=")
+		name = strings.TrimSpace(name)
+		if r.secretFiles.sensitive[name] {
+			if !slices.Contains(p.Inputs.SensitiveVars, name) {
+				p.Inputs.SensitiveVars = append(p.Inputs.SensitiveVars, name)
+			}
+			continue
+		}
+		p.Inputs.Vars = append(p.Inputs.Vars, opt)
+	}
 	return planfile.Save(path, p)
+}
+
+// savedInputs are a saved plan's inputs with the sensitive -var options
+// it left out given again (Options.Inputs.Vars; or WSU_VAR_NAME in
+// environ). A -var for anything else is an error: the plan carries its
+// own inputs.
+func savedInputs(saved planfile.Inputs, given []string, environ []string) (planfile.Inputs, hcl.Diagnostics) {
+	in := saved
+	in.Vars = slices.Clone(saved.Vars)
+	var diags hcl.Diagnostics
+	have := map[string]bool{}
+	for _, kv := range environ {
+		if name, _, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(name, engine.EnvPrefix) {
+			have[strings.TrimPrefix(name, engine.EnvPrefix)] = true
+		}
+	}
+	for _, opt := range given {
+		name, _, _ := strings.Cut(opt, "=")
+		name = strings.TrimSpace(name)
+		if !slices.Contains(saved.SensitiveVars, name) {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Input given with a saved plan",
+				Detail: fmt.Sprintf("The saved plan carries its own inputs; -var %q is not one it left out (only the sensitive variables it did not save may be given again: %s). Plan again with the new value.", name, orNone(saved.SensitiveVars))})
+			continue
+		}
+		have[name] = true
+		in.Vars = append(in.Vars, opt)
+	}
+	for _, name := range saved.SensitiveVars {
+		if !have[name] {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Sensitive variable not given",
+				Detail: fmt.Sprintf("The plan was made with -var %s=..., which a saved plan does not keep because %q is sensitive. Give it again: -var '%s=...' or %s%s.", name, name, name, engine.EnvPrefix, name)})
+		}
+	}
+	return in, diags
+}
+
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }
 
 // ResolvePlaybook maps a stock playbook name ("join", "join.hcl") to its
@@ -203,7 +271,8 @@ func ResolvePlaybook(arg string, stock fs.FS) string {
 }
 
 // loadInventory reads the inventory, or makes the one-host inventory Local
-// implies. It adds what a saved plan fingerprints to sources ("inventory:"
+// implies. With errors, the inventory is what could be read of it (or nil),
+// for the scrubber to learn its secrets from. It adds what a saved plan fingerprints to sources ("inventory:"
 // keys) and the text diagnostics point into to text, by file name.
 func loadInventory(ctx context.Context, in planfile.Inputs, clusters *kube.Cache, sources, text map[string][]byte) (*inventory.Inventory, hcl.Diagnostics) {
 	if in.Inventory == "" {
@@ -227,7 +296,7 @@ func loadInventory(ctx context.Context, in planfile.Inputs, clusters *kube.Cache
 		}
 	}
 	if diags.HasErrors() {
-		return nil, diags
+		return inv, diags // what could be read, for its secrets only
 	}
 	if in.Local {
 		for _, name := range sortedHosts(inv) {

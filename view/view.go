@@ -66,6 +66,7 @@ type Human struct {
 	diff     bool // show field diffs during apply
 	verbose  bool
 	sources  map[string][]byte
+	hidden   func(file string, line int) bool
 	mode     engine.Mode
 
 	status   map[string]string // host -> current task, for the progress line
@@ -81,6 +82,10 @@ type HumanOptions struct {
 	Verbose  bool
 	// Sources lets diagnostics quote the offending line.
 	Sources map[string][]byte
+	// Hidden says which lines of Sources hold a sensitive value (setup's
+	// Run.Hidden); a diagnostic on one is shown without its source. nil:
+	// none.
+	Hidden func(file string, line int) bool
 	// Err receives diagnostics raised outside a run (loading, inputs);
 	// nil means the main writer.
 	Err io.Writer
@@ -92,7 +97,7 @@ func NewHuman(w io.Writer, o HumanOptions) *Human {
 	if errw == nil {
 		errw = w
 	}
-	return &Human{w: w, errw: errw, color: o.Color, progress: o.Progress, diff: o.Diff, verbose: o.Verbose, sources: o.Sources, status: map[string]string{}, changes: map[string]int{}}
+	return &Human{w: w, errw: errw, color: o.Color, progress: o.Progress, diff: o.Diff, verbose: o.Verbose, sources: o.Sources, hidden: o.Hidden, status: map[string]string{}, changes: map[string]int{}}
 }
 
 const (
@@ -320,7 +325,35 @@ func (h *Human) Diagnostics(diags hcl.Diagnostics) {
 	}
 	h.clearStatus()
 	wr := hcl.NewDiagnosticTextWriter(h.errw, files, 100, h.color)
-	_ = wr.WriteDiagnostics(diags)
+	for _, d := range diags {
+		if !h.quotesHidden(d) {
+			_ = wr.WriteDiagnostic(d)
+			continue
+		}
+		// Without its file the writer names the line but quotes nothing.
+		c := *d
+		c.Detail = strings.TrimSpace(c.Detail + "\n\n(The source line is not shown: it holds a sensitive value.)")
+		bare := hcl.NewDiagnosticTextWriter(h.errw, nil, 100, h.color)
+		_ = bare.WriteDiagnostic(&c)
+	}
+}
+
+// quotesHidden reports whether quoting d's source would show a line that
+// holds a sensitive value.
+func (h *Human) quotesHidden(d *hcl.Diagnostic) bool {
+	if h.hidden == nil || d.Subject == nil {
+		return false
+	}
+	from, to := d.Subject.Start.Line, d.Subject.End.Line
+	if d.Context != nil && d.Context.Filename == d.Subject.Filename {
+		from, to = min(from, d.Context.Start.Line), max(to, d.Context.End.Line)
+	}
+	for l := from; l <= to; l++ {
+		if h.hidden(d.Subject.Filename, l) {
+			return true
+		}
+	}
+	return false
 }
 
 func (h *Human) diagText(ds []engine.DiagnosticView) string {

@@ -22,7 +22,7 @@ func (a *app) controllerCommand() *cobra.Command {
 	o := controller.Options{}
 	m := controller.ManagerOptions{}
 	var hostVars []string
-	var kubeconfig, kubeContext string
+	var kubeconfig, kubeContext, maxUnavailable string
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Keep WindowsInstances joined to the cluster (the in-cluster face)",
@@ -39,6 +39,9 @@ the workflows and a troubleshooting table.`,
 				return err
 			}
 			o.HostVars = vars
+			if o.MaxUnavailable, err = controller.ParseMaxUnavailable(maxUnavailable); err != nil {
+				return fmt.Errorf("--max-unavailable %q: %w", maxUnavailable, err)
+			}
 			o.Kubeconfig = kubeconfig
 			o.Runner = controller.InProcess{Agents: a.agentSource()}
 			if o.StateDir == "" {
@@ -58,6 +61,8 @@ the workflows and a troubleshooting table.`,
 	f.StringVarP(&o.Namespace, "namespace", "n", controller.DefaultNamespace, "namespace of the WindowsInstances, the BYOH ConfigMap and the key Secret")
 	f.StringVar(&o.ConfigMap, "configmap", controller.DefaultConfigMap, "BYOH ConfigMap to turn into WindowsInstances (\"\" to turn it off)")
 	f.IntVar(&o.MaxConcurrentRuns, "max-concurrent-runs", controller.DefaultMaxRuns, "playbook runs at once")
+	f.StringVar(&maxUnavailable, "max-unavailable", controller.DefaultMaxUnavailable.String(), "instances out of service at once for upgrades and removals, across all instances: a number or a percentage (\"25%\")")
+	f.DurationVar(&o.PayloadCheck, "payload-check", controller.DefaultPayloadCheck, "how often joined nodes' versions are compared with the payload's (a payload changed in place is rolled out)")
 	f.StringArrayVar(&o.Vars, "var", nil, "a playbook variable for every run: -var 'name=value' (repeatable)")
 	f.StringArrayVar(&o.VarFiles, "var-file", nil, "a var file for every run (repeatable)")
 	f.StringArrayVar(&hostVars, "host-var", nil, "an inventory variable for every host: --host-var ansible_port=2222 (repeatable)")

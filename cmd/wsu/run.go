@@ -122,7 +122,7 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 	if saved, isPlan, err := planfile.Load(target); err != nil && isPlan {
 		return err
 	} else if isPlan {
-		if given := inputFlags(flags); len(given) > 0 {
+		if given := inputFlags(flags, len(saved.Inputs.SensitiveVars) > 0); len(given) > 0 {
 			return fmt.Errorf("%s is a saved plan, which carries its own inputs; drop %s (or plan again with them)", target, strings.Join(given, ", "))
 		}
 		if mode != engine.ModeApply {
@@ -131,7 +131,7 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		opts.Saved = saved
 	}
 	run, diags := setup.Prepare(ctx, opts)
-	v := a.newView(o, run.Text)
+	v := a.newView(o, run)
 	defer v.Close()
 	v.Diagnostics(diags) // errors, or warnings such as a missing SSH key
 	if diags.HasErrors() {
@@ -191,7 +191,7 @@ func (a *app) passphrasePrompt() sshtransport.PassphrasePrompt {
 	}
 }
 
-func (a *app) newView(o *runOptions, sources map[string][]byte) view.View {
+func (a *app) newView(o *runOptions, run *setup.Run) view.View {
 	if o.output == "json" {
 		return view.NewJSON(a.stdout)
 	}
@@ -202,15 +202,21 @@ func (a *app) newView(o *runOptions, sources map[string][]byte) view.View {
 		Progress: tty,
 		Diff:     o.diff,
 		Verbose:  o.verbose,
-		Sources:  sources,
+		Sources:  run.Text,
+		Hidden:   run.Hidden,
 		Err:      a.stderr,
 	})
 }
 
-// inputFlags names the input flags set on the command line.
-func inputFlags(flags *pflag.FlagSet) []string {
+// inputFlags names the input flags set on the command line; -var aside
+// when the saved plan left sensitive -var options out (setup checks that
+// the options given are those).
+func inputFlags(flags *pflag.FlagSet, sensitiveVars bool) []string {
 	var given []string
 	for _, name := range []string{"inventory", "var", "var-file", "limit", "tags", "skip-tags", "local", "kubeconfig", "context"} {
+		if name == "var" && sensitiveVars {
+			continue
+		}
 		if flags.Changed(name) {
 			given = append(given, "--"+name)
 		}

@@ -14,7 +14,9 @@ import (
 	"github.com/zclconf/go-cty/cty/function/stdlib"
 )
 
-// Table returns every function available to playbook expressions. baseDir is
+// Table returns every function available to playbook expressions. A
+// function called with a sensitive argument does not quote it when it
+// fails: its error message is replaced (hideSensitiveErrors). baseDir is
 // the directory of the playbook file being evaluated; relative paths given to
 // file functions resolve against it. fsys, when non-nil, is used instead of
 // the OS filesystem (playbooks embedded in the binary); paths are then slash
@@ -37,6 +39,7 @@ func TableWithReads(baseDir string, fsys fs.FS, onRead ReadHook) map[string]func
 	t["filebase64"] = makeFileBase64Func(files)
 	t["fileexists"] = makeFileExistsFunc(files)
 	t["filesha256"] = makeFileSHA256Func(files)
+	t = hidingSensitiveErrors(t)
 
 	// templatefile evaluates templates with every other function, but not
 	// itself, so a template cannot recurse into further templates.
@@ -44,7 +47,7 @@ func TableWithReads(baseDir string, fsys fs.FS, onRead ReadHook) map[string]func
 	for name, fn := range t {
 		inner[name] = fn
 	}
-	t["templatefile"] = makeTemplateFileFunc(files, inner)
+	t["templatefile"] = hideSensitiveErrors(makeTemplateFileFunc(files, inner))
 	return t
 }
 

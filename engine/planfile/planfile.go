@@ -39,10 +39,14 @@ type Inputs struct {
 	Inventory string   `json:"inventory,omitempty"`
 	VarFiles  []string `json:"var_files,omitempty"`
 	Vars      []string `json:"vars,omitempty"`
-	Limit     string   `json:"limit,omitempty"`
-	Tags      []string `json:"tags,omitempty"`
-	SkipTags  []string `json:"skip_tags,omitempty"`
-	Local     bool     `json:"local,omitempty"`
+	// SensitiveVars name the -var options not saved because their
+	// variable is declared sensitive: apply takes them again (-var or
+	// WSU_VAR_), and the plan's value hashes prove they are the same.
+	SensitiveVars []string `json:"sensitive_vars,omitempty"`
+	Limit         string   `json:"limit,omitempty"`
+	Tags          []string `json:"tags,omitempty"`
+	SkipTags      []string `json:"skip_tags,omitempty"`
+	Local         bool     `json:"local,omitempty"`
 	// Kubeconfig and KubeContext are --kubeconfig and --context: the
 	// cluster the plan read is the one apply acts on.
 	Kubeconfig  string `json:"kubeconfig,omitempty"`

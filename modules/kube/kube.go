@@ -39,6 +39,7 @@ func Modules(cache *kube.Cache) []modules.Module {
 		NodeDelete{c},
 		WaitAnnotation{c},
 		ClusterCheck{c},
+		ClusterNetwork{c},
 		Ignition{c},
 		BootstrapToken{c},
 		CSRApprove{c},

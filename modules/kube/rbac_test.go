@@ -130,6 +130,9 @@ func TestRBAC(t *testing.T) {
 	t.Run("k8s_cluster_check", func(t *testing.T) {
 		converge(t, ClusterCheck{testClusters}, as(t, ClusterCheck{testClusters}, map[string]cty.Value{}))
 	})
+	t.Run("k8s_cluster_network", func(t *testing.T) {
+		converge(t, ClusterNetwork{testClusters}, as(t, ClusterNetwork{testClusters}, map[string]cty.Value{}))
+	})
 	t.Run("k8s inventory", func(t *testing.T) {
 		// -i k8s://...: the ConfigMap and the key Secret, read through the
 		// same shared client the CLI builds from --kubeconfig.
@@ -178,6 +181,9 @@ func TestRBAC(t *testing.T) {
 		{verb: "get", group: "config.openshift.io", resource: "networks"},
 		{verb: "get", group: "config.openshift.io", resource: "infrastructures"},
 		{verb: "get", group: "operator.openshift.io", resource: "networks"},
+		{verb: "get", group: "networking.k8s.io", resource: "servicecidrs", name: "kubernetes"},
+		{verb: "get", resource: "configmaps", ns: "kube-system", name: "kubeadm-config"},
+		{verb: "get", resource: "services", ns: "kube-system", name: "kube-dns"},
 	}
 	denied := []access{
 		{verb: "create", resource: "nodes"}, {verb: "update", resource: "nodes", subresource: "status"},
@@ -189,6 +195,8 @@ func TestRBAC(t *testing.T) {
 		{verb: "approve", group: "certificates.k8s.io", resource: "signers", name: "kubernetes.io/kube-apiserver-client"},
 		{verb: "update", group: "certificates.k8s.io", resource: "certificatesigningrequests", subresource: "status"},
 		{verb: "patch", group: "config.openshift.io", resource: "networks"},
+		{verb: "get", resource: "configmaps", ns: "kube-system", name: "other"},
+		{verb: "list", resource: "services", ns: "kube-system"},
 	}
 	check := func(a access) bool {
 		sar, err := c.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{

@@ -19,6 +19,8 @@ import (
 // joinResult is one `wsu apply join` run, from its events and rusage.
 type joinResult struct {
 	wall time.Duration
+	// cpu is the wsu process's user and system time.
+	cpu time.Duration
 	// bytesSent and rpcs are the recap's totals over the hosts.
 	bytesSent, rpcs int64
 	// agentPerHost is the agent binary uploaded, per host (recap
@@ -80,6 +82,7 @@ func runJoin(ctx context.Context, env *harness.Env, hosts []*harness.Host, args 
 	jr := &joinResult{wall: wall}
 	if ru, ok := r.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		jr.maxRSS = ru.Maxrss << 10 // kilobytes on Linux
+		jr.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	for _, h := range hosts {
 		rc, ok := r.Recap(h.Name)

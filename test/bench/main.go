@@ -12,7 +12,10 @@
 //   - the floor: the system OpenSSH client's `ssh host 'cat > file'` of
 //     the same payload files, sequential per host, hosts in parallel, into
 //     the same sshd as the same user;
-//   - WinRM upload speed through the WS-Management test endpoint.
+//   - WinRM upload speed through the WS-Management test endpoint;
+//   - the controller (in this process, as in its pod): a BYOH ConfigMap
+//     entry to Node Ready on one more fresh host, beside the CLI's cold
+//     join, and a drift sweep over every joined host, wall and CPU.
 //
 // It prints one table with the goals (ratios to the floor, so they hold on a
 // noisy machine). Goals are reported, never asserted: the exit code is
@@ -28,6 +31,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,6 +50,10 @@ type config struct {
 	profile string
 	events  string
 	verbose bool
+	// controller says which controller rows to measure: full (a
+	// ConfigMap entry to Node Ready on one more host, and the drift
+	// sweep), sweep (the sweep over the CLI's hosts only), or off.
+	controller string
 }
 
 func main() {
@@ -58,6 +66,7 @@ func main() {
 	flag.StringVar(&c.profile, "cpuprofile", "", "directory: write a CPU profile of every wsu run there (wsu's hidden --cpuprofile)")
 	flag.StringVar(&c.events, "events", "", "directory: keep every wsu run's JSON events there")
 	flag.BoolVar(&c.verbose, "v", false, "print progress")
+	flag.StringVar(&c.controller, "controller", "full", "controller rows: full (a ConfigMap entry to Node Ready on one more host, and a drift sweep over the joined hosts), sweep (the sweep only; --smoke's default) or off")
 	flag.Parse()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -68,10 +77,16 @@ func main() {
 		if !set["hosts"] {
 			*hosts = "1"
 		}
+		if !set["controller"] {
+			c.controller = "sweep"
+		}
 	}
 	var err error
 	if c.hosts, err = parseHosts(*hosts); err == nil && c.size != "realistic" && c.size != "small" {
 		err = fmt.Errorf("--size %q: realistic or small", c.size)
+	}
+	if err == nil && !slices.Contains([]string{"full", "sweep", "off"}, c.controller) {
+		err = fmt.Errorf("--controller %q: full, sweep or off", c.controller)
 	}
 	if err == nil && c.runs < 1 {
 		err = errors.New("--runs must be at least 1")
@@ -157,6 +172,7 @@ type runResult struct {
 	payloadBytes int64
 	scenarios    []*hostsResult
 	winrm        []*winrmResult
+	controller   *controllerResult
 }
 
 // hostsResult is one host count's measurements.
@@ -182,6 +198,9 @@ func measureRun(ctx context.Context, c config, wsu string, sizes map[string]int6
 	for _, n := range c.hosts {
 		total += n
 	}
+	if c.controller == "full" {
+		total++ // the controller's fresh host, last
+	}
 	c.logf("starting the set-up: cluster, sshd, %d simulated hosts", total)
 	env, err := harness.Start(ctx, harness.Options{
 		Hosts:   total,
@@ -206,6 +225,7 @@ func measureRun(ctx context.Context, c config, wsu string, sizes map[string]int6
 	}
 
 	var errs []error
+	var joined []*harness.Host
 	next := 0
 	for _, n := range c.hosts {
 		hosts := env.Hosts[next : next+n]
@@ -213,8 +233,21 @@ func measureRun(ctx context.Context, c config, wsu string, sizes map[string]int6
 		hr, err := measureHosts(ctx, c, env, hosts, run)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%d host(s): %w", n, err))
+		} else {
+			joined = append(joined, hosts...)
 		}
 		r.scenarios = append(r.scenarios, hr)
+	}
+	if c.controller != "off" {
+		var fresh *harness.Host
+		if c.controller == "full" {
+			fresh = env.Hosts[total-1]
+		}
+		cr, err := measureController(ctx, c, env, fresh, joined)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("controller: %w", err))
+		}
+		r.controller = cr
 	}
 	c.logf("WinRM uploads")
 	w, err := measureWinRM(ctx, env)

@@ -40,7 +40,7 @@ func printTable(w io.Writer, c config, runs []*runResult) {
 		return
 	}
 	fmt.Fprintf(w, "\nwsu bench: %s payload (%s per host), %d run(s)%s; %s\n\n", c.size, mb(runs[0].payloadBytes), len(runs), medianNote(len(runs)), machine())
-	rows := [][]string{{"scenario", "wall", "bytes sent", "agent/host", "RPC/task max/mean", "peak RSS", "floor", "ratio", "goal", "result"}}
+	rows := [][]string{{"scenario", "wall", "CPU", "bytes sent", "agent/host", "RPC/task max/mean", "peak RSS", "floor", "ratio", "goal", "result"}}
 	var notes []string
 	for i, n := range c.hosts {
 		var hs []*hostsResult
@@ -53,10 +53,7 @@ func printTable(w io.Writer, c config, runs []*runResult) {
 			continue
 		}
 		g := goalsFor(n)
-		label := fmt.Sprintf("%d host", n)
-		if n > 1 {
-			label += "s"
-		}
+		label := hostCount(n)
 		floor := median(hs, func(h *hostsResult) time.Duration { return h.floor })
 		stream := median(hs, func(h *hostsResult) time.Duration { return h.stream })
 		floorBytes := medianInt(hs, func(h *hostsResult) int64 { return h.floorBytes })
@@ -68,13 +65,13 @@ func printTable(w io.Writer, c config, runs []*runResult) {
 		}
 		if len(cold) > 0 {
 			wall := median(cold, func(j *joinResult) time.Duration { return j.wall })
-			rows = append(rows, []string{"cold join, " + label, secs(wall), mb(medianInt(cold, func(j *joinResult) int64 { return j.bytesSent })),
+			rows = append(rows, []string{"cold join, " + label, secs(wall), secs(median(cold, func(j *joinResult) time.Duration { return j.cpu })), mb(medianInt(cold, func(j *joinResult) int64 { return j.bytesSent })),
 				mb(medianInt(cold, func(j *joinResult) int64 { return j.agentPerHost })), rpcCell(cold), mb(medianInt(cold, func(j *joinResult) int64 { return j.maxRSS })), secs(floor), ratio(wall, floor), "— (whole join)", "info"})
 			cw := median(cold, func(j *joinResult) time.Duration { return j.copyWall })
 			r := cw.Seconds() / floor.Seconds()
-			rows = append(rows, []string{"└ copy phase (win_copy tasks)", secs(cw), mb(medianInt(cold, func(j *joinResult) int64 { return j.copyBytes })),
+			rows = append(rows, []string{"└ copy phase (win_copy tasks)", secs(cw), "", mb(medianInt(cold, func(j *joinResult) int64 { return j.copyBytes })),
 				"", "", "", secs(floor), ratio(cw, floor), fmt.Sprintf("≤ %.1f× floor", g.copyRatio), pass(floor > 0 && r <= g.copyRatio)})
-			rows = append(rows, []string{"└ copy phase vs one ssh stream", secs(cw), "", "", "", "", secs(stream), ratio(cw, stream), "— (stricter floor)", "info"})
+			rows = append(rows, []string{"└ copy phase vs one ssh stream", secs(cw), "", "", "", "", "", secs(stream), ratio(cw, stream), "— (stricter floor)", "info"})
 		}
 		for _, which := range []struct {
 			name string
@@ -96,16 +93,17 @@ func printTable(w io.Writer, c config, runs []*runResult) {
 			sent := medianInt(noop, func(j *joinResult) int64 { return j.bytesSent })
 			worst := slices.MaxFunc(noop, func(a, b *joinResult) int { return int(a.perTask.max - b.perTask.max) })
 			ok := wall <= g.noopWall && worst.perTask.max <= maxRPCPerUnchangedTask && sent == 0
-			rows = append(rows, []string{which.name, secs(wall), mb(sent), mb(medianInt(noop, func(j *joinResult) int64 { return j.agentPerHost })), rpcCell(noop),
+			rows = append(rows, []string{which.name, secs(wall), secs(median(noop, func(j *joinResult) time.Duration { return j.cpu })), mb(sent), mb(medianInt(noop, func(j *joinResult) int64 { return j.agentPerHost })), rpcCell(noop),
 				mb(medianInt(noop, func(j *joinResult) int64 { return j.maxRSS })), "", "",
 				fmt.Sprintf("≤ %s, ≤ %d RPC/task, 0 B", secs(g.noopWall), maxRPCPerUnchangedTask), pass(ok)})
 			if len(worst.perTask.over) > 0 {
 				notes = append(notes, fmt.Sprintf("%s: unchanged tasks over %d RPC (RPCs: ops):\n    %s", which.name, maxRPCPerUnchangedTask, strings.Join(worst.perTask.over, "\n    ")))
 			}
 		}
-		rows = append(rows, []string{"floor: ssh 'cat > file' per file, " + label, secs(floor), mb(floorBytes), "", "", "", "", "", "(the floor)", ""})
-		rows = append(rows, []string{"floor: one ssh stream per host, " + label, secs(stream), mb(floorBytes), "", "", "", "", "", "(stricter floor)", ""})
+		rows = append(rows, []string{"floor: ssh 'cat > file' per file, " + label, secs(floor), "", mb(floorBytes), "", "", "", "", "", "(the floor)", ""})
+		rows = append(rows, []string{"floor: one ssh stream per host, " + label, secs(stream), "", mb(floorBytes), "", "", "", "", "", "(stricter floor)", ""})
 	}
+	rows = append(rows, controllerRows(c, runs)...)
 	var winrm [][]*winrmResult
 	for _, r := range runs {
 		if len(r.winrm) > 0 {
@@ -122,7 +120,7 @@ func printTable(w io.Writer, c config, runs []*runResult) {
 			}
 			wall := median(ws, func(w *winrmResult) time.Duration { return w.wall })
 			rate := float64(ws[0].bytes) / 1e6 / wall.Seconds()
-			rows = append(rows, []string{"WinRM " + ws[0].name, fmt.Sprintf("%s (%.1f MB/s)", secs(wall), rate), mb(ws[0].bytes), "", "", "", "", "",
+			rows = append(rows, []string{"WinRM " + ws[0].name, fmt.Sprintf("%s (%.1f MB/s)", secs(wall), rate), "", mb(ws[0].bytes), "", "", "", "", "",
 				fmt.Sprintf("≥ %d MB/s", minWinRMMBps), pass(rate >= minWinRMMBps)})
 		}
 	}
@@ -130,6 +128,60 @@ func printTable(w io.Writer, c config, runs []*runResult) {
 	for _, n := range notes {
 		fmt.Fprintln(w, "\n"+n)
 	}
+}
+
+// controllerRows are the controller's: a ConfigMap entry to Node Ready
+// beside the CLI's cold join of one host (when measured), and the drift
+// sweep.
+func controllerRows(c config, runs []*runResult) [][]string {
+	var crs []*controllerResult
+	var cli []time.Duration
+	for _, r := range runs {
+		if r.controller != nil {
+			crs = append(crs, r.controller)
+		}
+		for i, n := range c.hosts {
+			if n == 1 && i < len(r.scenarios) && r.scenarios[i] != nil && r.scenarios[i].cold != nil {
+				cli = append(cli, r.scenarios[i].cold.wall)
+			}
+		}
+	}
+	if len(crs) == 0 {
+		return nil
+	}
+	var rows [][]string
+	if joins := filter(crs, func(r *controllerResult) bool { return r.join.wall > 0 }); len(joins) > 0 {
+		wall := median(joins, func(r *controllerResult) time.Duration { return r.join.wall })
+		floor, rat := "", "—"
+		if len(cli) > 0 {
+			f := median(cli, func(d time.Duration) time.Duration { return d })
+			floor, rat = secs(f), ratio(wall, f)
+		}
+		rows = append(rows, []string{"controller: ConfigMap entry → Node Ready, 1 host", secs(wall), secs(median(joins, func(r *controllerResult) time.Duration { return r.join.cpu })),
+			"", "", "", "", floor, rat, "— (floor: the CLI's cold join, 1 host)", "info"})
+	}
+	if sweeps := filter(crs, func(r *controllerResult) bool { return r.sweep.wall > 0 }); len(sweeps) > 0 {
+		rows = append(rows, []string{"controller: drift sweep, " + hostCount(sweeps[0].sweepHosts), secs(median(sweeps, func(r *controllerResult) time.Duration { return r.sweep.wall })),
+			secs(median(sweeps, func(r *controllerResult) time.Duration { return r.sweep.cpu })), "", "", "", "", "", "", "— (one plan per host)", "info"})
+	}
+	return rows
+}
+
+func hostCount(n int) string {
+	if n == 1 {
+		return "1 host"
+	}
+	return fmt.Sprintf("%d hosts", n)
+}
+
+func filter[T any](xs []T, keep func(T) bool) []T {
+	var out []T
+	for _, x := range xs {
+		if keep(x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 func medianNote(runs int) string {

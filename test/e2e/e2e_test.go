@@ -9,6 +9,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,11 +108,30 @@ func wantServices(h *harness.Host) map[string]host.ServiceConfig {
 				"--v=2", "--hostname-override=" + h.NodeName, "--node-ip=" + h.IPv4}},
 		"hybrid-overlay-node": {BinaryPath: `C:\k\hybrid-overlay-node.exe`, Dependencies: []string{"kubelet"},
 			Args: []string{"--node", h.NodeName, "--k8s-kubeconfig", `C:\k\kubeconfig`, "--windows-service", "--logfile", `C:\var\log\hybrid-overlay\hybrid-overlay.log`}},
-		"kube-proxy": {BinaryPath: `C:\k\kube-proxy.exe`, Dependencies: []string{"hybrid-overlay-node"},
-			Args: []string{"--config", `C:\k\kube-proxy.conf`, "--windows-service"}},
+		"kube-proxy": {BinaryPath: `C:\k\kube-log-runner.exe`, Dependencies: []string{"hybrid-overlay-node"},
+			Args: []string{`-log-file=C:\var\log\kube-proxy\kube-proxy.log`, `C:\k\kube-proxy.exe`, "--config", `C:\k\kube-proxy.conf`, "--windows-service"}},
 		"csi-proxy": {BinaryPath: `C:\k\csi-proxy.exe`,
 			Args: []string{`-log_file=C:\var\log\csi-proxy\csi-proxy.log`, "-logtostderr=false", "-windows-service", "--v=2"}},
 	}
+}
+
+// serviceCIDR is the test cluster's primary service network.
+func serviceCIDR(t *testing.T, env *harness.Env) string {
+	t.Helper()
+	sc, err := env.Cluster.Client.NetworkingV1().ServiceCIDRs().Get(context.Background(), "kubernetes", metav1.GetOptions{})
+	require.NoError(t, err)
+	return sc.Spec.CIDRs[0]
+}
+
+// clusterDNS is the .10 address of the test cluster's service network.
+func clusterDNS(t *testing.T, env *harness.Env) string {
+	t.Helper()
+	p := netip.MustParsePrefix(serviceCIDR(t, env)).Masked()
+	a := p.Addr()
+	for range 10 {
+		a = a.Next()
+	}
+	return a.String()
 }
 
 // checkJoined asserts what a join leaves on the host and in the cluster.
@@ -136,6 +156,22 @@ func checkJoined(t *testing.T, env *harness.Env, h *harness.Host) {
 			names = append(names, n.Name)
 		}
 		assert.ElementsMatch(t, []string{"BaseOVNKubernetesHybridOverlayNetwork", "OVNKubernetesHybridOverlayNetwork"}, names)
+		// The service network and DNS address are the cluster's, read by
+		// k8s_cluster_network (the test cluster has no DNS Service: .10).
+		conf, err := s.ReadFile(ctx, `C:\k\kubelet.conf`, 1<<20)
+		require.NoError(t, err)
+		assert.Contains(t, string(conf), "clusterDNS:\n  - "+clusterDNS(t, env)+"\n", "kubelet clusterDNS from the cluster")
+		assert.Contains(t, string(conf), "enableSystemLogQuery: true\n", "node log query (oc adm node-logs), as WMCO")
+		assert.Contains(t, string(conf), "  NodeLogQuery: true\n", "the feature gate log query needs")
+		ctrd, err := s.ReadFile(ctx, `C:\k\containerd\containerd_conf.toml`, 1<<20)
+		require.NoError(t, err)
+		assert.Contains(t, string(ctrd), `image_pull_progress_timeout = "30m0s"`, "WMCO's pull progress timeout")
+		proxyLog, err := s.Stat(ctx, `C:\var\log\kube-proxy\kube-proxy.log`)
+		require.NoError(t, err)
+		assert.True(t, proxyLog.Exists, "kube-proxy logs to its file through kube-log-runner")
+		cni, err := s.ReadFile(ctx, `C:\k\cni\config\cni.conf`, 1<<20)
+		require.NoError(t, err)
+		assert.Contains(t, string(cni), `"Exceptions": ["`+serviceCIDR(t, env)+`"]`, "CNI NAT exception for the cluster's service network")
 		for _, p := range []string{`C:\k\kubelet.conf`, `C:\k\kube-proxy.conf`, `C:\k\cni\config\cni.conf`, `C:\k\bootstrap-kubeconfig`, `C:\k\kubeconfig`} {
 			fi, err := s.Stat(ctx, p)
 			require.NoError(t, err)
@@ -152,6 +188,9 @@ func checkJoined(t *testing.T, env *harness.Env, h *harness.Host) {
 	}
 	assert.True(t, ready, "Node Ready")
 	assert.Equal(t, "Windows", node.Labels["node.openshift.io/os_id"])
+	role, ok := node.Labels["node-role.kubernetes.io/worker"]
+	assert.True(t, ok && role == "", "worker role label set through the API, as WMCO does")
+	assert.NotContains(t, node.Labels, "windowsmachineconfig.openshift.io/byoh", "the BYOH label is OpenShift's: not on a kubeadm cluster")
 	assert.Equal(t, env.Manifest.Version, node.Annotations["windowsmachineconfig.openshift.io/version"], "version annotation")
 
 	// Both of the node's CSRs were approved, by wsu, after passing its rules.

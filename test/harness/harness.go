@@ -26,10 +26,12 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/zclconf/go-cty/cty"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/wsu-project/wsu/agent/platform/sim"
 	"github.com/wsu-project/wsu/host/osfs"
+	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/payload"
 	"github.com/wsu-project/wsu/test/kubetest"
 	"github.com/wsu-project/wsu/test/payloadtest"
@@ -507,4 +509,26 @@ func (e *Env) BumpPayload(ctx context.Context, component, version string) (*payl
 	os.RemoveAll(old)
 	e.opts.Payload, e.Manifest = opts, m
 	return m, nil
+}
+
+// InstanceHostVars are the inventory variables the harness gives h (how to
+// reach it through the one sshd, and its simulation's arguments) as a
+// WindowsInstance's spec.hostVars holds them: strings, without the ones the
+// controller sets itself (the key, known_hosts, the user, the connection).
+func (e *Env) InstanceHostVars(h *Host) (map[string]string, error) {
+	inv, diags := inventory.Load(e.Inventory)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	out := map[string]string{}
+	for k, v := range inv.HostVars(h.Name) {
+		switch k {
+		case "ansible_ssh_private_key_file", "ssh_known_hosts_file", "connection", "ansible_user":
+			continue
+		}
+		if v.Value.IsKnown() && !v.Value.IsNull() && v.Value.Type() == cty.String {
+			out[k] = v.Value.AsString()
+		}
+	}
+	return out, nil
 }

@@ -1,0 +1,203 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/engine"
+)
+
+// upgradePlaybook is the stock upgrade: cordon and drain a node whose
+// version annotation differs from the payload's, converge it with join at
+// the new payload (whose last step annotates the version), wait Ready,
+// uncordon.
+const upgradePlaybook = "wsu:upgrade.hcl"
+
+// Reasons of the UpToDate condition and the upgrade events.
+const (
+	ReasonAtVersion         = "AtPayloadVersion"
+	ReasonOutdated          = "Outdated"
+	ReasonRolloutWait       = "WaitingForRollout"
+	ReasonUpgrading         = "Upgrading"
+	ReasonUpgraded          = "Upgraded"
+	ReasonUpgradeFailed     = "UpgradeFailed"
+	ReasonVersionMismatch   = "VersionMismatch"
+	ReasonPayloadUnreadable = "PayloadUnreadable"
+)
+
+// upgradeDue says whether wi's joined Node runs another payload version
+// than the controller carries, recording the UpToDate condition either way.
+// want is the payload version ("" when none is known).
+func (r *InstanceReconciler) upgradeDue(ctx context.Context, wi *wsuv1.WindowsInstance) (want string, due bool, err error) {
+	if !meta.IsStatusConditionTrue(wi.Status.Conditions, wsuv1.ConditionJoined) || r.nodeName(wi) == "" {
+		return "", false, nil
+	}
+	want, verr := r.payloads.want(wi)
+	if verr != nil {
+		setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionUnknown, ReasonPayloadUnreadable, truncate(verr.Error(), 1000))
+		return "", false, nil
+	}
+	if want == "" {
+		meta.RemoveStatusCondition(&wi.Status.Conditions, wsuv1.ConditionUpToDate)
+		return "", false, nil
+	}
+	node := &corev1.Node{}
+	err = r.Client.Get(ctx, types.NamespacedName{Name: r.nodeName(wi)}, node)
+	switch {
+	case apierrors.IsNotFound(err):
+		return want, false, nil // NodeReady says so
+	case err != nil:
+		return want, false, err
+	}
+	have := node.Annotations[versionAnnotation]
+	if have == want {
+		setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionTrue, ReasonAtVersion, fmt.Sprintf("Node %s runs payload %s", node.Name, want))
+		return want, false, nil
+	}
+	if c := meta.FindStatusCondition(wi.Status.Conditions, wsuv1.ConditionUpToDate); c == nil || c.Status != metav1.ConditionFalse {
+		setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionFalse, ReasonOutdated, fmt.Sprintf("Node %s runs payload %q; the controller carries %s", node.Name, have, want))
+	}
+	return want, true, nil
+}
+
+// upgrade runs the stock upgrade on a joined instance whose Node is at
+// another payload version: planned first, approved as any plan, and
+// applied only while fewer than maxUnavailable instances are out of
+// service. The slot is held until the final status is written, so no two
+// instances beyond the limit are ever seen Upgrading at once.
+func (r *InstanceReconciler) upgrade(ctx context.Context, orig, wi *wsuv1.WindowsInstance, want string) (ctrl.Result, error) {
+	if wait := r.awaitingUpgradeApproval(wi); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	limit, err := r.rolloutBudget(ctx, wi, true)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !r.rollouts.acquire(limit) {
+		setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionFalse, ReasonRolloutWait,
+			fmt.Sprintf("payload %s waits for a rollout slot (at most %s instance(s) out of service at once)", want, r.Options.MaxUnavailable.String()))
+		return r.done(ctx, orig, wi, wsuv1.PhaseJoined, r.Options.NodeReadyCheck)
+	}
+	defer r.rollouts.release()
+	rr, err := r.runRequest(ctx, wi, upgradePlaybook)
+	if err != nil {
+		return r.failed(ctx, orig, wi, ReasonInvalidInput, err.Error(), false)
+	}
+	plan := r.run(ctx, wi, rr, engine.ModePlan)
+	if interrupted(ctx, plan) {
+		return ctrl.Result{}, nil
+	}
+	r.recordReach(wi, plan)
+	if plan.Failed {
+		return r.upgradeFailed(ctx, orig, wi, ReasonPlanFailed, plan)
+	}
+	r.recordPlan(wi, rr.Playbook, plan)
+	if !r.approved(wi, plan) {
+		return r.awaitApproval(ctx, orig, wi, plan)
+	}
+	return r.applyUpgrade(ctx, orig, wi, rr, plan, want)
+}
+
+// applyUpgrade applies the approved upgrade plan and records the result.
+func (r *InstanceReconciler) applyUpgrade(ctx context.Context, orig, wi *wsuv1.WindowsInstance, rr RunRequest, plan RunOutcome, want string) (ctrl.Result, error) {
+	from := wi.Status.AppliedVersion
+	setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionFalse, ReasonUpgrading, fmt.Sprintf("upgrading from payload %q to %s", from, want))
+	r.event(wi, corev1.EventTypeNormal, ReasonUpgrading, "upgrading node %s from payload %q to %s (plan %s)", r.nodeName(wi), from, want, plan.Hash)
+	r.setStatusPhase(ctx, orig, wi, wsuv1.PhaseUpgrading)
+	orig = wi.DeepCopy()
+	rr.Expect = plan.Plan
+	out := r.run(ctx, wi, rr, engine.ModeApply)
+	if interrupted(ctx, out) {
+		return ctrl.Result{}, nil
+	}
+	r.recordReach(wi, out)
+	wi.Status.LastApply = &wsuv1.RunSummary{Playbook: rr.Playbook, Result: runResult(out), Changed: out.Changed, Time: metav1.Now()}
+	if out.Failed {
+		return r.upgradeFailed(ctx, orig, wi, ReasonApplyFailed, out)
+	}
+	requeue := r.nodeRequeue(ctx, wi)
+	if wi.Status.AppliedVersion != want {
+		msg := fmt.Sprintf("the upgrade applied, but Node %s is at payload %q, not %s", r.nodeName(wi), wi.Status.AppliedVersion, want)
+		setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionFalse, ReasonVersionMismatch, msg)
+		return r.failed(ctx, orig, wi, ReasonVersionMismatch, msg, false)
+	}
+	setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionTrue, ReasonAtVersion, fmt.Sprintf("Node %s runs payload %s", r.nodeName(wi), want))
+	// The upgrade converged the host with join: it matches the playbook.
+	setCondition(wi, wsuv1.ConditionDrifted, metav1.ConditionFalse, ReasonInSync, "the host matches the playbook")
+	r.metrics.drifted(wi, false)
+	meta.RemoveStatusCondition(&wi.Status.Conditions, wsuv1.ConditionDegraded)
+	wi.Status.Failures, wi.Status.NextRetry = 0, nil
+	r.event(wi, corev1.EventTypeNormal, ReasonUpgraded, "node %s upgraded from payload %q to %s: %d task(s) changed", r.nodeName(wi), from, want, out.Changed)
+	return r.done(ctx, orig, wi, wsuv1.PhaseJoined, requeue)
+}
+
+// upgradeFailed records a failed upgrade run. The instance keeps counting
+// against maxUnavailable until an upgrade succeeds (its Node may be
+// cordoned), so a bad payload stops the rollout.
+func (r *InstanceReconciler) upgradeFailed(ctx context.Context, orig, wi *wsuv1.WindowsInstance, reason string, out RunOutcome) (ctrl.Result, error) {
+	setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionFalse, ReasonUpgradeFailed, truncate(out.Message, 1000))
+	r.event(wi, corev1.EventTypeWarning, ReasonUpgradeFailed, "upgrading node %s failed: %s", r.nodeName(wi), truncate(out.Message, 1000))
+	if out.Unreachable {
+		reason = ReasonUnreachable
+	}
+	return r.failed(ctx, orig, wi, reason, out.Message, out.Unreachable)
+}
+
+// awaitingUpgradeApproval is how long a Manual instance whose upgrade plan
+// awaits approval waits before it is planned again: while the plan is
+// recent and its hash not approved, Node changes that wake the instance do
+// not cost a run.
+func (r *InstanceReconciler) awaitingUpgradeApproval(wi *wsuv1.WindowsInstance) time.Duration {
+	st := wi.Status
+	if st.Phase != wsuv1.PhaseAwaitingApproval || st.LastPlan == nil || st.LastPlan.Playbook != upgradePlaybook ||
+		st.ObservedGeneration != wi.Generation || wi.Annotations[wsuv1.ApprovedPlanAnnotation] == st.LastPlan.Hash {
+		return 0
+	}
+	return r.Options.DriftInterval - time.Since(st.LastPlan.Time.Time)
+}
+
+// rolloutBudget is how many instances may be out of service at once now:
+// maxUnavailable scaled to the instances in the namespace. For an upgrade,
+// other instances whose upgrade failed count as out of service already.
+func (r *InstanceReconciler) rolloutBudget(ctx context.Context, self *wsuv1.WindowsInstance, upgrade bool) (int, error) {
+	list := &wsuv1.WindowsInstanceList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(self.Namespace)); err != nil {
+		return 0, err
+	}
+	limit, err := scaledMaxUnavailable(r.Options.MaxUnavailable, len(list.Items))
+	if err != nil || !upgrade {
+		return limit, err
+	}
+	for _, wi := range list.Items {
+		c := meta.FindStatusCondition(wi.Status.Conditions, wsuv1.ConditionUpToDate)
+		if wi.Name != self.Name && c != nil && c.Reason == ReasonUpgradeFailed {
+			limit--
+		}
+	}
+	if limit <= 0 {
+		log.FromContext(ctx).Info("upgrade held: failed upgrades use the whole maxUnavailable", "maxUnavailable", r.Options.MaxUnavailable.String())
+	}
+	return limit, nil
+}
+
+// runResult names a run's result in status.lastApply.
+func runResult(out RunOutcome) string {
+	switch {
+	case out.Unreachable:
+		return "Unreachable"
+	case out.Failed:
+		return "Failed"
+	}
+	return "Succeeded"
+}

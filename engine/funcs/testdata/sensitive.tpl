@@ -1,0 +1,1 @@
+${tonumber(v)}
