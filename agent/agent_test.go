@@ -277,6 +277,8 @@ func TestNotSupported(t *testing.T) {
 		"proc.list":  func() error { _, err := c.ListProcesses(ctx); return err },
 		"proc.kill":  func() error { _, err := c.Kill(ctx, 0, "kubelet.exe"); return err },
 		"hns.create": func() error { _, err := c.HNSCreateEndpoint(ctx, host.HNSEndpoint{Name: "e"}); return err },
+		"fs.acl.get": func() error { _, err := c.FileACL(ctx, "/tmp"); return err },
+		"fs.acl.set": func() error { return c.SetFileACL(ctx, "/tmp", host.AdminsOnlyACL()) },
 	}
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {

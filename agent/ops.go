@@ -76,6 +76,10 @@ var handlers = map[string]handler{
 		}
 		return proto.PathResult(a), nil // no native form: the path as given
 	}),
+	proto.OpACLGet: with(func(r *request, a proto.PathArgs) (any, error) { return r.h.FileACL(r.ctx, a.Path) }),
+	proto.OpACLSet: with(func(r *request, a proto.ACLArgs) (any, error) {
+		return nil, r.h.SetFileACL(r.ctx, a.Path, a.ACL)
+	}),
 
 	proto.OpRun:  with(run),
 	proto.OpList: func(r *request) (any, error) { return r.h.ListProcesses(r.ctx) },

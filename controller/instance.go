@@ -176,6 +176,9 @@ func (r *InstanceReconciler) backoffLeft(wi *wsuv1.WindowsInstance) time.Duratio
 
 // converge plans the instance's playbook and applies the plan when it may.
 func (r *InstanceReconciler) converge(ctx context.Context, orig, wi *wsuv1.WindowsInstance) (ctrl.Result, error) {
+	if res, done, err := r.rotateKeyIfPending(ctx, orig, wi); done { // keyrotation.go
+		return res, err
+	}
 	rr, err := r.runRequest(ctx, wi, "")
 	if err != nil {
 		return r.failed(ctx, orig, wi, ReasonInvalidInput, err.Error(), false)
@@ -606,21 +609,13 @@ func (r *InstanceReconciler) inventory(ctx context.Context, wi *wsuv1.WindowsIns
 	return inv, nil
 }
 
-// privateKey reads the instance's key Secret.
+// privateKey is the key the instance logs in with (keyrotation.go).
 func (r *InstanceReconciler) privateKey(ctx context.Context, wi *wsuv1.WindowsInstance) (string, error) {
-	ref := wsuv1.SecretKeyRef{Name: kubeinv.KeySecret, Key: kubeinv.KeySecretKey}
-	if wi.Spec.KeySecretRef != nil {
-		ref = *wi.Spec.KeySecretRef
+	keys, err := r.readKeys(ctx, wi)
+	if err != nil {
+		return "", err
 	}
-	sec := &corev1.Secret{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: wi.Namespace, Name: ref.Name}, sec); err != nil {
-		return "", fmt.Errorf("reading the SSH key Secret %s: %w", ref.Name, err)
-	}
-	key := sec.Data[ref.Key]
-	if len(key) == 0 {
-		return "", fmt.Errorf("the Secret %s has no key %q", ref.Name, ref.Key)
-	}
-	return string(key), nil
+	return keys.inUse(wi.Status.Identity.KeyFingerprint), nil
 }
 
 // playbook is the instance's playbook: a stock one (default join), or a

@@ -248,7 +248,7 @@ func (ti *taskInstance) attempts(ctx context.Context) (out outcome, ok bool) {
 // then until (apply mode only) with self = this try's result.
 func (ti *taskInstance) attempt(ctx context.Context, n int) (cty.Value, *modules.Change, hcl.Diagnostics) {
 	t := ti.t
-	result, change, diags := ti.r.planApply(ctx, ti.mod, ti.cfg, ti.h, ti.hs.planned > 0)
+	result, change, diags := ti.r.planApply(ctx, ti.mod, ti.cfg, ti.h, ti.r.redialer(ti.hs), ti.hs.planned > 0)
 	if diags.HasErrors() || ti.r.req.Mode != ModeApply || t.Until == nil {
 		return result, change, diags
 	}
@@ -330,15 +330,15 @@ func shownMessage(s modules.Schema, result cty.Value) string {
 }
 
 // planApply asks the module for its plan and, when applying, applies it.
-func (r *runner) planApply(ctx context.Context, mod modules.Module, cfg modules.Config, h host.Host, pending bool) (cty.Value, *modules.Change, hcl.Diagnostics) {
-	pr := mod.Plan(ctx, modules.PlanRequest{Config: cfg, Host: h, Pending: r.req.Mode == ModePlan && pending})
+func (r *runner) planApply(ctx context.Context, mod modules.Module, cfg modules.Config, h host.Host, redial modules.Redialer, pending bool) (cty.Value, *modules.Change, hcl.Diagnostics) {
+	pr := mod.Plan(ctx, modules.PlanRequest{Config: cfg, Host: h, Pending: r.req.Mode == ModePlan && pending, Redial: redial})
 	if pr.Diagnostics.HasErrors() {
 		return cty.NilVal, pr.Change, pr.Diagnostics
 	}
 	if pr.Change == nil || r.req.Mode == ModePlan {
 		return pr.Result, pr.Change, pr.Diagnostics
 	}
-	ar := mod.Apply(ctx, modules.ApplyRequest{Config: cfg, Host: h, Change: pr.Change})
+	ar := mod.Apply(ctx, modules.ApplyRequest{Config: cfg, Host: h, Change: pr.Change, Redial: redial})
 	return ar.Result, pr.Change, append(pr.Diagnostics, ar.Diagnostics...)
 }
 

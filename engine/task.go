@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/wsu-project/wsu/engine/playbook"
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/modules"
 	"github.com/wsu-project/wsu/notify"
 )
 
@@ -356,6 +358,30 @@ func parseDuration(v cty.Value) (time.Duration, error) {
 		}
 	}
 	return 0, fmt.Errorf("not a duration")
+}
+
+// redialer opens another connection to hs through the run's connector,
+// with some inventory variables replaced (a null value removes one). The
+// host's own connection, facts and counters are not touched.
+func (r *runner) redialer(hs *hostState) modules.Redialer {
+	if r.req.Connector == nil {
+		return nil
+	}
+	return func(ctx context.Context, vars map[string]cty.Value) (host.Host, error) {
+		merged := maps.Clone(hs.vars)
+		if merged == nil {
+			merged = map[string]inventory.Var{}
+		}
+		for k, v := range vars {
+			if v.IsNull() {
+				delete(merged, k)
+			} else {
+				merged[k] = inventory.Var{Value: v}
+			}
+		}
+		ctx = notify.With(ctx, r.notifier(hs.name))
+		return r.req.Connector.Connect(ctx, Target{Name: hs.name, Vars: merged})
+	}
 }
 
 // connect opens the host's connection on first use and gathers its facts.

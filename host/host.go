@@ -35,6 +35,14 @@ type Lossy interface {
 	Lost() bool
 }
 
+// KeyAuthenticated is implemented by hosts reached by logging in with a
+// public key (SSH). LoginPublicKey is that key in authorized_keys form
+// without a comment ("ssh-ed25519 AAAA..."), or "" when the login used no
+// key the transport can name (a password, an ssh-agent).
+type KeyAuthenticated interface {
+	LoginPublicKey() string
+}
+
 // NotSupported wraps ErrNotSupported with the operation and platform names.
 func NotSupported(op, platform string) error {
 	return fmt.Errorf("%s: %w (%s)", op, ErrNotSupported, platform)
@@ -90,6 +98,7 @@ type Host interface {
 	Registry
 	Environment
 	HNS
+	FileSecurity
 
 	// Close releases the connection to the host.
 	Close() error

@@ -279,3 +279,9 @@ func (u Unsupported) HNSDeleteEndpoint(context.Context, string) error {
 func (u Unsupported) HNSDeleteNetwork(context.Context, string) error {
 	return u.no("HNS network delete")
 }
+func (u Unsupported) FileACL(context.Context, string) (ACL, error) {
+	return ACL{}, u.no("file ACL get")
+}
+func (u Unsupported) SetFileACL(context.Context, string, ACL) error {
+	return u.no("file ACL set")
+}

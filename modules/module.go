@@ -156,7 +156,18 @@ type PlanRequest struct {
 	// have changes that were not applied: what the module reads may not
 	// show them yet (a handler restarting a service the plan creates).
 	Pending bool
+	// Redial opens a second connection to the host (nil when the run has
+	// none to offer); see Redialer.
+	Redial Redialer
 }
+
+// Redialer opens a second connection to the task's host the way the engine
+// opened the first, with some of the host's inventory variables replaced:
+// a null value removes one. The caller closes the host it returns. A
+// module uses it to prove something about how the host is reached
+// (ssh_key_check logs in with a new key) without disturbing the task's
+// own connection.
+type Redialer func(ctx context.Context, vars map[string]cty.Value) (host.Host, error)
 
 // PlanResponse is a module's answer to Plan.
 type PlanResponse struct {
@@ -175,6 +186,8 @@ type ApplyRequest struct {
 	Config Config
 	Host   host.Host
 	Change *Change
+	// Redial is PlanRequest.Redial.
+	Redial Redialer
 }
 
 // ApplyResponse is a module's answer to Apply.

@@ -169,6 +169,19 @@ func (c *Client) NativePath(ctx context.Context, path string) (string, error) {
 	return res.Path, nil
 }
 
+// FileACL reads a file's owner and DACL.
+func (c *Client) FileACL(ctx context.Context, path string) (host.ACL, error) {
+	var acl host.ACL
+	_, err := c.roundTrip(ctx, proto.OpACLGet, proto.PathArgs{Path: path}, nil, 0, &acl)
+	return acl, err
+}
+
+// SetFileACL sets a file's owner and explicit DACL entries.
+func (c *Client) SetFileACL(ctx context.Context, path string, acl host.ACL) error {
+	_, err := c.roundTrip(ctx, proto.OpACLSet, proto.ACLArgs{Path: path, ACL: acl}, nil, 0, nil)
+	return err
+}
+
 func (c *Client) QueryService(ctx context.Context, name string) (host.ServiceInfo, error) {
 	var si host.ServiceInfo
 	_, err := c.roundTrip(ctx, proto.OpSvcQuery, proto.NameArgs{Name: name}, nil, 0, &si)

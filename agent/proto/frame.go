@@ -15,8 +15,8 @@ import (
 // Protocol is the protocol version. It changes on every incompatible change;
 // the client refuses an agent speaking another one. 3 added window frames
 // (flow control of inbound streams), net.dial and fs.native_path; 4 added
-// svc.dependents.
-const Protocol = 4
+// svc.dependents; 5 added fs.acl.get and fs.acl.set.
+const Protocol = 5
 
 // StreamWindow is how many bytes of a request's inbound stream the client
 // may send beyond what the agent has granted back in window frames. The

@@ -24,6 +24,8 @@ const (
 	// lives for the host's OS (host.NativePather), so it can reach the file
 	// another way (SFTP).
 	OpNativePath = "fs.native_path" // PathArgs → PathResult
+	OpACLGet     = "fs.acl.get"     // PathArgs → host.ACL
+	OpACLSet     = "fs.acl.set"     // ACLArgs → nothing
 
 	OpRun  = "proc.run"  // RunArgs (+ stream: stdin) → data frames: stdout then stderr, then RunResult
 	OpList = "proc.list" // nothing → []host.Process
@@ -62,7 +64,7 @@ const (
 // Ops lists every op, in the order of the Host API.
 var Ops = []string{
 	OpFacts,
-	OpStat, OpSHA256, OpRead, OpWrite, OpMkdir, OpChmod, OpRemove, OpReadDir, OpNativePath,
+	OpStat, OpSHA256, OpRead, OpWrite, OpMkdir, OpChmod, OpRemove, OpReadDir, OpNativePath, OpACLGet, OpACLSet,
 	OpRun, OpList, OpKill,
 	OpDial,
 	OpSvcQuery, OpSvcCreate, OpSvcUpdate, OpSvcRecovery, OpSvcStart, OpSvcStop, OpSvcDelete, OpSvcWait, OpSvcDependents,
@@ -202,4 +204,9 @@ type EndpointArgs struct {
 
 type IDArgs struct {
 	ID string `json:"id"`
+}
+
+type ACLArgs struct {
+	Path string   `json:"path"`
+	ACL  host.ACL `json:"acl"`
 }

@@ -137,6 +137,10 @@ const (
 	ConditionDrifted = "Drifted"
 	// ConditionDegraded: the last run failed; see its reason and message.
 	ConditionDegraded = "Degraded"
+	// ConditionKeyRotated: the host accepts the key in use
+	// (status.identity.keyFingerprint); False while a new key in the key
+	// Secret (KEY.new) waits for rotate-key on this host.
+	ConditionKeyRotated = "KeyRotated"
 )
 
 // Phases summarise the conditions for `kubectl get`.
@@ -166,6 +170,11 @@ type Identity struct {
 	// HostKeySHA256 is HostKey's fingerprint (SHA256:...).
 	// +optional
 	HostKeySHA256 string `json:"hostKeySHA256,omitempty"`
+	// KeyFingerprint is the SHA256 fingerprint of the SSH private key the
+	// controller logs in with: the key Secret's KEY, or KEY.new once
+	// rotate-key moved the host to it.
+	// +optional
+	KeyFingerprint string `json:"keyFingerprint,omitempty"`
 }
 
 // PlanSummary is the last plan made for the instance.

@@ -20,7 +20,7 @@ func (a *app) playbooksCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "playbooks",
 		Short: "List, document or export the stock playbooks built into wsu",
-		Long: `The stock playbooks (join, remove, upgrade and their steps) are built into wsu:
+		Long: `The stock playbooks (join, remove, upgrade, rotate-key and their steps) are built into wsu:
 'wsu apply join -i INVENTORY' runs the built-in copy, and a site playbook includes
 them with source = "wsu:join.hcl". Doc documents them; export them to read or
 adapt them.`,

@@ -168,7 +168,8 @@ func baseTable() map[string]function.Function {
 		"cidrsubnet":   cidrSubnetFunc,
 
 		// windows helpers
-		"quotearg": quoteArgFunc,
-		"winpath":  winPathFunc,
+		"quotearg":       quoteArgFunc,
+		"ssh_public_key": sshPublicKeyFunc,
+		"winpath":        winPathFunc,
 	}
 }

@@ -258,6 +258,7 @@ func TestFunctions(t *testing.T) {
 		{`winpath("C:\\")`, str(`C:\`)},
 		{`winpath()`, str("")},
 		{`quotearg("plain")`, str("plain")},
+		{`ssh_public_key("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINJIRU3ls+WdxKeN4dYebafGmbmylCVj/fCosXqWDx/4 a comment")`, str("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINJIRU3ls+WdxKeN4dYebafGmbmylCVj/fCosXqWDx/4")},
 		{`quotearg("C:\\k\\bin")`, str(`C:\k\bin`)},
 		{`quotearg("")`, str(`""`)},
 		{`quotearg("a b")`, str(`"a b"`)},
@@ -464,7 +465,7 @@ func TestNames(t *testing.T) {
 		tostring tonumber tobool tolist toset tomap try can yamlencode yamldecode
 		base64encode base64decode base64gzip sha1 sha256 sha512 md5
 		filebase64 file fileexists filesha256 templatefile basename dirname
-		cidrhost cidrsubnet cidrnetmask cidrcontains winpath quotearg`)
+		cidrhost cidrsubnet cidrnetmask cidrcontains winpath quotearg ssh_public_key`)
 	sort.Strings(want)
 	if !slices.Equal(want, names) {
 		t.Errorf("Names() = %v, want %v", names, want)

@@ -35,6 +35,13 @@ const (
 	// transport. The value is marked sensitive (and the engine hides any
 	// variable named like a private key anyway).
 	KeyVar = "ssh_private_key"
+	// NewKeySecretKey is where an admin rotating the key puts the new one,
+	// beside the old: the Secret then holds both while the hosts move over
+	// (wsu:rotate-key, or the controller), and the new key replaces
+	// private-key.pem once every host accepts it. NewKeyVar carries it to
+	// rotate-key's variable of that name (sensitive).
+	NewKeySecretKey = "private-key.pem.new"
+	NewKeyVar       = "new_private_key"
 	// sensitive is engine.Sensitive, the mark that hides a value.
 	sensitive = "sensitive"
 )
@@ -108,19 +115,23 @@ func Load(ctx context.Context, client kubernetes.Interface, ref string) (*invent
 			Detail:   fmt.Sprintf("ConfigMap %s/%s has binaryData entries (%s); windows-instances entries belong in data.", ns, name, strings.Join(sortedKeys(cm.BinaryData), ", ")),
 		})
 	}
-	key, kdiags := privateKey(ctx, client, ns)
+	key, newKey, kdiags := privateKey(ctx, client, ns)
 	diags = append(diags, kdiags...)
+	vars := inv.Groups[inventory.WindowsInstancesGroup].Vars
 	if key != nil {
 		// No Range: the key is not in the ConfigMap, and it was checked
 		// above, so the transport has nothing to point at.
-		inv.Groups[inventory.WindowsInstancesGroup].Vars[KeyVar] = inventory.Var{Value: cty.StringVal(string(key)).Mark(sensitive)}
+		vars[KeyVar] = inventory.Var{Value: cty.StringVal(string(key)).Mark(sensitive)}
+	}
+	if newKey != nil {
+		vars[NewKeyVar] = inventory.Var{Value: cty.StringVal(string(newKey)).Mark(sensitive)}
 	}
 	return inv, text, diags
 }
 
-// privateKey reads the BYOH private key; nil with a warning when there is
-// none to read.
-func privateKey(ctx context.Context, client kubernetes.Interface, ns string) ([]byte, hcl.Diagnostics) {
+// privateKey reads the BYOH private key, and the new one when a rotation
+// is under way; nil with a warning when there is none to read.
+func privateKey(ctx context.Context, client kubernetes.Interface, ns string) (key, newKey []byte, diags hcl.Diagnostics) {
 	where := fmt.Sprintf("Secret %s/%s", ns, KeySecret)
 	noKey := func(why string) hcl.Diagnostics {
 		return hcl.Diagnostics{{
@@ -134,30 +145,42 @@ func privateKey(ctx context.Context, client kubernetes.Interface, ns string) ([]
 	sec, err := client.CoreV1().Secrets(ns).Get(ctx, KeySecret, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, noKey(fmt.Sprintf("There is no %s", where))
+		return nil, nil, noKey(fmt.Sprintf("There is no %s", where))
 	case apierrors.IsForbidden(err):
-		return nil, noKey(fmt.Sprintf("wsu may not read %s (%v)", where, err))
+		return nil, nil, noKey(fmt.Sprintf("wsu may not read %s (%v)", where, err))
 	case err != nil:
-		return nil, hcl.Diagnostics{{
+		return nil, nil, hcl.Diagnostics{{
 			Severity: hcl.DiagError,
 			Summary:  "Cannot read the SSH private key",
 			Detail:   fmt.Sprintf("Reading %s: %v", where, err),
 		}}
 	}
-	key := sec.Data[KeySecretKey]
-	if len(strings.TrimSpace(string(key))) == 0 {
-		return nil, noKey(fmt.Sprintf("%s has no key %s (it has: %s)", where, KeySecretKey, orNone(sortedKeys(sec.Data))))
+	if newKey = sec.Data[NewKeySecretKey]; len(strings.TrimSpace(string(newKey))) == 0 {
+		newKey = nil
+	} else if d := checkKey(where, NewKeySecretKey, newKey); d != nil {
+		return nil, nil, d
 	}
+	key = sec.Data[KeySecretKey]
+	if len(strings.TrimSpace(string(key))) == 0 {
+		return nil, newKey, noKey(fmt.Sprintf("%s has no key %s (it has: %s)", where, KeySecretKey, orNone(sortedKeys(sec.Data))))
+	}
+	if d := checkKey(where, KeySecretKey, key); d != nil {
+		return nil, nil, d
+	}
+	return key, newKey, nil
+}
+
+// checkKey refuses what is not a private key; the error never quotes it.
+func checkKey(where, name string, key []byte) hcl.Diagnostics {
 	var missing *gossh.PassphraseMissingError
 	if _, err := gossh.ParsePrivateKey(key); err != nil && !errors.As(err, &missing) {
-		// The error never quotes the key.
-		return nil, hcl.Diagnostics{{
+		return hcl.Diagnostics{{
 			Severity: hcl.DiagError,
 			Summary:  "Invalid SSH private key",
-			Detail:   fmt.Sprintf("%s, key %s, is not an OpenSSH or PEM private key: %v.", where, KeySecretKey, err),
+			Detail:   fmt.Sprintf("%s, key %s, is not an OpenSSH or PEM private key: %v.", where, name, err),
 		}}
 	}
-	return key, nil
+	return nil
 }
 
 // suggestConfigMap names the closest ConfigMap in the namespace, when the

@@ -64,7 +64,7 @@ func testKey(t *testing.T) []byte {
 // The fetch against a fake API: what becomes of each state of the
 // ConfigMap and Secret. The real kube-apiserver test is in cmd/wsu.
 func TestLoad(t *testing.T) {
-	key := testKey(t)
+	key, newKey := testKey(t), testKey(t)
 	cm := func(data map[string]string) *corev1.ConfigMap {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "wmco", Name: "windows-instances"}, Data: data}
 	}
@@ -89,10 +89,16 @@ func TestLoad(t *testing.T) {
 		react   func(*fake.Clientset)
 		hosts   []string
 		key     bool     // ssh_private_key set
+		newKey  bool     // new_private_key set
 		diags   []string // "error|warning: summary: detail substring"
 	}{
 		{name: "ConfigMap and key", objects: []runtime.Object{cm(good), secret(map[string][]byte{KeySecretKey: key})},
 			hosts: []string{"10.0.0.11"}, key: true},
+		{name: "a rotation under way", objects: []runtime.Object{cm(good), secret(map[string][]byte{KeySecretKey: key, NewKeySecretKey: newKey})},
+			hosts: []string{"10.0.0.11"}, key: true, newKey: true},
+		{name: "new key invalid", objects: []runtime.Object{cm(good), secret(map[string][]byte{KeySecretKey: key, NewKeySecretKey: []byte("SECRETMATERIAL")})},
+			hosts: []string{"10.0.0.11"},
+			diags: []string{"error: Invalid SSH private key: Secret wmco/cloud-private-key, key private-key.pem.new, is not an OpenSSH or PEM private key"}},
 		{name: "empty ConfigMap", objects: []runtime.Object{cm(nil), secret(map[string][]byte{KeySecretKey: key})},
 			key: true},
 		{name: "no Secret", objects: []runtime.Object{cm(good)}, hosts: []string{"10.0.0.11"},
@@ -163,6 +169,13 @@ func TestLoad(t *testing.T) {
 			assert.True(t, v.Value.HasMark("sensitive"), "the key is marked sensitive")
 			raw, _ := v.Value.Unmark()
 			assert.True(t, raw.RawEquals(cty.StringVal(string(key))))
+			newV, hasNew := inv.Groups["windows"].Vars[NewKeyVar]
+			require.Equal(t, tt.newKey, hasNew, "new_private_key set")
+			if hasNew {
+				assert.True(t, newV.Value.HasMark("sensitive"), "the new key is marked sensitive")
+				raw, _ := newV.Value.Unmark()
+				assert.True(t, raw.RawEquals(cty.StringVal(string(newKey))))
+			}
 		})
 	}
 }

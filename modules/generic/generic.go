@@ -20,7 +20,7 @@ import (
 
 // Modules returns every module of this package.
 func Modules() []modules.Module {
-	return []modules.Module{File{}, Directory{}, Command{}, Assert{}, Print{}}
+	return []modules.Module{File{}, Directory{}, Command{}, Assert{}, Print{}, SSHKeyCheck{}}
 }
 
 // knownAfterApply is the Subject of a change whose target is not known yet.

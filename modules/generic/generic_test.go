@@ -18,7 +18,7 @@ import (
 // that each Example is a parseable task using only the module's arguments.
 func TestSchemas(t *testing.T) {
 	reg := modules.NewRegistry(Modules()...) // panics on a duplicate name
-	assert.Equal(t, []string{"assert", "command", "directory", "file", "print"}, reg.Names())
+	assert.Equal(t, []string{"assert", "command", "directory", "file", "print", "ssh_key_check"}, reg.Names())
 
 	for _, m := range Modules() {
 		s := m.Schema()

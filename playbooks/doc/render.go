@@ -100,7 +100,7 @@ func Markdown(pbs []*Playbook) string {
 	b.WriteString("These playbooks are built into wsu. `wsu apply join -i INVENTORY` runs one by name, a site playbook " +
 		"includes one with `source = \"wsu:join.hcl\"` ([site-customisation.md](site-customisation.md)), " +
 		"`wsu playbooks doc NAME` shows one of these sections in a terminal and `wsu playbooks export DIR` writes " +
-		"the files to read or fork. `join`, `upgrade` and `remove` are the ones to run; the others are their steps.\n\n")
+		"the files to read or fork. `join`, `upgrade`, `remove` and `rotate-key` are the ones to run; the others are their steps.\n\n")
 	b.WriteString("Variables are set like those of any playbook: var files, inventory group and host variables, " +
 		"`WSU_VAR_NAME`, `-var` ([precedence](playbook-language.md#where-values-come-from)). " +
 		"An outside value reaches every playbook of the run that declares a variable of that name, " +

@@ -162,6 +162,11 @@ type Options struct {
 	// program name, so it runs through a symlink called PAMService; the
 	// system's own "sshd" service is not touched.
 	KbdInteractiveOnly bool
+	// AuthorizedKeysFile is the file sshd reads every user's keys from
+	// (default: authorized_keys in Dir), e.g. the one a simulated
+	// Windows host keeps, so a test sees what a playbook wrote there. An
+	// existing file is kept; a missing one is created empty.
+	AuthorizedKeysFile string
 }
 
 // PAMService is the PAM service of a KbdInteractiveOnly sshd.
@@ -244,6 +249,9 @@ func New(opts Options) (*Server, error) {
 		LogFile:        filepath.Join(dir, "sshd.log"),
 		sftp:           "internal-sftp",
 	}
+	if opts.AuthorizedKeysFile != "" {
+		s.AuthorizedKeys = opts.AuthorizedKeysFile
+	}
 	if opts.ExternalSFTP {
 		s.sftp = "/usr/lib/openssh/sftp-server"
 	}
@@ -278,9 +286,11 @@ func (s *Server) Close() {
 }
 
 func (s *Server) setUp() error {
-	if err := os.WriteFile(s.AuthorizedKeys, nil, 0o644); err != nil {
+	f, err := os.OpenFile(s.AuthorizedKeys, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
 		return err
 	}
+	f.Close()
 	var hostKeys []string
 	for _, typ := range []string{"ed25519", "rsa"} {
 		path := filepath.Join(s.Dir, "ssh_host_"+typ+"_key")

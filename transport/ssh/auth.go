@@ -6,10 +6,12 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	gossh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
@@ -24,6 +26,31 @@ type credentials struct {
 	// what names the methods for error messages.
 	what  string
 	close func()
+	// key is the configured private key's public half; keyUsed is set when
+	// the target asked for a signature with it, which a server does only
+	// for a key it accepts.
+	key     gossh.PublicKey
+	keyUsed atomic.Bool
+}
+
+// loginSigner records that the target asked for a signature.
+type loginSigner struct {
+	gossh.Signer
+	used *atomic.Bool
+}
+
+func (s loginSigner) Sign(rand io.Reader, data []byte) (*gossh.Signature, error) {
+	s.used.Store(true)
+	return s.Signer.Sign(rand, data)
+}
+
+// loginKey is the key the last successful login signed with, nil when
+// it used none (a password, the ssh-agent's or the default keys).
+func (cr *credentials) loginKey() gossh.PublicKey {
+	if cr.keyUsed.Load() {
+		return cr.key
+	}
+	return nil
 }
 
 // loadCredentials prepares the configured key or password; without either
@@ -31,25 +58,25 @@ type credentials struct {
 func loadCredentials(ctx context.Context, c Config) (*credentials, error) {
 	pp := passphrasesFrom(ctx)
 	cr := &credentials{close: func() {}}
-	var keyAuth gossh.AuthMethod
+	var signer gossh.Signer
+	var err error
 	switch {
 	case c.PrivateKeyFile != "":
-		signer, err := pp.loadKey(c.PrivateKeyFile)
-		if err != nil {
+		if signer, err = pp.loadKey(c.PrivateKeyFile); err != nil {
 			return nil, err
 		}
-		keyAuth = gossh.PublicKeys(signer)
 		cr.what = "the private key " + c.PrivateKeyFile
 	case c.PrivateKey != "":
-		signer, err := pp.keySigner([]byte(c.PrivateKey), "in ssh_private_key")
-		if err != nil {
+		if signer, err = pp.keySigner([]byte(c.PrivateKey), "in ssh_private_key"); err != nil {
 			return nil, err
 		}
-		keyAuth = gossh.PublicKeys(signer)
 		cr.what = "the private key in ssh_private_key"
 	}
-	if keyAuth != nil {
-		cr.target = append(cr.target, keyAuth)
+	var keyAuth gossh.AuthMethod
+	if signer != nil {
+		keyAuth = gossh.PublicKeys(signer)
+		cr.key = signer.PublicKey()
+		cr.target = append(cr.target, gossh.PublicKeys(loginSigner{Signer: signer, used: &cr.keyUsed}))
 		cr.jump = append(cr.jump, keyAuth)
 	}
 	if c.Password != "" {

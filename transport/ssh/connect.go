@@ -28,6 +28,10 @@ type conn struct {
 	client *gossh.Client
 	jump   *gossh.Client
 
+	// loginKey is the public key the target accepted, nil when the login
+	// used none that wsu can name.
+	loginKey gossh.PublicKey
+
 	done chan struct{} // closed once the connection is gone
 	mu   sync.Mutex
 	err  error // why it is gone
@@ -252,8 +256,10 @@ func connect(ctx context.Context, cfg Config) (*conn, error) {
 		report(notify.Notice{Kind: notify.Warning, Host: cfg.Name, Summary: w})
 	}
 	for {
+		creds.keyUsed.Store(false)
 		c, err := dialOnce(ctx, cfg, creds)
 		if err == nil {
+			c.loginKey = creds.loginKey()
 			go c.keepalive(cfg.KeepaliveInterval, cfg.KeepaliveCountMax)
 			return c, nil
 		}

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strings"
 	"sync"
 	"time"
+
+	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/wsu-project/wsu/agent/proto"
 	"github.com/wsu-project/wsu/host"
@@ -27,6 +30,8 @@ var (
 	_ host.Host    = (*Host)(nil)
 	_ host.Lossy   = (*Host)(nil)
 	_ host.Metered = (*Host)(nil)
+
+	_ host.KeyAuthenticated = (*Host)(nil)
 )
 
 // Counters are the agent client's (round trips, fs.write content) plus the
@@ -36,6 +41,16 @@ func (h *Host) Counters() host.Counters {
 	c.AgentBytes += h.agent.uploaded
 	c.BytesSent += h.agent.up.sent.Load() // payload sent over SFTP (upload.go)
 	return c
+}
+
+// LoginPublicKey is the public key this connection logged in with, in
+// authorized_keys form without a comment ("ssh-ed25519 AAAA..."), or ""
+// when it used none wsu configured (host.KeyAuthenticated).
+func (h *Host) LoginPublicKey() string {
+	if h.conn.loginKey == nil {
+		return ""
+	}
+	return strings.TrimSpace(string(gossh.MarshalAuthorizedKey(h.conn.loginKey)))
 }
 
 // Config returns the settings the host was dialled with.
@@ -266,6 +281,14 @@ func (h *Host) HNSCreateEndpoint(ctx context.Context, spec host.HNSEndpoint) (ho
 
 func (h *Host) HNSDeleteEndpoint(ctx context.Context, id string) error {
 	return h.call(ctx, "hns.endpoint.delete", 0, func(ctx context.Context) error { return h.agent.client.HNSDeleteEndpoint(ctx, id) })
+}
+
+func (h *Host) FileACL(ctx context.Context, path string) (host.ACL, error) {
+	return do1(ctx, h, "fs.acl.get", 0, func(ctx context.Context) (host.ACL, error) { return h.agent.client.FileACL(ctx, path) })
+}
+
+func (h *Host) SetFileACL(ctx context.Context, path string, acl host.ACL) error {
+	return h.call(ctx, "fs.acl.set", 0, func(ctx context.Context) error { return h.agent.client.SetFileACL(ctx, path, acl) })
 }
 
 func (h *Host) HNSDeleteNetwork(ctx context.Context, id string) error {

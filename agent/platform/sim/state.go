@@ -18,6 +18,7 @@ const (
 	tProcesses = "processes"
 	tRegistry  = "registry"
 	tHNS       = "hns"
+	tACLs      = "acls"
 )
 
 type svcRecord struct {

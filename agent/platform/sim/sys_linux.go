@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strconv"
@@ -73,3 +74,11 @@ func detach(cmd *exec.Cmd) { cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true
 // textBusy: a concurrent fork may briefly hold a just-written binary open
 // for writing, and exec then fails with ETXTBSY; retrying is the cure.
 func textBusy(err error) bool { return errors.Is(err, syscall.ETXTBSY) }
+
+// inode identifies the file behind a path: a write renames a new one over it.
+func inode(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino
+	}
+	return 0
+}

@@ -4,6 +4,7 @@ package sim
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"syscall"
@@ -20,3 +21,4 @@ func procStat(int) (uint64, bool, error)    { return 0, false, errUnsupported }
 func signalGroup(int, syscall.Signal) error { return errUnsupported }
 func detach(*exec.Cmd)                      {}
 func textBusy(error) bool                   { return false }
+func inode(fs.FileInfo) uint64              { return 0 }

@@ -67,6 +67,7 @@ type args struct {
 	RegValue  host.RegistryValue   `json:"reg_value"`
 	Endpoint  host.HNSEndpoint     `json:"endpoint"`
 	ID        string               `json:"id"`
+	ACL       host.ACL             `json:"acl"`
 }
 
 func main() {
@@ -177,6 +178,12 @@ func do(h host.Host, name string, a args) (any, error) {
 		return nil, h.WaitService(ctx, a.Name, a.State, timeout)
 	case "svc-dependents":
 		return h.DependentServices(ctx, a.Name)
+	case "acl-get":
+		return h.FileACL(ctx, a.Path)
+	case "acl-set":
+		return nil, h.SetFileACL(ctx, a.Path, a.ACL)
+	case "acl-roundtrip":
+		return windows.DescriptorRoundTrip(a.ACL)
 	case "reg-get":
 		return h.RegistryGet(ctx, a.Key, a.Name)
 	case "reg-set":

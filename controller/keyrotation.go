@@ -1,0 +1,155 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/zclconf/go-cty/cty"
+	gossh "golang.org/x/crypto/ssh"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/engine"
+	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/inventory/kubeinv"
+)
+
+// Key rotation: the controller cannot read a Secret's old content once it
+// changed, and a host that knows only the old key is lost if the
+// controller switches first. So a rotation keeps both keys in the key
+// Secret: the admin adds the new key as KEY.new beside KEY, the controller
+// runs rotate-key on each instance logged in with the key it records as in
+// use (status.identity.keyFingerprint), and from then on logs in with
+// whichever key in the Secret has that fingerprint; the admin swaps the
+// keys once every instance shows KeyRotated=True. The controller never
+// writes the Secret.
+
+// Reasons of the KeyRotated condition.
+const (
+	ReasonKeyRotated        = "KeyRotated"
+	ReasonKeyInUse          = "KeyInUse"
+	ReasonKeyRotationNeeded = "KeyRotationPending"
+	ReasonKeyRotationFailed = "KeyRotationFailed"
+)
+
+// NewKeySuffix names the rotation's new key in the key Secret: KEY.new.
+const NewKeySuffix = ".new"
+
+// instanceKeys are the keys of an instance's key Secret.
+type instanceKeys struct {
+	secret              string
+	current, next       string // next: KEY.new, "" when no rotation is under way
+	currentFP, nextFP   string
+	currentKey, nextKey string // the data keys
+}
+
+// readKeys reads the instance's key Secret.
+func (r *InstanceReconciler) readKeys(ctx context.Context, wi *wsuv1.WindowsInstance) (instanceKeys, error) {
+	ref := wsuv1.SecretKeyRef{Name: kubeinv.KeySecret, Key: kubeinv.KeySecretKey}
+	if wi.Spec.KeySecretRef != nil {
+		ref = *wi.Spec.KeySecretRef
+	}
+	sec := &corev1.Secret{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: wi.Namespace, Name: ref.Name}, sec); err != nil {
+		return instanceKeys{}, fmt.Errorf("reading the SSH key Secret %s: %w", ref.Name, err)
+	}
+	k := instanceKeys{secret: ref.Name, currentKey: ref.Key, nextKey: ref.Key + NewKeySuffix,
+		current: string(sec.Data[ref.Key]), next: string(sec.Data[ref.Key+NewKeySuffix])}
+	if k.current == "" {
+		return instanceKeys{}, fmt.Errorf("the Secret %s has no key %q", ref.Name, ref.Key)
+	}
+	var err error
+	if k.currentFP, err = fingerprint(k.current); err != nil {
+		return instanceKeys{}, fmt.Errorf("the Secret %s, key %q: %w", ref.Name, ref.Key, err)
+	}
+	if k.next != "" {
+		if k.nextFP, err = fingerprint(k.next); err != nil {
+			return instanceKeys{}, fmt.Errorf("the Secret %s, key %q: %w", ref.Name, k.nextKey, err)
+		}
+	}
+	return k, nil
+}
+
+// fingerprint is a private key's SHA256 fingerprint; errors never quote it.
+func fingerprint(key string) (string, error) {
+	s, err := gossh.ParsePrivateKey([]byte(key))
+	if err != nil {
+		return "", fmt.Errorf("not an unencrypted OpenSSH or PEM private key: %v", err)
+	}
+	return gossh.FingerprintSHA256(s.PublicKey()), nil
+}
+
+// inUse is the key to log in with: KEY.new once the instance moved to it
+// (its fingerprint recorded), else KEY.
+func (k instanceKeys) inUse(recorded string) string {
+	if k.next != "" && recorded == k.nextFP {
+		return k.next
+	}
+	return k.current
+}
+
+// pending reports whether a rotation waits for this instance.
+func (k instanceKeys) pending(recorded string) bool {
+	return k.next != "" && recorded != k.nextFP
+}
+
+// rotateKeyIfPending runs rotate-key on the instance when its key Secret
+// holds a new key the host has not been moved to, and records the key in
+// use otherwise. done: converge stops here (a rotation ran, failed or
+// waits for the rollout limit).
+func (r *InstanceReconciler) rotateKeyIfPending(ctx context.Context, orig, wi *wsuv1.WindowsInstance) (res ctrl.Result, done bool, err error) {
+	keys, err := r.readKeys(ctx, wi)
+	if err != nil {
+		return ctrl.Result{}, false, nil // converge reports the Secret's problem
+	}
+	recorded := wi.Status.Identity.KeyFingerprint
+	if !keys.pending(recorded) {
+		if recorded == "" || (recorded != keys.currentFP && recorded != keys.nextFP) {
+			// First run, or the admin swapped the keys: the key in use is KEY.
+			wi.Status.Identity.KeyFingerprint = keys.currentFP
+		}
+		setCondition(wi, wsuv1.ConditionKeyRotated, metav1.ConditionTrue, ReasonKeyInUse,
+			fmt.Sprintf("logging in with %s", wi.Status.Identity.KeyFingerprint))
+		return ctrl.Result{}, false, nil
+	}
+	if recorded == "" {
+		wi.Status.Identity.KeyFingerprint = keys.currentFP
+	}
+	setCondition(wi, wsuv1.ConditionKeyRotated, metav1.ConditionFalse, ReasonKeyRotationNeeded,
+		fmt.Sprintf("the Secret %s holds a new key %s (%s): rotate-key moves this host to it", keys.secret, keys.nextKey, keys.nextFP))
+	limit, err := r.rolloutBudget(ctx, wi, false)
+	if err != nil {
+		return ctrl.Result{}, true, err
+	}
+	if !r.rollouts.acquire(limit) {
+		res, err := r.done(ctx, orig, wi, wi.Status.Phase, r.Options.NodeReadyCheck)
+		return res, true, err
+	}
+	defer r.rollouts.release()
+	rr, err := r.runRequest(ctx, wi, "wsu:rotate-key.hcl")
+	if err != nil {
+		res, err := r.failed(ctx, orig, wi, ReasonInvalidInput, err.Error(), false)
+		return res, true, err
+	}
+	for _, h := range rr.Inventory.Hosts {
+		h.Vars[kubeinv.NewKeyVar] = inventory.Var{Value: cty.StringVal(keys.next).Mark(engine.Sensitive)}
+	}
+	out := r.run(ctx, wi, rr, engine.ModeApply)
+	r.recordReach(wi, out)
+	if out.Failed {
+		setCondition(wi, wsuv1.ConditionKeyRotated, metav1.ConditionFalse, ReasonKeyRotationFailed,
+			"rotate-key failed; the host keeps the key in use: "+truncate(out.Message, 900))
+		res, err := r.failed(ctx, orig, wi, ReasonKeyRotationFailed, out.Message, out.Unreachable)
+		return res, true, err
+	}
+	wi.Status.Identity.KeyFingerprint = keys.nextFP
+	setCondition(wi, wsuv1.ConditionKeyRotated, metav1.ConditionTrue, ReasonKeyRotated,
+		fmt.Sprintf("the host accepts %s (%s) and no longer the previous key", keys.nextKey, keys.nextFP))
+	r.event(wi, corev1.EventTypeNormal, ReasonKeyRotated, "the host now accepts only the new key %s from %s", keys.nextFP, keys.secret)
+	wi.Status.Failures, wi.Status.NextRetry = 0, nil
+	res, err = r.done(ctx, orig, wi, wi.Status.Phase, 0)
+	return res, true, err
+}
