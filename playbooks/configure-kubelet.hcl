@@ -62,22 +62,10 @@ variable "node_labels" {
   description = "--node-labels the kubelet registers with."
 }
 
-variable "log_file_size" {
-  type        = string
-  default     = null
-  description = "kube-log-runner -log-file-size for the kubelet's and kube-proxy's logs (e.g. \"100M\"); null: the runner's default (no size rotation)."
-}
-
-variable "log_file_age" {
-  type        = string
-  default     = null
-  description = "kube-log-runner -log-file-age: how long rotated logs are kept (e.g. \"168h\"); null: the runner's default."
-}
-
-variable "log_flush_interval" {
-  type        = string
-  default     = null
-  description = "kube-log-runner -flush-interval (e.g. \"5s\"); null: the runner's default."
+variable "log_runner_flags" {
+  type        = list(string)
+  default     = []
+  description = "kube-log-runner's own flags (rotation, flushing), placed before the binary it runs; join builds them from log_file_size, log_file_age and log_flush_interval."
 }
 
 variable "service_recovery" {
@@ -89,16 +77,11 @@ variable "service_recovery" {
 locals {
   node_name = coalesce(var.node_name, lower(host.facts.hostname))
   node_ip   = coalesce(var.node_ip, host.facts.ipv4)
-  log_runner_flags = concat(
-    var.log_file_size != null ? ["-log-file-size=${var.log_file_size}"] : [],
-    var.log_file_age != null ? ["-log-file-age=${var.log_file_age}"] : [],
-    var.log_flush_interval != null ? ["-flush-interval=${var.log_flush_interval}"] : [],
-  )
   # kube-log-runner's own flags come before the binary it runs (extra
   # kubelet args would land after kubelet.exe).
   kubelet_args = concat(
     ["-log-file=C:\\var\\log\\kubelet\\kubelet.log"],
-    local.log_runner_flags,
+    var.log_runner_flags,
     [
       "C:\\k\\kubelet.exe",
       "--config=C:\\k\\kubelet.conf",

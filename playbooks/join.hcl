@@ -163,6 +163,13 @@ variable "version_annotation" {
 }
 
 locals {
+  # kube-log-runner's flags for the kubelet and kube-proxy: rotation is the
+  # runner's, not the wrapped binary's (WMCO's SERVICES_LOG_FILE_* settings).
+  log_runner_flags = concat(
+    var.log_file_size != null ? ["-log-file-size=${var.log_file_size}"] : [],
+    var.log_file_age != null ? ["-log-file-age=${var.log_file_age}"] : [],
+    var.log_flush_interval != null ? ["-flush-interval=${var.log_flush_interval}"] : [],
+  )
   # WMCO labels Windows workers once they are Ready; the byoh label is an
   # OpenShift (WMCO) convention, meaningless elsewhere.
   node_labels_after_join = var.node_labels_after_join != null ? var.node_labels_after_join : merge(
@@ -228,9 +235,7 @@ include "kubelet" {
     cluster_dns        = include.runtime.cluster_dns
     kubelet_verbosity  = coalesce(include.ignition.kubelet_verbosity, var.kubelet_verbosity)
     extra_kubelet_args = var.extra_kubelet_args
-    log_file_size      = var.log_file_size
-    log_file_age       = var.log_file_age
-    log_flush_interval = var.log_flush_interval
+    log_runner_flags   = local.log_runner_flags
     cloud_provider     = include.ignition.cloud_provider
     cloud_config       = include.ignition.cloud_config
     service_recovery   = var.service_recovery
@@ -269,12 +274,10 @@ include "overlay" {
 include "kube_proxy" {
   source = "./kube-proxy.hcl"
   vars = {
-    node_name          = include.kubelet.node_name
-    node_subnet        = include.overlay.node_subnet
-    log_file_size      = var.log_file_size
-    log_file_age       = var.log_file_age
-    log_flush_interval = var.log_flush_interval
-    service_recovery   = var.service_recovery
+    node_name        = include.kubelet.node_name
+    node_subnet      = include.overlay.node_subnet
+    log_runner_flags = local.log_runner_flags
+    service_recovery = var.service_recovery
   }
 }
 

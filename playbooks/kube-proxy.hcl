@@ -12,38 +12,16 @@ variable "node_subnet" {
   description = "The node's hybrid-overlay subnet (clusterCIDR)."
 }
 
-variable "log_file_size" {
-  type        = string
-  default     = null
-  description = "kube-log-runner -log-file-size for the kubelet's and kube-proxy's logs (e.g. \"100M\"); null: the runner's default (no size rotation)."
-}
-
-variable "log_file_age" {
-  type        = string
-  default     = null
-  description = "kube-log-runner -log-file-age: how long rotated logs are kept (e.g. \"168h\"); null: the runner's default."
-}
-
-variable "log_flush_interval" {
-  type        = string
-  default     = null
-  description = "kube-log-runner -flush-interval (e.g. \"5s\"); null: the runner's default."
+variable "log_runner_flags" {
+  type        = list(string)
+  default     = []
+  description = "kube-log-runner's own flags (rotation, flushing), placed before the binary it runs; join builds them from log_file_size, log_file_age and log_flush_interval."
 }
 
 variable "service_recovery" {
   type        = bool
   default     = true
   description = "Set the kube-proxy service's recovery actions (restart on failure); false leaves them as they are."
-}
-
-locals {
-  # kube-log-runner's flags before the command it runs: rotation is the
-  # runner's, not the wrapped binary's (WMCO's SERVICES_LOG_FILE_* settings).
-  log_runner_flags = concat(
-    var.log_file_size != null ? ["-log-file-size=${var.log_file_size}"] : [],
-    var.log_file_age != null ? ["-log-file-age=${var.log_file_age}"] : [],
-    var.log_flush_interval != null ? ["-flush-interval=${var.log_flush_interval}"] : [],
-  )
 }
 
 play "kube-proxy" {
@@ -72,7 +50,7 @@ play "kube-proxy" {
     win_service {
       name         = "kube-proxy"
       path         = "C:\\k\\kube-log-runner.exe"
-      args         = concat(["-log-file=C:\\var\\log\\kube-proxy\\kube-proxy.log"], local.log_runner_flags, ["C:\\k\\kube-proxy.exe", "--config", "C:\\k\\kube-proxy.conf", "--windows-service"])
+      args         = concat(["-log-file=C:\\var\\log\\kube-proxy\\kube-proxy.log"], var.log_runner_flags, ["C:\\k\\kube-proxy.exe", "--config", "C:\\k\\kube-proxy.conf", "--windows-service"])
       display_name = "kube-proxy"
       dependencies = ["hybrid-overlay-node"]
       start_mode   = "automatic"

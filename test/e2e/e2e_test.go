@@ -274,7 +274,7 @@ func TestJoinRerunRemove(t *testing.T) {
 		// covers outputs of includes whose tasks --tags skips).
 		tagged := run(t, env, nil, "plan", "join", "--tags", "no-such-tag")
 		assert.Equal(t, 1, tagged.ExitCode, "plan with --tags selecting nothing\n%s", tagged.Failures())
-		assert.Contains(t, tagged.Stderr, "Unknown tag")
+		assert.Contains(t, tagged.Stdout+tagged.Stderr, "Unknown tag", "the error names the problem (a diagnostic event with -o json)")
 	})
 
 	t.Run("remove", func(t *testing.T) {
@@ -459,4 +459,26 @@ func TestConnectionCutDuringHybridOverlay(t *testing.T) {
 	again := run(t, env, nil, "apply", "join")
 	requireSuccess(t, again)
 	assert.Empty(t, again.Changed(h.Name))
+}
+
+// TestLogRotationFlags: join's log rotation variables reach kube-log-runner,
+// before the binary it runs, for both services it wraps (WMCO's
+// SERVICES_LOG_FILE_* settings).
+func TestLogRotationFlags(t *testing.T) {
+	env := start(t, harness.Options{Hosts: 1})
+	h := env.Hosts[0]
+	requireSuccess(t, run(t, env, nil, "apply", "join", "-var", "log_file_size=100M", "-var", "log_file_age=168h", "-var", "log_flush_interval=5s"))
+	flags := []string{"-log-file-size=100M", "-log-file-age=168h", "-flush-interval=5s"}
+	require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
+		for svc, binary := range map[string]string{"kubelet": `C:\k\kubelet.exe`, "kube-proxy": `C:\k\kube-proxy.exe`} {
+			info, err := s.QueryService(context.Background(), svc)
+			require.NoError(t, err)
+			assert.Equalf(t, `C:\k\kube-log-runner.exe`, info.Config.BinaryPath, "%s runs under kube-log-runner", svc)
+			args := info.Config.Args
+			require.GreaterOrEqualf(t, len(args), 5, "%s: %v", svc, args)
+			assert.Equalf(t, flags, args[1:4], "%s: the runner's flags, after -log-file", svc)
+			assert.Equalf(t, binary, args[4], "%s: then the binary it runs", svc)
+		}
+		return nil
+	}))
 }
