@@ -85,6 +85,8 @@ func joinAccess(o Overlay) []access {
 		deny("patch", "", "nodes", "", "", "node status is the kubelet's").on("status"),
 		deny("create", "", "pods", "default", "", "a join never drains").on("eviction"),
 		deny("list", "", "pods", "", "", "a join never drains"),
+		allow("get", "networking.k8s.io", "servicecidrs", "", "kubernetes", "k8s_cluster_network: the service network"),
+		deny("get", "networking.k8s.io", "servicecidrs", "", "other", "only the cluster's own"),
 		deny("create", wsu, "windowsinstances", ns, "", "the controller's API"),
 		deny("create", "rbac.authorization.k8s.io", "rolebindings", ns, "", "no escalation"),
 	}
@@ -106,7 +108,8 @@ func controllerAccess(o Overlay) []access {
 		allow("get", "", "secrets", ns, otherSecret, "an instance's keySecretRef names any Secret of its namespace"),
 		deny("list", "", "secrets", ns, "", "read one by one, never listed or cached"),
 		deny("watch", "", "secrets", ns, "", "never watched"),
-		deny("create", "", "secrets", ns, "", "reads only"),
+		allow("create", "", "secrets", ns, "", "Job mode: each run's request Secret, owned by its Job"),
+		deny("patch", "", "secrets", ns, "", "never edits a key Secret in place"),
 		deny("get", "", "secrets", "default", otherSecret, "no Secret outside its namespace"),
 		allow("create", "", "events", ns, "", "events"),
 		allow("update", "coordination.k8s.io", "leases", ns, "wsu-controller.wsu.dev", "leader election"),
@@ -145,6 +148,10 @@ func flavourAccess(o Overlay) []access {
 		allow("get", "", "configmaps", "kube-public", "cluster-info", "the cluster CA and API server URL"),
 		deny("get", "", "configmaps", "kube-public", "other", "cluster-info only"),
 		deny("get", "", "secrets", "openshift-machine-config-operator", "node-bootstrapper-token", "OpenShift only"),
+		allow("get", "", "configmaps", "kube-system", "kubeadm-config", "k8s_cluster_network: kubeadm's service network"),
+		allow("get", "", "services", "kube-system", "kube-dns", "k8s_cluster_network: the cluster DNS address"),
+		deny("get", "", "configmaps", "kube-system", "other", "kubeadm-config only"),
+		deny("list", "", "services", "kube-system", "", "kube-dns only"),
 	}
 }
 
