@@ -335,11 +335,13 @@ func (w *wineNode) checkServices(t *testing.T, want map[string]host.ServiceConfi
 		assert.Equalf(t, windowsmod.ManagedDescription, info.Config.Description, "service %s description", name)
 
 		// The process the SCM runs is the stand-in, started with exactly
-		// the service's arguments.
+		// the service's arguments. kubelet and kube-proxy share a binary
+		// (kube-log-runner.exe), so its marker file holds both: a service's
+		// starts are those with its first argument (its own -log-file).
 		events := w.markerEvents(t, cfg.BinaryPath)
 		var starts []standinEvent
 		for _, e := range events {
-			if e.Event == "start" {
+			if e.Event == "start" && (len(cfg.Args) == 0 || len(e.Args) > 0 && e.Args[0] == cfg.Args[0]) {
 				starts = append(starts, e)
 			}
 			assert.Falsef(t, strings.HasPrefix(e.Event, "error"), "%s: the stand-in reported %q", name, e.Event)

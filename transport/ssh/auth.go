@@ -33,16 +33,56 @@ type credentials struct {
 	keyUsed atomic.Bool
 }
 
-// loginSigner records that the target asked for a signature.
-type loginSigner struct {
+// newLoginSigner wraps s to record that the target asked for a signature.
+// The wrapper keeps s's algorithm interfaces: x/crypto signs an RSA key
+// with rsa-sha2-256/512 only through AlgorithmSigner, and falls back to
+// ssh-rsa (SHA-1), which current sshd refuses, for a plain Signer.
+func newLoginSigner(s gossh.Signer, used *atomic.Bool) gossh.Signer {
+	as, ok := s.(gossh.AlgorithmSigner)
+	if !ok {
+		return plainLoginSigner{Signer: s, used: used}
+	}
+	ls := loginSigner{AlgorithmSigner: as, used: used}
+	if ms, ok := s.(gossh.MultiAlgorithmSigner); ok {
+		return multiLoginSigner{loginSigner: ls, algorithms: ms.Algorithms()}
+	}
+	return ls
+}
+
+// plainLoginSigner records a signature of a signer with one algorithm.
+type plainLoginSigner struct {
 	gossh.Signer
+	used *atomic.Bool
+}
+
+func (s plainLoginSigner) Sign(rand io.Reader, data []byte) (*gossh.Signature, error) {
+	s.used.Store(true)
+	return s.Signer.Sign(rand, data)
+}
+
+// loginSigner records a signature of a signer that can pick its algorithm.
+type loginSigner struct {
+	gossh.AlgorithmSigner
 	used *atomic.Bool
 }
 
 func (s loginSigner) Sign(rand io.Reader, data []byte) (*gossh.Signature, error) {
 	s.used.Store(true)
-	return s.Signer.Sign(rand, data)
+	return s.AlgorithmSigner.Sign(rand, data)
 }
+
+func (s loginSigner) SignWithAlgorithm(rand io.Reader, data []byte, algorithm string) (*gossh.Signature, error) {
+	s.used.Store(true)
+	return s.AlgorithmSigner.SignWithAlgorithm(rand, data, algorithm)
+}
+
+// multiLoginSigner is a loginSigner restricted to some algorithms.
+type multiLoginSigner struct {
+	loginSigner
+	algorithms []string
+}
+
+func (s multiLoginSigner) Algorithms() []string { return s.algorithms }
 
 // loginKey is the key the last successful login signed with, nil when
 // it used none (a password, the ssh-agent's or the default keys).
@@ -76,7 +116,7 @@ func loadCredentials(ctx context.Context, c Config) (*credentials, error) {
 	if signer != nil {
 		keyAuth = gossh.PublicKeys(signer)
 		cr.key = signer.PublicKey()
-		cr.target = append(cr.target, gossh.PublicKeys(loginSigner{Signer: signer, used: &cr.keyUsed}))
+		cr.target = append(cr.target, gossh.PublicKeys(newLoginSigner(signer, &cr.keyUsed)))
 		cr.jump = append(cr.jump, keyAuth)
 	}
 	if c.Password != "" {

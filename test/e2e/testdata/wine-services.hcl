@@ -29,6 +29,9 @@ include "runtime" {
     cluster_flavour  = "kubeadm"
     payload_dir      = var.payload_dir
     service_recovery = false
+    # No cluster to read them from (k8s_cluster_network is skipped).
+    service_cidr = "172.30.0.0/16"
+    cluster_dns  = ["172.30.0.10"]
   }
 }
 
