@@ -57,9 +57,7 @@ const jobServiceAccount = "wsu-job"
 // finished Jobs, their pods and request Secrets are cleaned up by the TTL
 // controller and the garbage collector.
 func TestJobMode(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the pod runner needs root (chroot, bind mounts)")
-	}
+	require.NoError(t, podrunner.CheckPrivileges())
 	ctx, cancel := context.WithCancel(context.Background())
 	env, err := harness.Start(ctx, harness.Options{Hosts: 3, Logf: t.Logf,
 		Cluster: []kubetest.Option{kubetest.WithControllerManager(), kubetest.WithScheduler()}})

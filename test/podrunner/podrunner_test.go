@@ -56,9 +56,7 @@ type bed struct {
 
 func startBed(t *testing.T) *bed {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the pod runner needs root (chroot, bind mounts)")
-	}
+	require.NoError(t, podrunner.CheckPrivileges())
 	img := probeImageFile(t)
 	c := kubetest.Start(t, kubetest.WithControllerManager(), kubetest.WithScheduler())
 	ctx := context.Background()

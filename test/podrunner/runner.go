@@ -339,3 +339,13 @@ func (r *Runner) finishDeletion(ctx context.Context, pod *corev1.Pod) {
 	}
 	os.RemoveAll(r.podDir(pod))
 }
+
+// CheckPrivileges says, with the fix, why this process cannot run pods: the
+// runner chroots into root file systems and bind-mounts volumes, which
+// needs root. Tests call it and fail on its error rather than skip.
+func CheckPrivileges() error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("the pod runner needs root (chroot, bind mounts): run the tests as root, e.g. sudo make test")
+	}
+	return nil
+}
