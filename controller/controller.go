@@ -22,6 +22,7 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -220,11 +221,16 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		rollouts: &rolloutLimit{},
 		payloads: payloads,
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &wsuv1.WindowsInstance{}, keySecretIndex, indexKeySecret); err != nil {
+		return fmt.Errorf("controller: indexing instances by key Secret: %w", err)
+	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		For(&wsuv1.WindowsInstance{}).
 		Named("windowsinstance").
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentRuns}).
 		Watches(nodeObject(), nodeToInstances(mgr.GetClient(), o.Namespace)).
+		// The key Secrets, metadata only (keywatch.go).
+		Watches(secretMetadata(), secretToInstances(mgr.GetClient()), builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		Complete(ir)
 	if err != nil {
 		return err

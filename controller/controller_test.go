@@ -178,6 +178,7 @@ type recordingRunner struct {
 }
 
 type runRecord struct {
+	instance string // NAMESPACE/NAME
 	playbook string
 	mode     engine.Mode
 	out      controller.RunOutcome
@@ -192,7 +193,7 @@ func (r *recordingRunner) Run(ctx context.Context, req controller.RunRequest) co
 	out := r.inner.Run(ctx, req)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.ended = append(r.ended, runRecord{playbook: req.Playbook, mode: req.Mode, out: out, cancelled: ctx.Err() != nil})
+	r.ended = append(r.ended, runRecord{instance: req.Instance, playbook: req.Playbook, mode: req.Mode, out: out, cancelled: ctx.Err() != nil})
 	return out
 }
 

@@ -69,19 +69,20 @@ const (
 )
 
 // The controller's permissions (deploy/rbac/controller, make generate): its own
-// namespace's instances, ConfigMaps, key Secrets (get only), events and Lease,
+// namespace's instances, ConfigMaps, Secrets (read: the keys by a get per
+// run, the watch of their metadata; never written), events and Lease,
 // and Nodes. The playbooks' cluster tasks need deploy/rbac/wsu-cluster-role.yaml's too.
 // +kubebuilder:rbac:groups=wsu.dev,namespace=wsu-system,resources=windowsinstances,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=wsu.dev,namespace=wsu-system,resources=windowsinstances/status;windowsinstances/finalizers,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",namespace=wsu-system,resources=configmaps,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",namespace=wsu-system,resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",namespace=wsu-system,resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=wsu-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=wsu-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;update;patch;delete
-// Job mode (--run-mode=job) only: each run's Job, its request Secret, and the
-// Job's pod, whose termination message is the run's result.
+// Job mode (--run-mode=job) only: each run's Job (its request is an
+// annotation, its Secrets mounted by reference: no Secret is written), and
+// the Job's pod, whose termination message is the run's result.
 // +kubebuilder:rbac:groups=batch,namespace=wsu-system,resources=jobs,verbs=get;create;delete
-// +kubebuilder:rbac:groups="",namespace=wsu-system,resources=secrets,verbs=create;update;delete
 // +kubebuilder:rbac:groups="",namespace=wsu-system,resources=pods,verbs=list
 
 // Reconcile implements reconcile.Reconciler.
@@ -116,7 +117,7 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if due {
 		return r.upgrade(ctx, orig, wi, want)
 	}
-	if wait := r.untilNextPlan(wi); wait > 0 {
+	if wait := r.untilNextPlan(wi); wait > 0 && !r.keyRotationPending(ctx, wi) {
 		return r.watchNode(ctx, orig, wi, wait)
 	}
 	return r.converge(ctx, orig, wi)
@@ -549,7 +550,7 @@ func setCondition(wi *wsuv1.WindowsInstance, typ string, status metav1.Condition
 // when not "") needs: its one-host inventory with the key from its Secret,
 // and the variables.
 func (r *InstanceReconciler) runRequest(ctx context.Context, wi *wsuv1.WindowsInstance, playbook string) (RunRequest, error) {
-	inv, err := r.inventory(ctx, wi)
+	inv, key, err := r.inventory(ctx, wi)
 	if err != nil {
 		return RunRequest{}, err
 	}
@@ -558,7 +559,7 @@ func (r *InstanceReconciler) runRequest(ctx context.Context, wi *wsuv1.WindowsIn
 			return RunRequest{}, err
 		}
 	}
-	vars, err := r.vars(ctx, wi)
+	vars, fromSecrets, err := r.vars(ctx, wi)
 	if err != nil {
 		return RunRequest{}, err
 	}
@@ -569,6 +570,7 @@ func (r *InstanceReconciler) runRequest(ctx context.Context, wi *wsuv1.WindowsIn
 		Vars:       vars,
 		VarFiles:   r.Options.VarFiles,
 		Kubeconfig: r.Options.Kubeconfig,
+		Secrets:    RunSecrets{Key: key, Vars: fromSecrets},
 	}, nil
 }
 
@@ -577,23 +579,23 @@ func (r *InstanceReconciler) runRequest(ctx context.Context, wi *wsuv1.WindowsIn
 // and the private key (sensitive). The host's SSH key is trusted on first
 // use and pinned in status from then on, as WMCO's ssh-host-key annotation:
 // a changed key is refused until the admin clears status.identity.hostKey.
-func (r *InstanceReconciler) inventory(ctx context.Context, wi *wsuv1.WindowsInstance) (*inventory.Inventory, error) {
+func (r *InstanceReconciler) inventory(ctx context.Context, wi *wsuv1.WindowsInstance) (*inventory.Inventory, SecretItem, error) {
 	source := fmt.Sprintf("windowsinstance/%s/%s", wi.Namespace, wi.Name)
 	inv, diags := inventory.ParseWindowsInstances(source, map[string]string{wi.Spec.Address: "username=" + wi.Spec.Username})
 	if diags.HasErrors() {
-		return nil, errors.New(firstError(diags))
+		return nil, SecretItem{}, errors.New(firstError(diags))
 	}
 	h := inv.Hosts[wi.Spec.Address]
 	if h == nil {
-		return nil, fmt.Errorf("address %q is not a usable host", wi.Spec.Address)
+		return nil, SecretItem{}, fmt.Errorf("address %q is not a usable host", wi.Spec.Address)
 	}
-	key, err := r.privateKey(ctx, wi)
+	key, item, err := r.privateKey(ctx, wi)
 	if err != nil {
-		return nil, err
+		return nil, SecretItem{}, err
 	}
 	h.Vars[kubeinv.KeyVar] = inventory.Var{Value: cty.StringVal(key).Mark(engine.Sensitive)}
 	if err := os.MkdirAll(r.stateDir(wi), 0o700); err != nil {
-		return nil, err
+		return nil, SecretItem{}, err
 	}
 	h.Vars["ssh_known_hosts_file"] = inventory.Var{Value: cty.StringVal(r.knownHostsFile(wi))}
 	if pinned := wi.Status.Identity.HostKey; pinned != "" {
@@ -606,16 +608,18 @@ func (r *InstanceReconciler) inventory(ctx context.Context, wi *wsuv1.WindowsIns
 			h.Vars[k] = inventory.Var{Value: cty.StringVal(vars[k])}
 		}
 	}
-	return inv, nil
+	return inv, item, nil
 }
 
-// privateKey is the key the instance logs in with (keyrotation.go).
-func (r *InstanceReconciler) privateKey(ctx context.Context, wi *wsuv1.WindowsInstance) (string, error) {
+// privateKey is the key the instance logs in with, and where it is
+// (keyrotation.go).
+func (r *InstanceReconciler) privateKey(ctx context.Context, wi *wsuv1.WindowsInstance) (string, SecretItem, error) {
 	keys, err := r.readKeys(ctx, wi)
 	if err != nil {
-		return "", err
+		return "", SecretItem{}, err
 	}
-	return keys.inUse(wi.Status.Identity.KeyFingerprint), nil
+	recorded := wi.Status.Identity.KeyFingerprint
+	return keys.inUse(recorded), SecretItem{Secret: keys.secret, Key: keys.inUseKey(recorded)}, nil
 }
 
 // playbook is the instance's playbook: a stock one (default join), or a
@@ -664,22 +668,29 @@ func (r *InstanceReconciler) sitePlaybook(ctx context.Context, wi *wsuv1.Windows
 }
 
 // vars are the controller's -vars, then the instance's sources and its
-// own, in that order (later wins).
-func (r *InstanceReconciler) vars(ctx context.Context, wi *wsuv1.WindowsInstance) ([]string, error) {
-	vars := append([]string(nil), r.Options.Vars...)
+// own, in that order (later wins); fromSecrets says which came from a
+// varsFrom Secret, and from which key.
+func (r *InstanceReconciler) vars(ctx context.Context, wi *wsuv1.WindowsInstance) (vars []string, fromSecrets map[int]SecretItem, err error) {
+	vars = append([]string(nil), r.Options.Vars...)
 	for _, src := range wi.Spec.VarsFrom {
 		data, err := r.varSource(ctx, wi.Namespace, src)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, k := range sortedKeys(data) {
+			if src.Secret != "" {
+				if fromSecrets == nil {
+					fromSecrets = map[int]SecretItem{}
+				}
+				fromSecrets[len(vars)] = SecretItem{Secret: src.Secret, Key: k}
+			}
 			vars = append(vars, k+"="+data[k])
 		}
 	}
 	for _, k := range sortedKeys(wi.Spec.Vars) {
 		vars = append(vars, k+"="+wi.Spec.Vars[k])
 	}
-	return vars, nil
+	return vars, fromSecrets, nil
 }
 
 func (r *InstanceReconciler) varSource(ctx context.Context, ns string, src wsuv1.VarSource) (map[string]string, error) {

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -26,11 +27,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
@@ -49,13 +50,18 @@ const wsuImage = "test.local/wsu:job-mode"
 // authorization with its in-cluster token.
 const jobServiceAccount = "wsu-job"
 
+// controllerServiceAccount is what the controller runs as (impersonated),
+// bound to its generated RBAC (deploy/rbac/controller).
+const controllerServiceAccount = "wsu-controller"
+
 // TestJobMode (issue 13, test 4): with --run-mode=job, three instances
 // become Jobs run by a real Job controller from wsu's image (pods bound by
 // a real kube-scheduler, run by the pod runner stand-in), and three Ready
 // Nodes; an unreachable host's failed Jobs are retried by the controller
 // with backoff (backoffLimit 0: the Job controller never retries);
-// finished Jobs, their pods and request Secrets are cleaned up by the TTL
-// controller and the garbage collector.
+// finished Jobs and their pods are cleaned up by the TTL controller and
+// the garbage collector. The controller runs as its ServiceAccount with its
+// generated RBAC, which grants no Secret write, and writes none.
 func TestJobMode(t *testing.T) {
 	require.NoError(t, podrunner.CheckPrivileges())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -75,7 +81,13 @@ func TestJobMode(t *testing.T) {
 		Data:       map[string][]byte{kubeinv.KeySecretKey: key},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	bindJobRBAC(t, env)
+	bindRBAC(t, env, jobServiceAccount, "../deploy/rbac/wsu-cluster-role.yaml")
+	// The controller runs as its own ServiceAccount with its generated
+	// RBAC (real authorization): Job mode needs no Secret written.
+	bindRBAC(t, env, controllerServiceAccount, "../deploy/rbac/controller/role.yaml")
+	asController := rest.CopyConfig(env.Cluster.Config)
+	asController.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + controllerServiceAccount,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
 
 	img := wsuImageFile(t, env)
 	runner, err := podrunner.Start(ctx, podrunner.Options{Config: env.Cluster.Config, Images: map[string]string{wsuImage: img}, Logf: t.Logf})
@@ -89,16 +101,20 @@ func TestJobMode(t *testing.T) {
 	require.NoError(t, os.WriteFile(varFile, []byte(fmt.Sprintf("cluster_flavour = \"kubeadm\"\npayload_dir = %q\ncsr_timeout = 120\nready_timeout = 120\n", env.PayloadDir)), 0o644))
 	scheme, err := controller.NewScheme()
 	require.NoError(t, err)
-	skip := true
-	mgr, err := ctrl.NewManager(env.Cluster.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: &skip}})
-	require.NoError(t, err)
-	require.NoError(t, controller.Setup(mgr, controller.Options{
+	opts := controller.Options{
 		Namespace: ns, VarFiles: []string{varFile}, StateDir: t.TempDir(),
-		RunMode:        controller.RunModeJob,
-		Job:            controller.JobOptions{Image: wsuImage, ServiceAccount: jobServiceAccount, TTL: 5 * time.Second, Poll: 250 * time.Millisecond},
+		RunMode: controller.RunModeJob,
+		Job: controller.JobOptions{Image: wsuImage, ServiceAccount: jobServiceAccount, TTL: 5 * time.Second, Poll: 250 * time.Millisecond,
+			Template: payloadTemplate(env)},
 		NodeReadyCheck: time.Second, Backoff: 2 * time.Second, DriftInterval: time.Hour,
-	}))
+	}
+	mo, err := controller.ManagerConfig(opts, controller.ManagerOptions{MetricsAddr: "0", ProbeAddr: "0"})
+	require.NoError(t, err)
+	skip := true
+	mo.Controller = config.Controller{SkipNameValidation: &skip}
+	mgr, err := ctrl.NewManager(asController, mo)
+	require.NoError(t, err)
+	require.NoError(t, controller.Setup(mgr, opts))
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() {
@@ -172,6 +188,14 @@ func TestJobMode(t *testing.T) {
 		}
 	})
 
+	t.Run("no apply saw its payload change under it", func(t *testing.T) {
+		for _, h := range env.Hosts {
+			for _, e := range b.events(t, h.Name, controller.ReasonApplyFailed) {
+				assert.NotContains(t, e.Message, "changed while it was being copied", "%s: %s", h.Name, jobs.describe())
+			}
+		}
+	})
+
 	t.Run("a failed Job is retried by the controller with backoff", func(t *testing.T) {
 		eventually(t, 3*time.Minute, "the unreachable instance failed twice", func() (bool, string) {
 			wi := b.get(t, "win-gone")
@@ -192,19 +216,27 @@ func TestJobMode(t *testing.T) {
 		assert.GreaterOrEqual(t, failed, 2, "each attempt was a new Job that failed: %s", jobs.describe())
 	})
 
-	t.Run("finished Jobs, their pods and requests are cleaned up", func(t *testing.T) {
+	t.Run("finished Jobs and their pods are cleaned up", func(t *testing.T) {
 		for _, h := range env.Hosts {
-			eventually(t, 2*time.Minute, h.Name+"'s Jobs, pods and request Secrets gone", func() (bool, string) {
+			eventually(t, 2*time.Minute, h.Name+"'s Jobs and pods gone", func() (bool, string) {
 				sel := controller.JobInstanceLabel + "=" + h.Name
 				js, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 				require.NoError(t, err)
 				ps, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 				require.NoError(t, err)
-				ss, err := cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
-				require.NoError(t, err)
-				return len(js.Items)+len(ps.Items)+len(ss.Items) == 0, fmt.Sprintf("%d Jobs, %d pods, %d Secrets", len(js.Items), len(ps.Items), len(ss.Items))
+				return len(js.Items)+len(ps.Items) == 0, fmt.Sprintf("%d Jobs, %d pods", len(js.Items), len(ps.Items))
 			})
 		}
+	})
+
+	t.Run("no Secret was written", func(t *testing.T) {
+		ss, err := cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		var names []string
+		for _, s := range ss.Items {
+			names = append(names, s.Name)
+		}
+		assert.Equal(t, []string{kubeinv.KeySecret}, names, "the Jobs mount the key Secret by reference; their requests are annotations")
 	})
 }
 
@@ -283,9 +315,30 @@ func (l *jobLog) describe() string {
 	return "Jobs: " + strings.Join(lines, ", ")
 }
 
+// imagePayload is where the test's image holds the payload.
+const imagePayload = "/payload"
+
+// payloadTemplate is the Jobs' pod template (--job-template): the payload
+// copied, verified, from the image into an emptyDir at the path the var
+// file names by an init container, as deploy/ brings it into the
+// controller's pod. Each pod has its own copy, as with a real runtime: the
+// pod runner's containers share the image's files as hard links, and a
+// pod starting (linking them) changes their ctime under another pod's
+// copy of them, which wsu rightly refuses as a source that changed while
+// it was copied (the apply Jobs' occasional retries).
+func payloadTemplate(env *harness.Env) *corev1.PodTemplateSpec {
+	mount := []corev1.VolumeMount{{Name: "payload", MountPath: env.PayloadDir}}
+	return &corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		Volumes: []corev1.Volume{{Name: "payload", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		InitContainers: []corev1.Container{{Name: "payload", Image: wsuImage,
+			Args: []string{"payload", "copy", imagePayload, env.PayloadDir}, VolumeMounts: mount}},
+		Containers: []corev1.Container{{Name: "base", VolumeMounts: []corev1.VolumeMount{{Name: "payload", MountPath: env.PayloadDir, ReadOnly: true}}}},
+	}}
+}
+
 // wsuImageFile packs the harness's wsu, its agent beside it, and the
-// payload (at the path the var file names) into an image whose entrypoint
-// is wsu, run as a non-root user, as the shipped image does.
+// payload (under imagePayload) into an image whose entrypoint is wsu, run
+// as a non-root user, as the shipped image does.
 //
 // Seam: when `make image` (the image branch) is on main, this test and the
 // Deployment and Job-example tests of issue 13 can load bin/'s image
@@ -312,7 +365,11 @@ func wsuImageFile(t *testing.T, env *harness.Env) string {
 		if err != nil {
 			return err
 		}
-		files = append(files, podrunner.ImageFile{Path: p, Source: p, Mode: int64(fi.Mode().Perm())})
+		rel, err := filepath.Rel(env.PayloadDir, p)
+		if err != nil {
+			return err
+		}
+		files = append(files, podrunner.ImageFile{Path: path.Join(imagePayload, filepath.ToSlash(rel)), Source: p, Mode: int64(fi.Mode().Perm())})
 		return nil
 	})
 	require.NoError(t, err)
@@ -325,18 +382,19 @@ func wsuImageFile(t *testing.T, env *harness.Env) string {
 	return img
 }
 
-// bindJobRBAC creates the Jobs' ServiceAccount and binds it to the rules
-// deploy/rbac/wsu-cluster-role.yaml gives the playbooks (its Roles in the
-// namespaces this cluster has).
-func bindJobRBAC(t *testing.T, env *harness.Env) {
+// bindRBAC creates the ServiceAccount sa and binds it to the rules of the
+// RBAC file (its Roles in the namespaces this cluster has): the Jobs' to
+// deploy/rbac/wsu-cluster-role.yaml, the playbooks' rules; the
+// controller's to deploy/rbac/controller/role.yaml, its own.
+func bindRBAC(t *testing.T, env *harness.Env, sa, file string) {
 	t.Helper()
 	ctx := context.Background()
 	cs := env.Cluster.Client
-	_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: jobServiceAccount}}, metav1.CreateOptions{})
+	_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	data, err := os.ReadFile("../deploy/rbac/wsu-cluster-role.yaml")
+	data, err := os.ReadFile(file)
 	require.NoError(t, err)
-	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: jobServiceAccount, Namespace: ns}}
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}
 	for _, doc := range bytes.Split(data, []byte("\n---\n")) {
 		var kind struct{ Kind string }
 		require.NoError(t, yaml.Unmarshal(doc, &kind))
@@ -347,7 +405,7 @@ func bindJobRBAC(t *testing.T, env *harness.Env) {
 			_, err := cs.RbacV1().ClusterRoles().Create(ctx, &cr, metav1.CreateOptions{})
 			require.NoError(t, err)
 			_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-				ObjectMeta: metav1.ObjectMeta{Name: cr.Name + "-job"}, Subjects: subject,
+				ObjectMeta: metav1.ObjectMeta{Name: cr.Name + "-" + sa}, Subjects: subject,
 				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr.Name},
 			}, metav1.CreateOptions{})
 			require.NoError(t, err)
@@ -360,7 +418,7 @@ func bindJobRBAC(t *testing.T, env *harness.Env) {
 			_, err := cs.RbacV1().Roles(r.Namespace).Create(ctx, &r, metav1.CreateOptions{})
 			require.NoError(t, err)
 			_, err = cs.RbacV1().RoleBindings(r.Namespace).Create(ctx, &rbacv1.RoleBinding{
-				ObjectMeta: metav1.ObjectMeta{Name: r.Name + "-job"}, Subjects: subject,
+				ObjectMeta: metav1.ObjectMeta{Name: r.Name + "-" + sa}, Subjects: subject,
 				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: r.Name},
 			}, metav1.CreateOptions{})
 			require.NoError(t, err)

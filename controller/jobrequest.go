@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
 	"github.com/zclconf/go-cty/cty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/host"
@@ -16,11 +18,14 @@ import (
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 )
 
-// jobRequest is a RunRequest as a Job's pod receives it (the request
-// Secret's request.json): everything the run needs that is not in the
-// image, so `wsu controller run-job` reproduces exactly the run the
-// in-process runner would make. The private key is not in it: the Job
-// mounts the instance's key Secret.
+// jobRequest is a RunRequest as a Job's pod receives it (request.json,
+// from an annotation of the Job's pod template through a downwardAPI
+// volume): everything the run needs that is not in the image, so `wsu
+// controller run-job` reproduces exactly the run the in-process runner
+// would make. No secret is in it — it is part of the Job's spec: the
+// private key, a rotation's new key and the values of varsFrom Secrets are
+// files of Secret volumes the Job mounts by reference, which the request
+// names.
 type jobRequest struct {
 	Instance string      `json:"instance"`
 	Mode     engine.Mode `json:"mode"`
@@ -28,7 +33,13 @@ type jobRequest struct {
 	// directory: playbook.hcl and the templates beside it).
 	Playbook string            `json:"playbook"`
 	Files    map[string]string `json:"files,omitempty"`
-	Vars     []string          `json:"vars,omitempty"`
+	// Vars are the -var values; those from a Secret are NAME= here, and
+	// SecretVars names the mounted file holding the value.
+	Vars       []string       `json:"vars,omitempty"`
+	SecretVars map[int]string `json:"secretVars,omitempty"`
+	// NewKeyFile is the mounted file holding a rotation's new key
+	// (kubeinv.NewKeyVar), or "".
+	NewKeyFile string `json:"newKeyFile,omitempty"`
 	// VarFiles are the controller's var files, by base name, in order.
 	VarFiles []namedFile `json:"varFiles,omitempty"`
 	// Inventory is the instance's one-host inventory, minus the key.
@@ -72,13 +83,19 @@ type jobVar struct {
 	Sensitive bool            `json:"sensitive,omitempty"`
 }
 
-func encodeVars(vars map[string]inventory.Var, skip string) (map[string]jobVar, error) {
+// encodeVars encodes inventory variables, without the keys (they travel
+// by Secret reference). Any other sensitive value is refused: the request
+// is part of the Job's spec.
+func encodeVars(vars map[string]inventory.Var) (map[string]jobVar, error) {
 	out := map[string]jobVar{}
 	for k, v := range vars {
-		if k == skip {
+		if k == kubeinv.KeyVar || k == kubeinv.NewKeyVar {
 			continue
 		}
 		val, marks := v.Value.Unmark()
+		if _, sensitive := marks[engine.Sensitive]; sensitive {
+			return nil, fmt.Errorf("variable %s is sensitive: a Job's request cannot carry it (only the keys travel, by Secret reference)", k)
+		}
 		typ, err := ctyjson.MarshalType(val.Type())
 		if err != nil {
 			return nil, fmt.Errorf("variable %s: %w", k, err)
@@ -87,8 +104,7 @@ func encodeVars(vars map[string]inventory.Var, skip string) (map[string]jobVar, 
 		if err != nil {
 			return nil, fmt.Errorf("variable %s: %w", k, err)
 		}
-		_, sensitive := marks[engine.Sensitive]
-		out[k] = jobVar{Type: typ, Value: data, Sensitive: sensitive}
+		out[k] = jobVar{Type: typ, Value: data}
 	}
 	return out, nil
 }
@@ -112,18 +128,18 @@ func decodeVars(vars map[string]jobVar) (map[string]inventory.Var, error) {
 	return out, nil
 }
 
-// encodeInventory writes inv without the private key variable.
+// encodeInventory writes inv without the key variables.
 func encodeInventory(inv *inventory.Inventory) (jobInventory, error) {
 	out := jobInventory{Source: inv.Source, Order: inv.Order, Hosts: map[string]jobHost{}, Groups: map[string]jobGroup{}}
 	for name, h := range inv.Hosts {
-		vars, err := encodeVars(h.Vars, kubeinv.KeyVar)
+		vars, err := encodeVars(h.Vars)
 		if err != nil {
 			return out, fmt.Errorf("host %s: %w", name, err)
 		}
 		out.Hosts[name] = jobHost{Vars: vars, Groups: h.Groups}
 	}
 	for name, g := range inv.Groups {
-		vars, err := encodeVars(g.Vars, kubeinv.KeyVar)
+		vars, err := encodeVars(g.Vars)
 		if err != nil {
 			return out, fmt.Errorf("group %s: %w", name, err)
 		}
@@ -133,8 +149,9 @@ func encodeInventory(inv *inventory.Inventory) (jobInventory, error) {
 }
 
 // decodeInventory rebuilds the inventory, giving every host key as its
-// private key (sensitive).
-func decodeInventory(in jobInventory, key string) (*inventory.Inventory, error) {
+// private key and newKey, when not "", as a rotation's new key (both
+// sensitive).
+func decodeInventory(in jobInventory, key, newKey string) (*inventory.Inventory, error) {
 	inv := &inventory.Inventory{Source: in.Source, Order: in.Order, Hosts: map[string]*inventory.Host{}, Groups: map[string]*inventory.Group{}}
 	for name, h := range in.Hosts {
 		vars, err := decodeVars(h.Vars)
@@ -143,6 +160,9 @@ func decodeInventory(in jobInventory, key string) (*inventory.Inventory, error) 
 		}
 		if key != "" {
 			vars[kubeinv.KeyVar] = inventory.Var{Value: cty.StringVal(key).Mark(engine.Sensitive)}
+		}
+		if newKey != "" {
+			vars[kubeinv.NewKeyVar] = inventory.Var{Value: cty.StringVal(newKey).Mark(engine.Sensitive)}
 		}
 		inv.Hosts[name] = &inventory.Host{Name: name, Vars: vars, Groups: h.Groups}
 	}
@@ -162,26 +182,43 @@ const knownHostsVar = "ssh_known_hosts_file"
 
 // newJobRequest turns a RunRequest into what the Job's pod reads: files
 // the controller holds (a site playbook, var files, known_hosts) travel by
-// content.
-func newJobRequest(req RunRequest) (*jobRequest, error) {
+// content; secrets by reference, as items of the Secret volumes in mounts.
+func newJobRequest(req RunRequest) (*jobRequest, *secretMounts, error) {
 	inv, err := encodeInventory(req.Inventory)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	jr := &jobRequest{Instance: req.Instance, Mode: req.Mode, Playbook: req.Playbook, Vars: req.Vars, Inventory: inv, ExpectHash: req.ExpectHash}
+	mounts := &secretMounts{}
+	jr := &jobRequest{Instance: req.Instance, Mode: req.Mode, Playbook: req.Playbook, Inventory: inv, ExpectHash: req.ExpectHash}
 	if jr.ExpectHash == "" && req.Expect != nil {
 		jr.ExpectHash = PlanHash(req.Expect)
 	}
+	for i, v := range req.Vars {
+		item, ok := req.Secrets.Vars[i]
+		if !ok {
+			jr.Vars = append(jr.Vars, v)
+			continue
+		}
+		name, _, _ := strings.Cut(v, "=")
+		jr.Vars = append(jr.Vars, name+"=")
+		if jr.SecretVars == nil {
+			jr.SecretVars = map[int]string{}
+		}
+		jr.SecretVars[i] = mounts.file(item, fmt.Sprintf("var-%d", i))
+	}
+	if req.Secrets.NewKey.Secret != "" {
+		jr.NewKeyFile = mounts.file(req.Secrets.NewKey, jobNewKeyFile)
+	}
 	if !strings.HasPrefix(req.Playbook, "wsu:") {
 		if jr.Files, err = readDir(filepath.Dir(req.Playbook)); err != nil {
-			return nil, fmt.Errorf("the site playbook: %w", err)
+			return nil, nil, fmt.Errorf("the site playbook: %w", err)
 		}
 		jr.Playbook = filepath.Base(req.Playbook)
 	}
 	for _, f := range req.VarFiles {
 		data, err := os.ReadFile(f)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		jr.VarFiles = append(jr.VarFiles, namedFile{Name: filepath.Base(f), Data: string(data)})
 	}
@@ -190,7 +227,39 @@ func newJobRequest(req RunRequest) (*jobRequest, error) {
 			jr.KnownHosts = string(data)
 		}
 	}
-	return jr, nil
+	return jr, mounts, nil
+}
+
+// secretMounts are the Secret volumes a Job mounts, by reference: one per
+// Secret, with the items the run reads, under jobSecretsDir.
+type secretMounts struct {
+	volumes []corev1.Volume
+}
+
+// file mounts item as file and returns its path in the pod.
+func (m *secretMounts) file(item SecretItem, file string) string {
+	var vol *corev1.Volume
+	for i := range m.volumes {
+		if m.volumes[i].Secret.SecretName == item.Secret {
+			vol = &m.volumes[i]
+		}
+	}
+	if vol == nil {
+		m.volumes = append(m.volumes, corev1.Volume{Name: fmt.Sprintf("wsu-secret-%d", len(m.volumes)),
+			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: item.Secret}}})
+		vol = &m.volumes[len(m.volumes)-1]
+	}
+	vol.Secret.Items = append(vol.Secret.Items, corev1.KeyToPath{Key: item.Key, Path: file})
+	return path.Join(jobSecretsDir, vol.Name, file)
+}
+
+// mountsFor are the volume mounts of the volumes.
+func (m *secretMounts) mountsFor() []corev1.VolumeMount {
+	var out []corev1.VolumeMount
+	for _, v := range m.volumes {
+		out = append(out, corev1.VolumeMount{Name: v.Name, MountPath: path.Join(jobSecretsDir, v.Name), ReadOnly: true})
+	}
+	return out
 }
 
 // knownHostsFile is the known_hosts file the run's one host uses.

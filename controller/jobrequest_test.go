@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/zclconf/go-cty/cty"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/host"
@@ -19,9 +20,11 @@ import (
 )
 
 // TestJobRequestRoundTrip: what a Job's pod rebuilds is the RunRequest the
-// controller made: inventory (values, types, sensitivity, groups), vars,
-// var files and a site playbook by content, known_hosts; the key travels
-// apart (its Secret is mounted), never in the request.
+// controller made: inventory (values, types, groups), vars, var files and a
+// site playbook by content, known_hosts; the secrets — the key, a
+// rotation's new key, a varsFrom Secret's values — travel apart, as items
+// of Secret volumes the Job mounts, never in the request (which is part of
+// the Job's spec).
 func TestJobRequestRoundTrip(t *testing.T) {
 	state := t.TempDir()
 	kh := filepath.Join(state, "known_hosts")
@@ -37,17 +40,36 @@ func TestJobRequestRoundTrip(t *testing.T) {
 	require.False(t, diags.HasErrors(), "%v", diags)
 	h := inv.Hosts["win-01"]
 	h.Vars[kubeinv.KeyVar] = inventory.Var{Value: cty.StringVal("PRIVATE KEY").Mark(engine.Sensitive)}
+	h.Vars[kubeinv.NewKeyVar] = inventory.Var{Value: cty.StringVal("NEW PRIVATE KEY").Mark(engine.Sensitive)}
 	h.Vars[knownHostsVar] = inventory.Var{Value: cty.StringVal(kh)}
 	h.Vars["ansible_port"] = inventory.Var{Value: cty.StringVal("2222")}
-	h.Vars["proxy_password"] = inventory.Var{Value: cty.StringVal("hunter2").Mark(engine.Sensitive)}
 	req := RunRequest{Instance: "ns/win-01", Mode: engine.ModeApply, Playbook: filepath.Join(site, "playbook.hcl"),
-		Inventory: inv, Vars: []string{"node_name=win-01"}, VarFiles: []string{varFile}, ExpectHash: "abc"}
+		Inventory: inv, Vars: []string{"node_name=win-01", "proxy_password=hunter2", "cluster_flavour=kubeadm"}, VarFiles: []string{varFile}, ExpectHash: "abc",
+		Secrets: RunSecrets{Key: SecretItem{"cloud-private-key", "private-key.pem"}, NewKey: SecretItem{"cloud-private-key", "private-key.pem.new"},
+			Vars: map[int]SecretItem{1: {"proxy", "proxy_password"}}}}
 
-	jr, err := newJobRequest(req)
+	jr, mounts, err := newJobRequest(req)
 	require.NoError(t, err)
 	data, err := json.Marshal(jr)
 	require.NoError(t, err)
-	assert.NotContains(t, string(data), "PRIVATE KEY", "the key is mounted from its Secret, never copied")
+	for _, secret := range []string{"PRIVATE KEY", "hunter2"} {
+		assert.NotContains(t, string(data), secret, "secrets are mounted from their Secrets, never copied")
+	}
+	require.Len(t, mounts.volumes, 2, "one volume per Secret")
+	assert.Equal(t, "proxy", mounts.volumes[0].Secret.SecretName)
+	assert.Equal(t, []corev1.KeyToPath{{Key: "proxy_password", Path: "var-1"}}, mounts.volumes[0].Secret.Items)
+	assert.Equal(t, "cloud-private-key", mounts.volumes[1].Secret.SecretName)
+	assert.Equal(t, []corev1.KeyToPath{{Key: "private-key.pem.new", Path: jobNewKeyFile}}, mounts.volumes[1].Secret.Items)
+	assert.Equal(t, jobSecretsDir+"/wsu-secret-1/"+jobNewKeyFile, jr.NewKeyFile)
+
+	// In the pod, the mounted files hold the values.
+	secrets := t.TempDir()
+	jr.NewKeyFile = filepath.Join(secrets, "new")
+	require.NoError(t, os.WriteFile(jr.NewKeyFile, []byte("NEW PRIVATE KEY"), 0o600))
+	jr.SecretVars[1] = filepath.Join(secrets, "var-1")
+	require.NoError(t, os.WriteFile(jr.SecretVars[1], []byte("hunter2"), 0o600))
+	data, err = json.Marshal(jr)
+	require.NoError(t, err)
 
 	var back jobRequest
 	require.NoError(t, json.Unmarshal(data, &back))
@@ -89,6 +111,18 @@ func TestJobRequestRoundTrip(t *testing.T) {
 		assert.Equal(t, g.Hosts, gg.Hosts, name)
 		assert.Equal(t, len(g.Vars), len(gg.Vars), name)
 	}
+}
+
+// TestJobRequestRefusesSecrets: a sensitive inventory variable other than
+// the keys cannot go into a Job's request, which is part of its spec.
+func TestJobRequestRefusesSecrets(t *testing.T) {
+	inv, diags := inventory.ParseWindowsInstances("windowsinstance/ns/win-01", map[string]string{"win-01": "username=Administrator"})
+	require.False(t, diags.HasErrors(), "%v", diags)
+	inv.Hosts["win-01"].Vars["proxy_password"] = inventory.Var{Value: cty.StringVal("hunter2").Mark(engine.Sensitive)}
+	_, _, err := newJobRequest(RunRequest{Instance: "ns/win-01", Playbook: "wsu:join.hcl", Inventory: inv})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "proxy_password")
+	assert.NotContains(t, err.Error(), "hunter2")
 }
 
 // TestJobResultBounded: a result fits the 4 KiB termination message however

@@ -21,7 +21,6 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/engine"
-	"github.com/wsu-project/wsu/inventory/kubeinv"
 )
 
 // Run modes (Options.RunMode, --run-mode).
@@ -43,7 +42,7 @@ type JobOptions struct {
 	Template *corev1.PodTemplateSpec
 	// TTL is how long a finished Job stays (ttlSecondsAfterFinished; the
 	// TTL-after-finished controller deletes it, and the garbage collector
-	// its pod and request Secret). Default DefaultJobTTL.
+	// its pod). Default DefaultJobTTL.
 	TTL time.Duration
 	// Poll is how often a running Job is looked at (default 2s).
 	Poll time.Duration
@@ -52,12 +51,20 @@ type JobOptions struct {
 // DefaultJobTTL keeps a finished Job long enough to read its log.
 const DefaultJobTTL = 10 * time.Minute
 
-// Paths inside a Job's pod.
+// Paths inside a Job's pod, and the annotation the request is in.
 const (
 	jobRequestDir  = "/var/run/wsu/request"
 	jobRequestFile = "request.json"
-	jobKeyDir      = "/var/run/wsu/key"
-	jobKeyFile     = "private-key"
+	// jobSecretsDir holds the Secret volumes (secretMounts).
+	jobSecretsDir = "/var/run/wsu/secrets"
+	jobKeyFile    = "private-key"
+	jobNewKeyFile = "new-private-key"
+	// JobRequestAnnotation holds the run request on the Job's pod
+	// template; a downwardAPI volume makes it request.json.
+	JobRequestAnnotation = "wsu.dev/request"
+	// maxJobRequest bounds the request: the API server allows 256 KiB of
+	// annotations on an object.
+	maxJobRequest = 200 << 10
 	// JobContainer is the name of the container that runs wsu.
 	JobContainer = "run"
 	// JobInstanceLabel names the WindowsInstance a Job runs for.
@@ -68,8 +75,10 @@ const (
 
 // JobRunner runs each playbook run as a Kubernetes Job from wsu's own
 // image: `wsu controller run-job` in the Job's pod reads the run request
-// (a Secret the runner writes, owned by the Job) and the instance's key
-// Secret (mounted), runs it through package setup as InProcess does, and
+// (an annotation of the Job's pod template, through a downwardAPI volume)
+// and the Secrets it names (the instance's key Secret and varsFrom
+// Secrets, mounted by reference: the runner writes no Secret, so the
+// controller needs no right to), runs it through package setup as InProcess does, and
 // writes the result to its termination message (jobResult, at most 4 KiB),
 // which the runner reads back. backoffLimit is 0: retries are the
 // controller's, with its per-instance backoff. Finished Jobs are deleted by
@@ -113,7 +122,7 @@ func (j *JobRunner) run(ctx context.Context, req RunRequest) (RunOutcome, error)
 	if err := j.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, wi); err != nil {
 		return RunOutcome{}, fmt.Errorf("reading the instance: %w", err)
 	}
-	jr, err := newJobRequest(req)
+	jr, mounts, err := newJobRequest(req)
 	if err != nil {
 		return RunOutcome{}, err
 	}
@@ -121,21 +130,16 @@ func (j *JobRunner) run(ctx context.Context, req RunRequest) (RunOutcome, error)
 	if err != nil {
 		return RunOutcome{}, err
 	}
-	sec, err := j.createRequest(ctx, wi, req.Mode, data)
+	if len(data) > maxJobRequest {
+		return RunOutcome{}, fmt.Errorf("the run request is %d bytes, over the %d a Job's annotation can carry (a large site playbook or var file: run in process)", len(data), maxJobRequest)
+	}
+	if req.Secrets.Key.Secret == "" {
+		return RunOutcome{}, errors.New("the run names no key Secret to mount")
+	}
+	keyFile := mounts.file(req.Secrets.Key, jobKeyFile)
+	job, err := j.createJob(ctx, wi, req.Mode, j.podTemplate(wi, req.Mode, string(data), keyFile, mounts))
 	if err != nil {
 		return RunOutcome{}, err
-	}
-	job, err := j.createJob(ctx, wi, req.Mode, sec.Name)
-	if err != nil {
-		_ = j.Client.Delete(context.WithoutCancel(ctx), sec)
-		return RunOutcome{}, err
-	}
-	// From now on the request goes with the Job (the garbage collector
-	// deletes an object once all its owners are gone, so the instance
-	// must no longer be one); until here it went with the instance.
-	sec.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID}}
-	if err := j.Client.Update(ctx, sec); err != nil {
-		log.FromContext(ctx).Error(err, "owning the run request by its Job", "secret", sec.Name)
 	}
 	log.FromContext(ctx).Info("run started as a Job", "job", job.Name, "mode", req.Mode)
 	res, err := j.wait(ctx, job)
@@ -171,36 +175,21 @@ func jobNamePrefix(instance string) string {
 	return p + "-"
 }
 
-// createRequest writes the run request Secret, owned by the instance.
-func (j *JobRunner) createRequest(ctx context.Context, wi *wsuv1.WindowsInstance, mode engine.Mode, data []byte) (*corev1.Secret, error) {
-	sec := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: jobNamePrefix(wi.Name), Namespace: wi.Namespace, Labels: runLabels(wi, mode),
-			OwnerReferences: []metav1.OwnerReference{instanceOwnerRef(wi, false)},
-		},
-		Data: map[string][]byte{jobRequestFile: data},
-	}
-	if err := j.Client.Create(ctx, sec); err != nil {
-		return nil, fmt.Errorf("writing the run request: %w", err)
-	}
-	return sec, nil
-}
-
-// createJob creates the run's Job, named as its request Secret.
-func (j *JobRunner) createJob(ctx context.Context, wi *wsuv1.WindowsInstance, mode engine.Mode, name string) (*batchv1.Job, error) {
+// createJob creates the run's Job.
+func (j *JobRunner) createJob(ctx context.Context, wi *wsuv1.WindowsInstance, mode engine.Mode, tmpl corev1.PodTemplateSpec) (*batchv1.Job, error) {
 	ttl := j.Options.TTL
 	if ttl <= 0 {
 		ttl = DefaultJobTTL
 	}
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: wi.Namespace, Labels: runLabels(wi, mode),
+			GenerateName: jobNamePrefix(wi.Name), Namespace: wi.Namespace, Labels: runLabels(wi, mode),
 			OwnerReferences: []metav1.OwnerReference{instanceOwnerRef(wi, true)},
 		},
 		Spec: batchv1.JobSpec{
 			BackoffLimit:            ptr.To[int32](0),
 			TTLSecondsAfterFinished: ptr.To(int32(ttl / time.Second)),
-			Template:                j.podTemplate(wi, mode, name),
+			Template:                tmpl,
 		},
 	}
 	if err := j.Client.Create(ctx, job); err != nil {
@@ -209,8 +198,10 @@ func (j *JobRunner) createJob(ctx context.Context, wi *wsuv1.WindowsInstance, mo
 	return job, nil
 }
 
-// podTemplate is the base template with the run container and its volumes.
-func (j *JobRunner) podTemplate(wi *wsuv1.WindowsInstance, mode engine.Mode, request string) corev1.PodTemplateSpec {
+// podTemplate is the base template with the run container, the request
+// (an annotation, mounted through the downward API) and the Secret
+// volumes.
+func (j *JobRunner) podTemplate(wi *wsuv1.WindowsInstance, mode engine.Mode, request, keyFile string, mounts *secretMounts) corev1.PodTemplateSpec {
 	t := corev1.PodTemplateSpec{}
 	if j.Options.Template != nil {
 		j.Options.Template.DeepCopyInto(&t)
@@ -221,6 +212,10 @@ func (j *JobRunner) podTemplate(wi *wsuv1.WindowsInstance, mode engine.Mode, req
 	for k, v := range runLabels(wi, mode) {
 		t.Labels[k] = v
 	}
+	if t.Annotations == nil {
+		t.Annotations = map[string]string{}
+	}
+	t.Annotations[JobRequestAnnotation] = request
 	spec := &t.Spec
 	spec.RestartPolicy = corev1.RestartPolicyNever
 	if j.Options.ServiceAccount != "" {
@@ -229,28 +224,22 @@ func (j *JobRunner) podTemplate(wi *wsuv1.WindowsInstance, mode engine.Mode, req
 	if spec.NodeSelector == nil {
 		spec.NodeSelector = map[string]string{corev1.LabelOSStable: "linux"}
 	}
-	keyRef := wsuv1.SecretKeyRef{Name: kubeinv.KeySecret, Key: kubeinv.KeySecretKey}
-	if wi.Spec.KeySecretRef != nil {
-		keyRef = *wi.Spec.KeySecretRef
-	}
-	spec.Volumes = append(spec.Volumes,
-		corev1.Volume{Name: "wsu-request", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: request}}},
-		corev1.Volume{Name: "wsu-key", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: keyRef.Name, Items: []corev1.KeyToPath{{Key: keyRef.Key, Path: jobKeyFile}}}}},
-	)
-	var mounts []corev1.VolumeMount
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "wsu-request", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
+		Items: []corev1.DownwardAPIVolumeFile{{Path: jobRequestFile, FieldRef: &corev1.ObjectFieldSelector{
+			FieldPath: "metadata.annotations['" + JobRequestAnnotation + "']"}}}}}})
+	spec.Volumes = append(spec.Volumes, mounts.volumes...)
+	var vmounts []corev1.VolumeMount
 	if len(spec.Containers) > 0 {
-		mounts = spec.Containers[0].VolumeMounts // the template's mounts (the payload)
+		vmounts = spec.Containers[0].VolumeMounts // the template's mounts (the payload)
 	}
+	vmounts = append(vmounts, corev1.VolumeMount{Name: "wsu-request", MountPath: jobRequestDir, ReadOnly: true})
 	c := corev1.Container{
 		Name:  JobContainer,
 		Image: j.Options.Image,
 		Args: []string{"controller", "run-job",
 			"--request", jobRequestDir + "/" + jobRequestFile,
-			"--key-file", jobKeyDir + "/" + jobKeyFile},
-		VolumeMounts: append(mounts,
-			corev1.VolumeMount{Name: "wsu-request", MountPath: jobRequestDir, ReadOnly: true},
-			corev1.VolumeMount{Name: "wsu-key", MountPath: jobKeyDir, ReadOnly: true}),
+			"--key-file", keyFile},
+		VolumeMounts:             append(vmounts, mounts.mountsFor()...),
 		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 	}

@@ -3,18 +3,27 @@ package controller
 import (
 	"context"
 	"fmt"
+	"io/fs"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/zclconf/go-cty/cty"
 	gossh "golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
+	"github.com/wsu-project/wsu/playbooks"
 )
 
 // Key rotation: the controller cannot read a Secret's old content once it
@@ -91,6 +100,14 @@ func (k instanceKeys) inUse(recorded string) string {
 	return k.current
 }
 
+// inUseKey is the data key of the key inUse returns.
+func (k instanceKeys) inUseKey(recorded string) string {
+	if k.next != "" && recorded == k.nextFP {
+		return k.nextKey
+	}
+	return k.currentKey
+}
+
 // pending reports whether a rotation waits for this instance.
 func (k instanceKeys) pending(recorded string) bool {
 	return k.next != "" && recorded != k.nextFP
@@ -129,19 +146,28 @@ func (r *InstanceReconciler) rotateKeyIfPending(ctx context.Context, orig, wi *w
 		return res, true, err
 	}
 	defer r.rollouts.release()
-	rr, err := r.runRequest(ctx, wi, "wsu:rotate-key.hcl")
+	// KeyRotationPending is shown while the rotation runs.
+	r.setStatusPhase(ctx, orig, wi, wi.Status.Phase)
+	orig = wi.DeepCopy()
+	rr, err := r.runRequest(ctx, wi, "wsu:"+rotateKeyPlaybook)
 	if err != nil {
 		res, err := r.failed(ctx, orig, wi, ReasonInvalidInput, err.Error(), false)
 		return res, true, err
 	}
+	if rr.Vars, rr.Secrets.Vars, err = onlyDeclared(rotateKeyPlaybook, rr.Vars, rr.Secrets.Vars); err != nil {
+		return ctrl.Result{}, true, err
+	}
 	for _, h := range rr.Inventory.Hosts {
 		h.Vars[kubeinv.NewKeyVar] = inventory.Var{Value: cty.StringVal(keys.next).Mark(engine.Sensitive)}
 	}
+	rr.Secrets.NewKey = SecretItem{Secret: keys.secret, Key: keys.nextKey}
 	out := r.run(ctx, wi, rr, engine.ModeApply)
 	r.recordReach(wi, out)
+	if interrupted(ctx, out) {
+		return ctrl.Result{}, true, nil
+	}
 	if out.Failed {
-		setCondition(wi, wsuv1.ConditionKeyRotated, metav1.ConditionFalse, ReasonKeyRotationFailed,
-			"rotate-key failed; the host keeps the key in use: "+truncate(out.Message, 900))
+		rotationFailed(wi, keys, out)
 		res, err := r.failed(ctx, orig, wi, ReasonKeyRotationFailed, out.Message, out.Unreachable)
 		return res, true, err
 	}
@@ -151,5 +177,86 @@ func (r *InstanceReconciler) rotateKeyIfPending(ctx context.Context, orig, wi *w
 	r.event(wi, corev1.EventTypeNormal, ReasonKeyRotated, "the host now accepts only the new key %s from %s", keys.nextFP, keys.secret)
 	wi.Status.Failures, wi.Status.NextRetry = 0, nil
 	res, err = r.done(ctx, orig, wi, wi.Status.Phase, 0)
+	if err != nil {
+		// The host now refuses the old key: its fingerprint must be
+		// recorded, or the next pass would log in with the old one.
+		err = r.recordKeyInUse(ctx, wi)
+	}
 	return res, true, err
+}
+
+// recordKeyInUse writes the key fingerprint and KeyRotated condition of wi
+// onto the instance as it is now, retrying on conflicts.
+func (r *InstanceReconciler) recordKeyInUse(ctx context.Context, wi *wsuv1.WindowsInstance) error {
+	fp := wi.Status.Identity.KeyFingerprint
+	cond := meta.FindStatusCondition(wi.Status.Conditions, wsuv1.ConditionKeyRotated)
+	reader := r.Reader
+	if reader == nil {
+		reader = r.Client
+	}
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur := &wsuv1.WindowsInstance{}
+		if err := reader.Get(ctx, client.ObjectKeyFromObject(wi), cur); err != nil {
+			return err
+		}
+		orig := cur.DeepCopy()
+		cur.Status.Identity.KeyFingerprint = fp
+		if cond != nil {
+			meta.SetStatusCondition(&cur.Status.Conditions, *cond)
+		}
+		return r.Client.Status().Patch(ctx, cur, statusPatch(orig))
+	})
+}
+
+// rotationFailed records a rotation that did not happen: the host could
+// not be reached, or it refused the new key. Either way it keeps (and wsu
+// keeps logging in with) the key in use until a rotation succeeds.
+func rotationFailed(wi *wsuv1.WindowsInstance, keys instanceKeys, out RunOutcome) {
+	if out.Unreachable {
+		setCondition(wi, wsuv1.ConditionKeyRotated, metav1.ConditionFalse, ReasonUnreachable,
+			fmt.Sprintf("rotate-key could not reach the host; it is moved to %s (%s) once it can be: %s", keys.nextKey, keys.nextFP, truncate(out.Message, 800)))
+		return
+	}
+	setCondition(wi, wsuv1.ConditionKeyRotated, metav1.ConditionFalse, ReasonKeyRotationFailed,
+		"rotate-key failed; the host keeps the key in use: "+truncate(out.Message, 900))
+}
+
+// rotateKeyPlaybook is the stock playbook a rotation runs.
+const rotateKeyPlaybook = "rotate-key.hcl"
+
+// onlyDeclared keeps the -var values (NAME=VALUE) that set a variable the
+// stock playbook declares: the controller's and an instance's vars are the
+// join's settings (cluster_flavour, payload_dir...), which rotate-key does
+// not declare and the engine refuses as -var values; its own
+// (authorized_keys_file) pass.
+func onlyDeclared(stock string, vars []string, fromSecrets map[int]SecretItem) ([]string, map[int]SecretItem, error) {
+	src, err := fs.ReadFile(playbooks.FS, stock)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, diags := hclsyntax.ParseConfig(src, stock, hcl.InitialPos)
+	if diags.HasErrors() {
+		return nil, nil, diags
+	}
+	declared := map[string]bool{}
+	for _, b := range f.Body.(*hclsyntax.Body).Blocks {
+		if b.Type == "variable" && len(b.Labels) == 1 {
+			declared[b.Labels[0]] = true
+		}
+	}
+	var out []string
+	var outSecrets map[int]SecretItem
+	for i, v := range vars {
+		if name, _, _ := strings.Cut(v, "="); !declared[strings.TrimSpace(name)] {
+			continue
+		}
+		if item, ok := fromSecrets[i]; ok {
+			if outSecrets == nil {
+				outSecrets = map[int]SecretItem{}
+			}
+			outSecrets[len(out)] = item
+		}
+		out = append(out, v)
+	}
+	return out, outSecrets, nil
 }

@@ -1,9 +1,19 @@
 package controller
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 )
 
 // TestKeyInUse: which key of the Secret an instance logs in with, and
@@ -30,3 +40,51 @@ func TestKeyInUse(t *testing.T) {
 		})
 	}
 }
+
+// TestRotationVars: a rotation passes on only the -var values rotate-key
+// declares; the join's settings would be refused as undeclared.
+func TestRotationVars(t *testing.T) {
+	got, fromSecrets, err := onlyDeclared(rotateKeyPlaybook,
+		[]string{"cluster_flavour=openshift", "proxy=secret", `authorized_keys_file=C:\keys`, "old_public_key=ssh-ed25519 AAAA", "node_name=win-01"},
+		map[int]SecretItem{1: {"proxy", "proxy"}, 3: {"keys", "old_public_key"}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{`authorized_keys_file=C:\keys`, "old_public_key=ssh-ed25519 AAAA"}, got)
+	assert.Equal(t, map[int]SecretItem{1: {"keys", "old_public_key"}}, fromSecrets, "the Secret a kept value came from follows it")
+}
+
+// TestSecretToInstances: a Secret's change wakes exactly the instances
+// whose key is in it (the default cloud-private-key, or their
+// keySecretRef), in its namespace.
+func TestSecretToInstances(t *testing.T) {
+	scheme, err := NewScheme()
+	require.NoError(t, err)
+	wi := func(ns, name, secret string) *wsuv1.WindowsInstance {
+		w := &wsuv1.WindowsInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		if secret != "" {
+			w.Spec.KeySecretRef = &wsuv1.SecretKeyRef{Name: secret, Key: "key"}
+		}
+		return w
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithIndex(&wsuv1.WindowsInstance{}, keySecretIndex, indexKeySecret).
+		WithObjects(wi("ns", "default-key", ""), wi("ns", "own-key", "site-key"), wi("other", "elsewhere", "")).Build()
+	h := secretToInstances(c)
+	woken := func(ns, name string) []string {
+		q := &fakeQueue{}
+		sec := secretMetadata()
+		sec.SetNamespace(ns)
+		sec.SetName(name)
+		h.Update(context.Background(), event.TypedUpdateEvent[client.Object]{ObjectOld: sec, ObjectNew: sec}, q)
+		return q.names
+	}
+	assert.Equal(t, []string{"ns/default-key"}, woken("ns", "cloud-private-key"))
+	assert.Equal(t, []string{"ns/own-key"}, woken("ns", "site-key"))
+	assert.Empty(t, woken("ns", "unrelated"))
+}
+
+// fakeQueue records what a handler adds.
+type fakeQueue struct {
+	workqueue.TypedRateLimitingInterface[reconcile.Request]
+	names []string
+}
+
+func (q *fakeQueue) Add(r reconcile.Request) { q.names = append(q.names, r.String()) }

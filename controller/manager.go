@@ -93,9 +93,11 @@ func ManagerConfig(o Options, m ManagerOptions) (ctrl.Options, error) {
 			// cache. Nodes are cluster-scoped.
 			&corev1.ConfigMap{}:      {Namespaces: map[string]cache.Config{o.Namespace: {}}},
 			&wsuv1.WindowsInstance{}: {Namespaces: map[string]cache.Config{o.Namespace: {}}},
+			// The key Secret watch caches metadata only (keywatch.go).
+			secretMetadata(): {Namespaces: map[string]cache.Config{o.Namespace: {}}},
 		}},
-		// Secrets are read when a run needs its key, never listed or
-		// watched: the controller's Role grants get only.
+		// Secrets' contents are read when a run needs its key, never
+		// cached.
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 	}, nil
 }

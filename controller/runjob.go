@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/zclconf/go-cty/cty"
@@ -18,7 +19,8 @@ import (
 
 // RunJobOptions are what `wsu controller run-job` (a Job's pod) is given.
 type RunJobOptions struct {
-	// Request is the run request file (the request Secret, mounted).
+	// Request is the run request file (the Job's request annotation,
+	// mounted through the downward API).
 	Request string
 	// KeyFile is the instance's private key (its key Secret, mounted).
 	KeyFile string
@@ -106,13 +108,33 @@ func runJob(ctx context.Context, o RunJobOptions) (RunOutcome, string, error) {
 }
 
 // runRequest rebuilds the RunRequest in dir: the site playbook, var files
-// and known_hosts written there, the key put back into the inventory.
+// and known_hosts written there, the keys put back into the inventory and
+// the values of Secrets into the vars, from their mounted files.
 func (jr *jobRequest) runRequest(dir, key string) (RunRequest, error) {
-	inv, err := decodeInventory(jr.Inventory, key)
+	newKey := ""
+	if jr.NewKeyFile != "" {
+		data, err := os.ReadFile(jr.NewKeyFile)
+		if err != nil {
+			return RunRequest{}, fmt.Errorf("reading the new key: %w", err)
+		}
+		newKey = string(data)
+	}
+	inv, err := decodeInventory(jr.Inventory, key, newKey)
 	if err != nil {
 		return RunRequest{}, err
 	}
-	req := RunRequest{Instance: jr.Instance, Mode: jr.Mode, Playbook: jr.Playbook, Vars: jr.Vars, Inventory: inv}
+	vars := slices.Clone(jr.Vars)
+	for i, f := range jr.SecretVars {
+		if i < 0 || i >= len(vars) {
+			return RunRequest{}, fmt.Errorf("the run request names a Secret value for var %d of %d", i, len(vars))
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return RunRequest{}, fmt.Errorf("reading a varsFrom Secret's value: %w", err)
+		}
+		vars[i] += string(data)
+	}
+	req := RunRequest{Instance: jr.Instance, Mode: jr.Mode, Playbook: jr.Playbook, Vars: vars, Inventory: inv}
 	if len(jr.Files) > 0 {
 		pdir := filepath.Join(dir, "playbook")
 		if err := writeFiles(pdir, jr.Files); err != nil {

@@ -43,7 +43,28 @@ type RunRequest struct {
 	// ExpectHash is Expect's PlanHash. A runner that does not get the plan
 	// itself back from a plan run (JobRunner) holds the apply to it.
 	ExpectHash string
+	// Secrets say which Secrets the run's secret inputs come from, so a
+	// runner that must not copy them (JobRunner) hands them over by
+	// reference; the in-process runner uses the values in Inventory and
+	// Vars.
+	Secrets RunSecrets
 }
+
+// RunSecrets locate a run's secret inputs in their Secrets (in the
+// instance's namespace).
+type RunSecrets struct {
+	// Key holds the private key the run logs in with (kubeinv.KeyVar).
+	Key SecretItem
+	// NewKey holds a rotation's new key (kubeinv.NewKeyVar); zero when
+	// the run is no rotation.
+	NewKey SecretItem
+	// Vars: Vars[i] is NAME=VALUE with VALUE from the item Vars[i] (a
+	// varsFrom Secret's key).
+	Vars map[int]SecretItem
+}
+
+// SecretItem is one key of one Secret.
+type SecretItem struct{ Secret, Key string }
 
 // RunOutcome is what a run reports back into the instance's status.
 type RunOutcome struct {

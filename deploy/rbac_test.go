@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -106,10 +107,14 @@ func controllerAccess(o Overlay) []access {
 		deny("update", "", "configmaps", ns, "", "reads ConfigMaps only"),
 		deny("list", "", "configmaps", "default", "", "only its namespace"),
 		allow("get", "", "secrets", ns, otherSecret, "an instance's keySecretRef names any Secret of its namespace"),
-		deny("list", "", "secrets", ns, "", "read one by one, never listed or cached"),
-		deny("watch", "", "secrets", ns, "", "never watched"),
-		allow("create", "", "secrets", ns, "", "Job mode: each run's request Secret, owned by its Job"),
-		deny("patch", "", "secrets", ns, "", "never edits a key Secret in place"),
+		allow("watch", "", "secrets", ns, "", "the key Secret watch (metadata only) wakes a rotation"),
+		allow("list", "", "secrets", ns, "", "the key Secret watch's cache"),
+		deny("list", "", "secrets", "default", "", "only its namespace"),
+		deny("watch", "", "secrets", "", "", "not cluster-wide"),
+		deny("create", "", "secrets", ns, "", "writes no Secret: Job mode mounts the Secrets by reference"),
+		deny("update", "", "secrets", ns, keySecret, "never edits a key Secret"),
+		deny("patch", "", "secrets", ns, keySecret, "never edits a key Secret"),
+		deny("delete", "", "secrets", ns, keySecret, "never deletes a Secret"),
 		deny("get", "", "secrets", "default", otherSecret, "no Secret outside its namespace"),
 		allow("create", "", "events", ns, "", "events"),
 		allow("update", "coordination.k8s.io", "leases", ns, "wsu-controller.wsu.dev", "leader election"),
@@ -189,8 +194,12 @@ func checkRBAC(ctx context.Context, t *testing.T, c *kubetest.Cluster, o Overlay
 		assert.NoError(t, err, "the controller reads a key in its namespace")
 		_, err = ctl.CoreV1().Secrets("default").Get(ctx, otherSecret, metav1.GetOptions{})
 		assert.True(t, apierrors.IsForbidden(err), "the controller reads no Secret outside its namespace: %v", err)
-		_, err = ctl.CoreV1().Secrets(o.Namespace).List(ctx, metav1.ListOptions{})
+		_, err = ctl.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{})
 		assert.True(t, apierrors.IsForbidden(err), "nor lists them: %v", err)
+		_, err = ctl.CoreV1().Secrets(o.Namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "by-the-controller"}}, metav1.CreateOptions{})
+		assert.True(t, apierrors.IsForbidden(err), "the controller creates no Secret: %v", err)
+		err = ctl.CoreV1().Secrets(o.Namespace).Delete(ctx, otherSecret, metav1.DeleteOptions{})
+		assert.True(t, apierrors.IsForbidden(err), "nor deletes one: %v", err)
 	})
 }
 

@@ -134,7 +134,7 @@ func (a *app) runJobCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Request, "request", "", "the run request file (the request Secret, mounted)")
+	f.StringVar(&o.Request, "request", "", "the run request file (the Job's request annotation, mounted through the downward API)")
 	f.StringVar(&o.KeyFile, "key-file", "", "the instance's private key (its key Secret, mounted)")
 	f.StringVar(&o.ResultFile, "result-file", corev1.TerminationMessagePathDefault, "where the result goes (the termination message)")
 	_ = cmd.MarkFlagRequired("request")
