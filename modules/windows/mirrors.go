@@ -326,4 +326,3 @@ func removeHostsFile(ctx context.Context, h host.Host, cfg modules.Config, p str
 	}
 	return nil
 }
-
