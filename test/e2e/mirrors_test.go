@@ -100,4 +100,3 @@ func e2eCA(t *testing.T) (string, string) {
 	require.NoError(t, err)
 	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), host.Thumbprint(der)
 }
-
