@@ -288,6 +288,26 @@ func TestNotSupported(t *testing.T) {
 			assert.Contains(t, err.Error(), "linux (local)")
 		})
 	}
+	// The certificate stores are an optional interface the local host
+	// lacks: the agent says so, through the hash cache it wraps the
+	// backend in.
+	certCalls := map[string]func() error{
+		"cert.list":   func() error { _, err := c.Certificates(ctx, "ROOT"); return err },
+		"cert.add":    func() error { return c.AddCertificate(ctx, "ROOT", []byte{0x30}) },
+		"cert.delete": func() error { return c.DeleteCertificate(ctx, "ROOT", strings.Repeat("AB", 20)) },
+	}
+	for name, call := range certCalls {
+		t.Run(name, func(t *testing.T) {
+			err := call()
+			require.Error(t, err)
+			assert.ErrorIs(t, err, host.ErrNotSupported)
+			assert.Contains(t, err.Error(), "certificate store")
+		})
+	}
+	// Bad arguments are refused before any backend sees them.
+	assert.ErrorIs(t, c.DeleteCertificate(ctx, "ROOT", "abc"), proto.ErrInvalid)
+	_, err := c.Certificates(ctx, `ROOT\..`)
+	assert.ErrorIs(t, err, proto.ErrInvalid)
 }
 
 func TestConcurrentStats(t *testing.T) {

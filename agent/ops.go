@@ -153,6 +153,52 @@ var handlers = map[string]handler{
 	proto.OpHNSDeleteNetwork: with(func(r *request, a proto.IDArgs) (any, error) {
 		return nil, r.h.HNSDeleteNetwork(r.ctx, a.ID)
 	}),
+
+	proto.OpCertList: with(func(r *request, a proto.StoreArgs) (any, error) {
+		cs, err := certStore(r.h, a.Store)
+		if err != nil {
+			return nil, err
+		}
+		tps, err := cs.Certificates(r.ctx, a.Store)
+		if err == nil && tps == nil {
+			tps = []string{} // an empty store is [], not null
+		}
+		return tps, err
+	}),
+	proto.OpCertAdd: with(func(r *request, a proto.CertAddArgs) (any, error) {
+		cs, err := certStore(r.h, a.Store)
+		if err != nil {
+			return nil, err
+		}
+		if len(a.DER) == 0 {
+			return nil, fmt.Errorf("%w: cert.add without a certificate", proto.ErrInvalid)
+		}
+		return nil, cs.AddCertificate(r.ctx, a.Store, a.DER)
+	}),
+	proto.OpCertDelete: with(func(r *request, a proto.CertArgs) (any, error) {
+		if err := host.CheckThumbprint(a.Thumbprint); err != nil {
+			return nil, fmt.Errorf("%w: %v", proto.ErrInvalid, err)
+		}
+		cs, err := certStore(r.h, a.Store)
+		if err != nil {
+			return nil, err
+		}
+		return nil, cs.DeleteCertificate(r.ctx, a.Store, a.Thumbprint)
+	}),
+}
+
+// certStore is the backend's certificate stores, after checking the store
+// name; a backend without them is not supported.
+func certStore(h host.Host, store string) (host.CertStore, error) {
+	if err := host.CheckStoreName(store); err != nil {
+		return nil, fmt.Errorf("%w: %v", proto.ErrInvalid, err)
+	}
+	cs, ok := h.(host.CertStore)
+	if !ok {
+		facts, _ := h.Facts(context.Background())
+		return nil, host.NotSupported("certificate store", facts.OS)
+	}
+	return cs, nil
 }
 
 // with decodes an op's arguments strictly: within one protocol version

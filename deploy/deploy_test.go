@@ -84,8 +84,9 @@ func TestInstall(t *testing.T) {
 			c := kubetest.Start(t)
 			o := overlay(t, flavour.install)
 			if o.Flavour == "openshift" {
-				// The cluster's own namespace, where wsu binds a Role.
+				// The cluster's own namespaces, where wsu binds Roles.
 				require.NoError(t, c.EnsureNamespace(ctx, "openshift-machine-config-operator"))
+				require.NoError(t, c.EnsureNamespace(ctx, "openshift-config"))
 			}
 			w := &warnings{}
 			cfg := rest.CopyConfig(c.Config)

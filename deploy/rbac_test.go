@@ -141,6 +141,13 @@ func flavourAccess(o Overlay) []access {
 			deny("get", "", "secrets", "openshift-machine-config-operator", otherSecret, "that token only"),
 			deny("list", "", "secrets", "kube-system", "", "no bootstrap tokens on OpenShift"),
 			deny("get", "", "configmaps", "kube-public", "cluster-info", "no cluster-info on OpenShift"),
+			allow("get", "", "configmaps", "openshift-config", "user-ca-bundle", "k8s_trusted_ca: the proxy's trusted CA bundle"),
+			deny("list", "", "configmaps", "openshift-config", "", "read by the name the Proxy gives"),
+			deny("get", "", "secrets", "openshift-config", "pull-secret", "no Secret of openshift-config"),
+			allow("get", "config.openshift.io", "proxies", "", "cluster", "k8s_trusted_ca: which ConfigMap"),
+			allow("list", "config.openshift.io", "imagedigestmirrorsets", "", "", "k8s_image_mirrors"),
+			allow("list", "config.openshift.io", "imagetagmirrorsets", "", "", "k8s_image_mirrors"),
+			deny("patch", "config.openshift.io", "imagedigestmirrorsets", "", "", "reads only"),
 		}
 	}
 	return []access{
@@ -157,6 +164,7 @@ func flavourAccess(o Overlay) []access {
 		allow("get", "", "services", "kube-system", "kube-dns", "k8s_cluster_network: the cluster DNS address"),
 		deny("get", "", "configmaps", "kube-system", "other", "kubeadm-config only"),
 		deny("list", "", "services", "kube-system", "", "kube-dns only"),
+		deny("get", "", "configmaps", "openshift-config", "user-ca-bundle", "OpenShift only"),
 	}
 }
 

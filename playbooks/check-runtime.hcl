@@ -40,6 +40,18 @@ variable "pause_image" {
   description = "Sandbox (pause) image containerd uses."
 }
 
+variable "registry_mirrors" {
+  type        = map(list(string))
+  default     = null
+  description = "Registry mirrors for containerd: source (a registry or repository) → mirrors, tried in order, which may resolve tags. A mirror must end with the source's path ($mirror/[org/]oss/kubernetes/pause for mcr.microsoft.com/oss/kubernetes/pause). null: on OpenShift the cluster's ImageDigestMirrorSets and ImageTagMirrorSets, elsewhere none. {} removes the mirrors wsu wrote."
+}
+
+variable "trusted_ca_bundle" {
+  type        = string
+  default     = null
+  description = "PEM CA bundle the node trusts (LocalMachine Root store), for registries and proxies signed by a private CA. null: on OpenShift the bundle the cluster proxy's trustedCA names, elsewhere none. \"\" removes the certificates wsu added."
+}
+
 variable "image_pull_progress_timeout" {
   type        = string
   default     = "30m0s"
@@ -89,6 +101,28 @@ play "check-runtime" {
     }
   }
 
+  # Disconnected and proxied clusters: where images are mirrored and which
+  # CAs sign the mirrors and the proxy. Read from the cluster unless given.
+  task "image mirrors" {
+    when = var.cluster_flavour == "openshift" && var.registry_mirrors == null && var.manage_containerd
+    k8s_image_mirrors {
+      kubeconfig = var.kubeconfig
+    }
+  }
+
+  task "trusted ca bundle" {
+    when = var.cluster_flavour == "openshift" && var.trusted_ca_bundle == null
+    k8s_trusted_ca {
+      kubeconfig = var.kubeconfig
+    }
+  }
+
+  task "trusted ca" {
+    win_certificate {
+      bundle = var.trusted_ca_bundle != null ? var.trusted_ca_bundle : try(task["trusted ca bundle"].bundle, "")
+    }
+  }
+
   task "containerd directories" {
     for_each = toset(var.manage_containerd ? ["C:\\k", "C:\\k\\containerd", "C:\\k\\containerd\\registries", "C:\\var\\log\\containerd"] : [])
     win_directory {
@@ -114,6 +148,20 @@ play "check-runtime" {
         pause_image                 = var.pause_image
         image_pull_progress_timeout = var.image_pull_progress_timeout
       })
+    }
+    notify = ["restart containerd"]
+  }
+
+  # One hosts.toml per mirrored registry; mirror sets read from the cluster
+  # may hold entries only Linux nodes can use, which are left out with a
+  # warning. containerd restarts only when a file changed.
+  task "registry mirrors" {
+    when = var.manage_containerd
+    win_containerd_mirrors {
+      mirrors = var.registry_mirrors != null ? [
+        for source, mirrors in var.registry_mirrors : { source = source, mirrors = mirrors, resolve_tags = true, never_contact_source = false }
+      ] : try(task["image mirrors"].mirrors, [])
+      skip_invalid = var.registry_mirrors == null
     }
     notify = ["restart containerd"]
   }

@@ -96,6 +96,24 @@ variable "manage_containerd" {
   description = "Install containerd from the payload and run it as service containerd (current WMCO); false: require an existing containerd service."
 }
 
+variable "pause_image" {
+  type        = string
+  default     = "mcr.microsoft.com/oss/kubernetes/pause:3.9"
+  description = "Sandbox (pause) image containerd uses; a disconnected cluster mirrors it (registry_mirrors) or names its own copy here."
+}
+
+variable "registry_mirrors" {
+  type        = map(list(string))
+  default     = null
+  description = "containerd registry mirrors: source → mirrors (each ending with the source's path). null: on OpenShift the cluster's ImageDigestMirrorSets and ImageTagMirrorSets, elsewhere none; {} removes the mirrors wsu wrote."
+}
+
+variable "trusted_ca_bundle" {
+  type        = string
+  default     = null
+  description = "PEM CA bundle installed into the node's LocalMachine Root store. null: on OpenShift the cluster proxy's trusted CA bundle, elsewhere none; \"\" removes the certificates wsu added."
+}
+
 variable "service_recovery" {
   type        = bool
   default     = true
@@ -205,6 +223,9 @@ include "runtime" {
     service_recovery  = var.service_recovery
     service_cidr      = var.service_cidr
     cluster_dns       = var.cluster_dns
+    pause_image       = var.pause_image
+    registry_mirrors  = var.registry_mirrors
+    trusted_ca_bundle = var.trusted_ca_bundle
   }
 }
 

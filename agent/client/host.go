@@ -300,3 +300,24 @@ func (c *Client) HNSDeleteNetwork(ctx context.Context, id string) error {
 	_, err := c.roundTrip(ctx, proto.OpHNSDeleteNetwork, proto.IDArgs{ID: id}, nil, 0, nil)
 	return err
 }
+
+var _ host.CertStore = (*Client)(nil)
+
+// Certificates lists a LocalMachine store's thumbprints.
+func (c *Client) Certificates(ctx context.Context, store string) ([]string, error) {
+	var tps []string
+	_, err := c.roundTrip(ctx, proto.OpCertList, proto.StoreArgs{Store: store}, nil, 0, &tps)
+	return tps, err
+}
+
+// AddCertificate adds a DER certificate to a LocalMachine store.
+func (c *Client) AddCertificate(ctx context.Context, store string, der []byte) error {
+	_, err := c.roundTrip(ctx, proto.OpCertAdd, proto.CertAddArgs{Store: store, DER: der}, nil, 0, nil)
+	return err
+}
+
+// DeleteCertificate removes a certificate from a LocalMachine store.
+func (c *Client) DeleteCertificate(ctx context.Context, store, thumbprint string) error {
+	_, err := c.roundTrip(ctx, proto.OpCertDelete, proto.CertArgs{Store: store, Thumbprint: thumbprint}, nil, 0, nil)
+	return err
+}

@@ -59,6 +59,12 @@ const (
 	OpHNSCreateEndpoint = "hns.endpoint.create" // EndpointArgs → host.HNSEndpoint
 	OpHNSDeleteEndpoint = "hns.endpoint.delete" // IDArgs → nothing
 	OpHNSDeleteNetwork  = "hns.network.delete"  // IDArgs → nothing
+
+	// The LocalMachine certificate stores (host.CertStore, optional: a
+	// backend without one answers not supported).
+	OpCertList   = "cert.list"   // StoreArgs → []string (thumbprints)
+	OpCertAdd    = "cert.add"    // CertAddArgs → nothing
+	OpCertDelete = "cert.delete" // CertArgs → nothing
 )
 
 // Ops lists every op, in the order of the Host API.
@@ -71,6 +77,7 @@ var Ops = []string{
 	OpRegGet, OpRegSet, OpRegDelete,
 	OpEnvGet, OpEnvSet, OpEnvDelete, OpPathAdd, OpPathRm,
 	OpHNSNetworks, OpHNSEndpoints, OpHNSCreateEndpoint, OpHNSDeleteEndpoint, OpHNSDeleteNetwork,
+	OpCertList, OpCertAdd, OpCertDelete,
 }
 
 type PathArgs struct {
@@ -209,4 +216,19 @@ type IDArgs struct {
 type ACLArgs struct {
 	Path string   `json:"path"`
 	ACL  host.ACL `json:"acl"`
+}
+
+type StoreArgs struct {
+	Store string `json:"store"`
+}
+
+// CertAddArgs carries a DER certificate (base64 in JSON).
+type CertAddArgs struct {
+	Store string `json:"store"`
+	DER   []byte `json:"der"`
+}
+
+type CertArgs struct {
+	Store      string `json:"store"`
+	Thumbprint string `json:"thumbprint"`
 }

@@ -40,6 +40,8 @@ func Modules(cache *kube.Cache) []modules.Module {
 		WaitAnnotation{c},
 		ClusterCheck{c},
 		ClusterNetwork{c},
+		ImageMirrors{c},
+		TrustedCA{c},
 		Ignition{c},
 		BootstrapToken{c},
 		CSRApprove{c},

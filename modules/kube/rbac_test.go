@@ -133,6 +133,12 @@ func TestRBAC(t *testing.T) {
 	t.Run("k8s_cluster_network", func(t *testing.T) {
 		converge(t, ClusterNetwork{testClusters}, as(t, ClusterNetwork{testClusters}, map[string]cty.Value{}))
 	})
+	t.Run("k8s_image_mirrors", func(t *testing.T) {
+		converge(t, ImageMirrors{testClusters}, as(t, ImageMirrors{testClusters}, map[string]cty.Value{}))
+	})
+	t.Run("k8s_trusted_ca", func(t *testing.T) {
+		converge(t, TrustedCA{testClusters}, as(t, TrustedCA{testClusters}, map[string]cty.Value{}))
+	})
 	t.Run("k8s inventory", func(t *testing.T) {
 		// -i k8s://...: the ConfigMap and the key Secret, read through the
 		// same shared client the CLI builds from --kubeconfig.
@@ -181,6 +187,10 @@ func TestRBAC(t *testing.T) {
 		{verb: "get", group: "config.openshift.io", resource: "networks"},
 		{verb: "get", group: "config.openshift.io", resource: "infrastructures"},
 		{verb: "get", group: "operator.openshift.io", resource: "networks"},
+		{verb: "get", group: "config.openshift.io", resource: "proxies"},
+		{verb: "list", group: "config.openshift.io", resource: "imagedigestmirrorsets"},
+		{verb: "list", group: "config.openshift.io", resource: "imagetagmirrorsets"},
+		{verb: "get", resource: "configmaps", ns: "openshift-config", name: "user-ca-bundle"},
 		{verb: "get", group: "networking.k8s.io", resource: "servicecidrs", name: "kubernetes"},
 		{verb: "get", resource: "configmaps", ns: "kube-system", name: "kubeadm-config"},
 		{verb: "get", resource: "services", ns: "kube-system", name: "kube-dns"},
@@ -197,6 +207,10 @@ func TestRBAC(t *testing.T) {
 		{verb: "patch", group: "config.openshift.io", resource: "networks"},
 		{verb: "get", resource: "configmaps", ns: "kube-system", name: "other"},
 		{verb: "list", resource: "services", ns: "kube-system"},
+		{verb: "get", resource: "secrets", ns: "openshift-config", name: "pull-secret"},
+		{verb: "list", resource: "configmaps", ns: "openshift-config"},
+		{verb: "update", resource: "configmaps", ns: "openshift-config", name: "user-ca-bundle"},
+		{verb: "patch", group: "config.openshift.io", resource: "imagedigestmirrorsets"},
 	}
 	check := func(a access) bool {
 		sar, err := c.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{

@@ -19,6 +19,7 @@ const (
 	tRegistry  = "registry"
 	tHNS       = "hns"
 	tACLs      = "acls"
+	tCerts     = "certs"
 )
 
 type svcRecord struct {

@@ -1,0 +1,123 @@
+package kube
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/zclconf/go-cty/cty"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/wsu-project/wsu/test/kubetest"
+)
+
+func mirrorSet(t *testing.T, dc dynamic.Interface, gvr schema.GroupVersionResource, kind, name, field string, entries ...map[string]any) {
+	t.Helper()
+	list := make([]any, len(entries))
+	for i, e := range entries {
+		list[i] = e
+	}
+	_, err := dc.Resource(gvr).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": gvr.GroupVersion().String(), "kind": kind,
+		"metadata": map[string]any{"name": name}, "spec": map[string]any{field: list},
+	}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+func mirrorObj(source string, resolve, never bool, mirrors ...string) cty.Value {
+	return cty.ObjectVal(map[string]cty.Value{
+		"source": cty.StringVal(source), "mirrors": strList(mirrors),
+		"resolve_tags": cty.BoolVal(resolve), "never_contact_source": cty.BoolVal(never),
+	})
+}
+
+// TestOpenShiftConfigModules runs k8s_image_mirrors and k8s_trusted_ca
+// against a real API server, before and after the OpenShift CRDs exist.
+func TestOpenShiftConfigModules(t *testing.T) {
+	// Its own cluster: the OpenShift CRDs must not leak into other tests.
+	c := kubetest.Start(t)
+	mirrors := ImageMirrors{testClusters}
+	trusted := TrustedCA{testClusters}
+	mcfg := kcfg(t, c, mirrors, nil)
+	tcfg := kcfg(t, c, trusted, nil)
+
+	t.Run("not OpenShift", func(t *testing.T) {
+		_, res := converge(t, mirrors, mcfg)
+		assert.Equal(t, cty.ListValEmpty(mirrorType), res.GetAttr("mirrors"))
+		assert.Contains(t, res.GetAttr("reason").AsString(), "serves neither")
+		_, res = converge(t, trusted, tcfg)
+		assert.Equal(t, cty.StringVal(""), res.GetAttr("bundle"))
+		assert.Contains(t, res.GetAttr("reason").AsString(), "does not serve proxies")
+	})
+
+	require.NoError(t, c.InstallCRDFiles("testdata/openshift-config-crds.yaml"))
+	dc, err := dynamic.NewForConfig(c.Config)
+	require.NoError(t, err)
+
+	t.Run("no mirror sets, no proxy", func(t *testing.T) {
+		_, res := converge(t, mirrors, mcfg)
+		assert.Equal(t, cty.ListValEmpty(mirrorType), res.GetAttr("mirrors"))
+		assert.Equal(t, "0 mirror entries from 0 ImageDigestMirrorSets and 0 ImageTagMirrorSets", res.GetAttr("reason").AsString())
+		_, res = converge(t, trusted, tcfg)
+		assert.Equal(t, cty.StringVal(""), res.GetAttr("bundle"))
+		assert.Contains(t, res.GetAttr("reason").AsString(), "there is no proxy.config.openshift.io/cluster")
+	})
+
+	t.Run("mirror sets", func(t *testing.T) {
+		mirrorSet(t, dc, itmsGVR, "ImageTagMirrorSet", "a-tags", "imageTagMirrors",
+			map[string]any{"source": "mcr.microsoft.com/oss/kubernetes/pause", "mirrors": []any{"mirror.local:5000/win/oss/kubernetes/pause"}})
+		mirrorSet(t, dc, idmsGVR, "ImageDigestMirrorSet", "b-digests", "imageDigestMirrors",
+			map[string]any{"source": "quay.io/org/img", "mirrors": []any{"mirror.local:5000/org/img"}, "mirrorSourcePolicy": "NeverContactSource"})
+		mirrorSet(t, dc, idmsGVR, "ImageDigestMirrorSet", "a-digests", "imageDigestMirrors",
+			map[string]any{"source": "registry.local/x", "mirrors": []any{"m1.local/x", "m2.local/x"}},
+			map[string]any{"source": "registry.local/y", "mirrors": []any{"m1.local/y"}, "mirrorSourcePolicy": "AllowContactingSource"})
+		p := plan(t, mirrors, mcfg)
+		require.Empty(t, p.Diagnostics)
+		require.Nil(t, p.Change, "reading never changes anything")
+		assert.Equal(t, cty.ListVal([]cty.Value{
+			mirrorObj("registry.local/x", false, false, "m1.local/x", "m2.local/x"),
+			mirrorObj("registry.local/y", false, false, "m1.local/y"),
+			mirrorObj("quay.io/org/img", false, true, "mirror.local:5000/org/img"),
+			mirrorObj("mcr.microsoft.com/oss/kubernetes/pause", true, false, "mirror.local:5000/win/oss/kubernetes/pause"),
+		}), p.Result.GetAttr("mirrors"))
+		assert.Equal(t, "4 mirror entries from 2 ImageDigestMirrorSets and 1 ImageTagMirrorSets", p.Result.GetAttr("reason").AsString())
+	})
+
+	t.Run("trusted CA", func(t *testing.T) {
+		proxy := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "config.openshift.io/v1", "kind": "Proxy",
+			"metadata": map[string]any{"name": "cluster"}, "spec": map[string]any{},
+		}}
+		_, err := dc.Resource(proxyGVR).Create(ctx, proxy, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, res := converge(t, trusted, tcfg)
+		assert.Contains(t, res.GetAttr("reason").AsString(), "has no spec.trustedCA.name")
+
+		cur, err := dc.Resource(proxyGVR).Get(ctx, "cluster", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NoError(t, unstructured.SetNestedField(cur.Object, "user-ca-bundle", "spec", "trustedCA", "name"))
+		_, err = dc.Resource(proxyGVR).Update(ctx, cur, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		d := requireDiag(t, plan(t, trusted, tcfg).Diagnostics, tcfg, "Cannot read the trusted CA bundle", "kubeconfig")
+		assert.Contains(t, d.Detail, "openshift-config/user-ca-bundle")
+
+		require.NoError(t, c.EnsureNamespace(ctx, TrustedCANamespace))
+		_, err = c.Client.CoreV1().ConfigMaps(TrustedCANamespace).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "user-ca-bundle"}, Data: map[string]string{"other": "x"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		d = requireDiag(t, plan(t, trusted, tcfg).Diagnostics, tcfg, "Cannot read the trusted CA bundle", "kubeconfig")
+		assert.Contains(t, d.Detail, "has no ca-bundle.crt")
+
+		const pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+		_, err = c.Client.CoreV1().ConfigMaps(TrustedCANamespace).Update(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "user-ca-bundle"}, Data: map[string]string{"ca-bundle.crt": pem}}, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		_, res = converge(t, trusted, tcfg)
+		assert.Equal(t, cty.StringVal(pem), res.GetAttr("bundle"))
+		assert.Equal(t, cty.StringVal("openshift-config/user-ca-bundle"), res.GetAttr("configmap"))
+	})
+}

@@ -1,0 +1,102 @@
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wsu-project/wsu/agent/platform/sim"
+	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/test/harness"
+)
+
+// TestJoinWithMirrorsAndTrustedCA: a joined node gets registry mirrors and
+// a trusted CA on a later run: one hosts.toml per mirrored registry,
+// the CA in the LocalMachine Root store, containerd restarted once; a
+// re-run changes nothing and restarts nothing.
+func TestJoinWithMirrorsAndTrustedCA(t *testing.T) {
+	env := start(t, harness.Options{Hosts: 1})
+	h := env.Hosts[0]
+	requireSuccess(t, run(t, env, nil, "apply", "join"))
+	checkJoined(t, env, h)
+	if t.Failed() {
+		return
+	}
+	before := servicePIDs(t, env, h)
+
+	caPEM, thumbprint := e2eCA(t)
+	vars := filepath.Join(t.TempDir(), "disconnected.tfvars")
+	require.NoError(t, os.WriteFile(vars, []byte(`registry_mirrors = {
+  "mcr.microsoft.com/oss/kubernetes/pause" = ["mirror.local:5000/windows/oss/kubernetes/pause"]
+  "quay.io/org"                            = ["mirror.local:5000/quay/org"]
+}
+trusted_ca_bundle = <<EOT
+`+caPEM+`EOT
+`), 0o600))
+
+	r := run(t, env, nil, "apply", "join", "-var-file", vars)
+	requireSuccess(t, r)
+	changed := r.Changed(h.Name)
+	sort.Strings(changed)
+	assert.Equal(t, []string{"check-runtime/registry mirrors", "check-runtime/restart containerd", "check-runtime/trusted ca"}, changed,
+		"only the mirrors, the CA and one containerd restart")
+	after := servicePIDs(t, env, h)
+	assert.NotEqual(t, before["containerd"], after["containerd"], "containerd restarted to read the mirrors")
+	assert.Equal(t, before["kubelet"], after["kubelet"], "nothing else restarted")
+
+	require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
+		ctx := context.Background()
+		ents, err := s.ReadDir(ctx, `C:\k\containerd\registries`, 0)
+		require.NoError(t, err)
+		var dirs []string
+		for _, e := range ents {
+			dirs = append(dirs, e.Name)
+		}
+		assert.Equal(t, []string{"mcr.microsoft.com", "quay.io"}, dirs)
+		pause, err := s.ReadFile(ctx, `C:\k\containerd\registries\mcr.microsoft.com\hosts.toml`, 1<<20)
+		require.NoError(t, err)
+		assert.Contains(t, string(pause), "server = \"https://mcr.microsoft.com/v2\"\n")
+		assert.Contains(t, string(pause), "[host.\"https://mirror.local:5000/v2/windows\"]\n  capabilities = [\"pull\", \"resolve\"]\n",
+			"the mirror without the source's path, which containerd appends")
+		conf, err := s.ReadFile(ctx, `C:\k\containerd\containerd_conf.toml`, 1<<20)
+		require.NoError(t, err)
+		assert.Contains(t, string(conf), "config_path = \"C:\\\\k\\\\containerd\\\\registries\"", "containerd reads the directory")
+		certs, err := s.Certificates(ctx, "ROOT")
+		require.NoError(t, err)
+		assert.Contains(t, certs, thumbprint, "the CA is trusted")
+		return nil
+	}))
+
+	again := run(t, env, nil, "apply", "join", "-var-file", vars)
+	requireSuccess(t, again)
+	assert.Empty(t, again.Changed(h.Name), "a re-run changes nothing")
+	assert.Equal(t, after, servicePIDs(t, env, h), "and restarts nothing")
+}
+
+// e2eCA is a fresh CA certificate: PEM and thumbprint.
+func e2eCA(t *testing.T) (string, string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "mirror.local CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), host.Thumbprint(der)
+}
