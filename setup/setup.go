@@ -364,6 +364,10 @@ func suggestStock(name string, stock fs.FS) string {
 	return ""
 }
 
+// LocalGroup is the group of --local's host "localhost": the group the
+// stock playbooks target (hosts = "windows").
+const LocalGroup = "windows"
+
 // loadInventory reads the inventory, or makes the one-host inventory Local
 // implies. With errors, the inventory is what could be read of it (or nil),
 // for the scrubber to learn its secrets from. It adds what a saved plan fingerprints to sources ("inventory:"
@@ -373,7 +377,7 @@ func loadInventory(ctx context.Context, in planfile.Inputs, clusters *kube.Cache
 		if !in.Local {
 			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No inventory", Detail: "Give the hosts with -i INVENTORY (a file, a ConfigMap k8s://NAMESPACE/NAME, or a list like \"win01,win02,\"), or use --local to run on this machine."}}
 		}
-		inv := inventory.FromList("localhost,")
+		inv := inventory.Local(LocalGroup)
 		inv.Hosts["localhost"].Vars["connection"] = inventory.Var{Value: cty.StringVal("local")}
 		return inv, nil
 	}
