@@ -225,6 +225,9 @@ func (r *Run) SavePlan(path string, res *engine.Result) error {
 	}
 	p := res.Plan
 	p.WSUVersion = version.Version
+	if wd, err := os.Getwd(); err == nil {
+		p.Dir = wd
+	}
 	p.Inputs = r.Inputs
 	p.Inputs.Vars, p.Inputs.SensitiveVars = nil, nil
 	for _, opt := range r.Inputs.Vars {

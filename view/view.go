@@ -293,6 +293,34 @@ func (h *Human) fields(c *engine.ChangeView, indent string) string {
 	for _, s := range c.Restarts {
 		fmt.Fprintf(&b, "%s%s service %s will be stopped and started again\n", indent, h.paint(cYellow, "↻"), quote(s))
 	}
+	b.WriteString(h.diffText(c.Diff, indent+"  "))
+	return b.String()
+}
+
+// diffText is a change's content diff, indented and coloured as diff(1)
+// users expect.
+func (h *Human) diffText(diff, indent string) string {
+	if diff == "" {
+		return ""
+	}
+	var b strings.Builder
+	for i, l := range strings.Split(diff, "\n") {
+		code := ""
+		switch {
+		case i < 2 && (strings.HasPrefix(l, "--- ") || strings.HasPrefix(l, "+++ ")):
+			code = cBold
+		case strings.HasPrefix(l, "@@"):
+			code = cCyan
+		case strings.HasPrefix(l, "+"):
+			code = cGreen
+		case strings.HasPrefix(l, "-"):
+			code = cRed
+		}
+		if code != "" {
+			l = h.paint(code, l)
+		}
+		fmt.Fprintf(&b, "%s%s\n", indent, l)
+	}
 	return b.String()
 }
 
