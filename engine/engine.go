@@ -66,6 +66,9 @@ type Request struct {
 	Limit    string
 	Tags     []string
 	SkipTags []string
+	// Diff asks modules for content diffs in apply too (apply --diff); a
+	// plan always shows them.
+	Diff bool
 
 	// Sources are the files the playbook was loaded from (Loader.Sources),
 	// fingerprinted into the plan.
@@ -750,6 +753,11 @@ func (r *runner) scrubResult() {
 	for _, h := range r.result.Plan.Hosts {
 		for i := range h.Tasks {
 			h.Tasks[i].Summary = r.secrets.Scrub(h.Tasks[i].Summary)
+			if c := h.Tasks[i].Change; c != nil {
+				e := Event{Change: c}
+				e.applyScrub(r.secrets.Scrub)
+				h.Tasks[i].Change = e.Change
+			}
 		}
 	}
 }
@@ -768,6 +776,12 @@ func (r *runner) failHost(hs *hostState, play string, d hcl.Diagnostics) {
 
 // recordPlan adds a planned task outcome to the saved-plan fingerprints.
 func (r *runner) recordPlan(hs *hostState, addr string, status Status, summary string, fingerprint func() string) {
+	r.recordPlanChange(hs, planfile.Task{Address: addr, Status: string(status), Summary: summary}, fingerprint)
+}
+
+// recordPlanChange records a planned outcome with its module and shown
+// change, for `wsu show`.
+func (r *runner) recordPlanChange(hs *hostState, task planfile.Task, fingerprint func() string) {
 	if r.req.Mode != ModePlan {
 		return
 	}
@@ -782,7 +796,8 @@ func (r *runner) recordPlan(hs *hostState, addr string, status Status, summary s
 		ph = &planfile.Host{Vars: map[string]string{}}
 		r.result.Plan.Hosts[hs.name] = ph
 	}
-	ph.Tasks = append(ph.Tasks, planfile.Task{Address: addr, Status: string(status), Summary: summary, Fingerprint: fp})
+	task.Fingerprint = fp
+	ph.Tasks = append(ph.Tasks, task)
 }
 
 // recordRead puts a file that file(), templatefile() and friends read

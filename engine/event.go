@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/wsu-project/wsu/engine/planfile"
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/notify"
 )
@@ -114,22 +115,13 @@ func trafficOf(c host.Counters) *Traffic {
 	return &Traffic{RPCs: c.RPCs, RPCsByOp: c.RPCsByOp, BytesSent: c.BytesSent, AgentBytes: c.AgentBytes}
 }
 
-// ChangeView is a module's Change with every value rendered for display.
-type ChangeView struct {
-	Action   string      `json:"action"`
-	Symbol   string      `json:"symbol"`
-	Subject  string      `json:"subject,omitempty"`
-	Fields   []FieldView `json:"fields,omitempty"`
-	Restarts []string    `json:"restarts,omitempty"`
-}
+// ChangeView is a module's Change with every value rendered for display;
+// a saved plan keeps it as it was shown (planfile.Change).
+type ChangeView = planfile.Change
 
 // FieldView is one rendered attribute change. Old is empty for a created
 // attribute, New for a removed one.
-type FieldView struct {
-	Name string `json:"name"`
-	Old  string `json:"old,omitempty"`
-	New  string `json:"new,omitempty"`
-}
+type FieldView = planfile.Field
 
 // DiagnosticView is an hcl.Diagnostic flattened for events.
 type DiagnosticView struct {

@@ -10,6 +10,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
+	"github.com/wsu-project/wsu/engine/planfile"
 	"github.com/wsu-project/wsu/engine/playbook"
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/modules"
@@ -294,7 +295,8 @@ func (ti *taskInstance) finish(out outcome) (cty.Value, bool) {
 		hs.recap.OK++
 	}
 	cfgVal := ti.cfg.Value
-	ti.r.recordPlan(hs, ti.ev.Address, status, summary, func() string { return fingerprint(t.Module, cfgVal, status, out.change) })
+	ti.r.recordPlanChange(hs, planfile.Task{Address: ti.ev.Address, Status: string(status), Summary: summary, Module: t.Module, Change: cv},
+		func() string { return fingerprint(t.Module, cfgVal, status, out.change) })
 	ti.report(status, cv, shownMessage(t.Schema, result), out.attempts, out.warnings)
 	return result, out.change != nil
 }
@@ -331,7 +333,8 @@ func shownMessage(s modules.Schema, result cty.Value) string {
 
 // planApply asks the module for its plan and, when applying, applies it.
 func (r *runner) planApply(ctx context.Context, mod modules.Module, cfg modules.Config, h host.Host, redial modules.Redialer, pending bool) (cty.Value, *modules.Change, hcl.Diagnostics) {
-	pr := mod.Plan(ctx, modules.PlanRequest{Config: cfg, Host: h, Pending: r.req.Mode == ModePlan && pending, Redial: redial})
+	pr := mod.Plan(ctx, modules.PlanRequest{Config: cfg, Host: h, Pending: r.req.Mode == ModePlan && pending, Redial: redial,
+		Diff: r.req.Mode == ModePlan || r.req.Diff})
 	if pr.Diagnostics.HasErrors() {
 		return cty.NilVal, pr.Change, pr.Diagnostics
 	}

@@ -102,7 +102,19 @@ func renderChange(c *modules.Change, secret secretFields) *ChangeView {
 		}
 		cv.Fields = append(cv.Fields, fv)
 	}
+	if c.Content != nil && len(secret.sensitive) == 0 && !anySensitive(c.Fields) {
+		cv.Diff = contentDiff(c.Subject, c.Content)
+	}
 	return cv
+}
+
+func anySensitive(fields []modules.FieldChange) bool {
+	for _, f := range fields {
+		if f.Sensitive {
+			return true
+		}
+	}
+	return false
 }
 
 // canon is a stable text form of a value for fingerprints: unlike Render it

@@ -191,7 +191,7 @@ func (e *Event) applyScrub(sc func(string) string) {
 	e.Message = sc(e.Message)
 	if e.Change != nil {
 		c := *e.Change
-		c.Subject = sc(c.Subject)
+		c.Subject, c.Diff = sc(c.Subject), sc(c.Diff)
 		fields := make([]FieldView, len(c.Fields))
 		for i, f := range c.Fields {
 			fields[i] = FieldView{Name: f.Name, Old: sc(f.Old), New: sc(f.New)}

@@ -178,6 +178,20 @@ func FromList(list string) *Inventory {
 	return inv
 }
 
+// Local is the one-host inventory of `--local`: the host "localhost" in
+// the given groups (the CLI gives "windows", the group every stock playbook
+// targets, so `wsu apply join --local` finds its host).
+func Local(groups ...string) *Inventory {
+	b := newBuilder("", nil)
+	b.host("localhost", hcl.Range{})
+	for _, g := range groups {
+		b.group(g, hcl.Range{})
+		b.addHost(g, "localhost")
+	}
+	inv, _ := b.finish()
+	return inv
+}
+
 // builder accumulates hosts, groups and diagnostics for both parsers and
 // applies the shared post-processing (cycles, "ungrouped", "all").
 type builder struct {

@@ -159,6 +159,10 @@ type PlanRequest struct {
 	// Redial opens a second connection to the host (nil when the run has
 	// none to offer); see Redialer.
 	Redial Redialer
+	// Diff asks for Change.Content where the module offers it (a plan, or
+	// apply --diff): reading a file's old content costs a round trip that
+	// an apply nobody watches need not make.
+	Diff bool
 }
 
 // Redialer opens a second connection to the task's host the way the engine
@@ -236,6 +240,24 @@ type Change struct {
 	// Private carries module data from Plan to Apply (what was observed).
 	// It is never shown.
 	Private map[string]string
+	// Content is a file's content before and after, for the unified diff
+	// the views show (PlanRequest.Diff); nil when the module offers none.
+	// The engine shows no diff for a task with a sensitive argument, nor
+	// for binary or large content, and never fingerprints it: the
+	// content's sha256 field stands for it.
+	Content *ContentChange
+}
+
+// MaxDiffBytes bounds each side of a content diff: a larger file is
+// compared by its sha256 alone (and its old content is not read).
+const MaxDiffBytes = 64 << 10
+
+// ContentChange is a file's content before and after a change. Old is ""
+// for a new file. Omitted, when set, says why there is no diff (the old
+// file is larger than MaxDiffBytes, or could not be read).
+type ContentChange struct {
+	Old, New string
+	Omitted  string
 }
 
 // FieldChange is one attribute's old and new value. Either may be null

@@ -225,6 +225,9 @@ func (r *Run) SavePlan(path string, res *engine.Result) error {
 	}
 	p := res.Plan
 	p.WSUVersion = version.Version
+	if wd, err := os.Getwd(); err == nil {
+		p.Dir = wd
+	}
 	p.Inputs = r.Inputs
 	p.Inputs.Vars, p.Inputs.SensitiveVars = nil, nil
 	for _, opt := range r.Inputs.Vars {
@@ -364,6 +367,10 @@ func suggestStock(name string, stock fs.FS) string {
 	return ""
 }
 
+// LocalGroup is the group of --local's host "localhost": the group the
+// stock playbooks target (hosts = "windows").
+const LocalGroup = "windows"
+
 // loadInventory reads the inventory, or makes the one-host inventory Local
 // implies. With errors, the inventory is what could be read of it (or nil),
 // for the scrubber to learn its secrets from. It adds what a saved plan fingerprints to sources ("inventory:"
@@ -373,7 +380,7 @@ func loadInventory(ctx context.Context, in planfile.Inputs, clusters *kube.Cache
 		if !in.Local {
 			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No inventory", Detail: "Give the hosts with -i INVENTORY (a file, a ConfigMap k8s://NAMESPACE/NAME, or a list like \"win01,win02,\"), or use --local to run on this machine."}}
 		}
-		inv := inventory.FromList("localhost,")
+		inv := inventory.Local(LocalGroup)
 		inv.Hosts["localhost"].Vars["connection"] = inventory.Var{Value: cty.StringVal("local")}
 		return inv, nil
 	}

@@ -50,7 +50,7 @@ func (j *JSON) Diagnostics(diags hcl.Diagnostics) {
 	if len(diags) == 0 {
 		return
 	}
-	j.Event(engine.Event{Schema: engine.EventSchema, Type: engine.EventDiagnostic, Time: time.Now().UTC(), Diagnostics: engine.DiagViews(diags)})
+	j.Event(engine.Event{Schema: engine.EventSchema, Type: engine.EventDiagnostic, Time: time.Now().UTC(), Diagnostics: engine.DiagViews(sortDiagnostics(diags))})
 }
 
 // Close implements View.
@@ -72,6 +72,9 @@ type Human struct {
 	status   map[string]string // host -> current task, for the progress line
 	statusOn bool
 	changes  map[string]int
+
+	// order holds a plan's results until its play ends (see ordered).
+	order playOrder
 }
 
 // HumanOptions configure the human view.
@@ -122,13 +125,41 @@ func (h *Human) printf(format string, args ...any) {
 	fmt.Fprintf(h.w, format, args...)
 }
 
-// Event implements engine.Hooks.
+// Event implements engine.Hooks. A plan's results are printed in a fixed
+// order (see playOrder); apply prints each result as it happens.
 func (h *Human) Event(e engine.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if e.Mode != "" {
 		h.mode = e.Mode
 	}
+	if e.Type == engine.EventTaskStart {
+		h.order.started(e)
+		h.status[e.Host] = fmt.Sprintf("%s (%d/%d)", e.Task, e.Index, e.Count)
+		h.drawStatus()
+		return
+	}
+	if h.mode == engine.ModePlan {
+		if h.order.hold(e) {
+			if e.Type == engine.EventTaskResult || e.Type == engine.EventUnreachable {
+				delete(h.status, e.Host)
+			}
+			h.drawStatus()
+			return
+		}
+		for _, held := range h.order.release() {
+			h.show(held)
+		}
+		if e.Type == engine.EventPlayStart {
+			h.order.begin(e)
+		}
+	}
+	h.show(e)
+	h.drawStatus()
+}
+
+// show prints one event.
+func (h *Human) show(e engine.Event) {
 	switch e.Type {
 	case engine.EventPlayStart:
 		n := len(e.Hosts)
@@ -139,8 +170,6 @@ func (h *Human) Event(e engine.Event) {
 		h.printf("\n%s %s\n", h.paint(cBold, "PLAY "+quote(e.Play)), h.paint(cDim, fmt.Sprintf("(%d %s%s)", n, plural(n, "host", "hosts"), batches)))
 	case engine.EventPlayNotRun:
 		h.printf("\n%s %s\n", h.paint(cBold, "PLAY "+quote(e.Play)), h.paint(cYellow, "("+e.Message+")"))
-	case engine.EventTaskStart:
-		h.status[e.Host] = fmt.Sprintf("%s (%d/%d)", e.Task, e.Index, e.Count)
 	case engine.EventTaskResult:
 		delete(h.status, e.Host)
 		h.taskResult(e)
@@ -164,7 +193,6 @@ func (h *Human) Event(e engine.Event) {
 	case engine.EventRecap:
 		h.recap(e)
 	}
-	h.drawStatus()
 }
 
 func (h *Human) taskResult(e engine.Event) {
@@ -265,6 +293,34 @@ func (h *Human) fields(c *engine.ChangeView, indent string) string {
 	for _, s := range c.Restarts {
 		fmt.Fprintf(&b, "%s%s service %s will be stopped and started again\n", indent, h.paint(cYellow, "↻"), quote(s))
 	}
+	b.WriteString(h.diffText(c.Diff, indent+"  "))
+	return b.String()
+}
+
+// diffText is a change's content diff, indented and coloured as diff(1)
+// users expect.
+func (h *Human) diffText(diff, indent string) string {
+	if diff == "" {
+		return ""
+	}
+	var b strings.Builder
+	for i, l := range strings.Split(diff, "\n") {
+		code := ""
+		switch {
+		case i < 2 && (strings.HasPrefix(l, "--- ") || strings.HasPrefix(l, "+++ ")):
+			code = cBold
+		case strings.HasPrefix(l, "@@"):
+			code = cCyan
+		case strings.HasPrefix(l, "+"):
+			code = cGreen
+		case strings.HasPrefix(l, "-"):
+			code = cRed
+		}
+		if code != "" {
+			l = h.paint(code, l)
+		}
+		fmt.Fprintf(&b, "%s%s\n", indent, l)
+	}
 	return b.String()
 }
 
@@ -326,30 +382,50 @@ func (h *Human) recap(e engine.Event) {
 	}
 }
 
-// Diagnostics implements View, quoting the source line when it is known.
+// Diagnostics implements View, quoting the source line when it is known:
+// sorted by file and line, at most maxDiagnostics of them (a count stands
+// for the rest), each quoting a bounded excerpt (see excerpt).
 func (h *Human) Diagnostics(diags hcl.Diagnostics) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(diags) == 0 {
 		return
 	}
-	files := map[string]*hcl.File{}
-	for name, src := range h.sources {
-		files[name] = &hcl.File{Bytes: src}
-	}
 	h.clearStatus()
-	wr := hcl.NewDiagnosticTextWriter(h.errw, files, 100, h.color)
-	for _, d := range diags {
-		if !h.quotesHidden(d) {
-			_ = wr.WriteDiagnostic(d)
-			continue
-		}
+	diags = sortDiagnostics(diags)
+	shown := diags
+	if len(shown) > maxDiagnostics {
+		shown = shown[:maxDiagnostics]
+	}
+	for _, d := range shown {
+		h.writeDiagnostic(d)
+	}
+	if rest := diags[len(shown):]; len(rest) > 0 {
+		errs := len(rest.Errs())
+		fmt.Fprintf(h.errw, "%s\n\n", h.paint(cBold, fmt.Sprintf("… and %d more (%d %s, %d %s) not shown: fix the ones above first.",
+			len(rest), errs, plural(errs, "error", "errors"), len(rest)-errs, plural(len(rest)-errs, "warning", "warnings"))))
+	}
+}
+
+// writeDiagnostic writes one diagnostic with its bounded source excerpt,
+// or without one when the lines hold a sensitive value.
+func (h *Human) writeDiagnostic(d *hcl.Diagnostic) {
+	if h.quotesHidden(d) {
 		// Without its file the writer names the line but quotes nothing.
 		c := *d
 		c.Detail = strings.TrimSpace(c.Detail + "\n\n(The source line is not shown: it holds a sensitive value.)")
-		bare := hcl.NewDiagnosticTextWriter(h.errw, nil, 100, h.color)
-		_ = bare.WriteDiagnostic(&c)
+		_ = hcl.NewDiagnosticTextWriter(h.errw, nil, 100, h.color).WriteDiagnostic(&c)
+		return
 	}
+	files := map[string]*hcl.File{}
+	if d.Subject != nil {
+		if src, ok := h.sources[d.Subject.Filename]; ok {
+			var q []byte
+			q, d = excerpt(src, d)
+			files[d.Subject.Filename] = &hcl.File{Bytes: q}
+		}
+	}
+	_ = hcl.NewDiagnosticTextWriter(h.errw, files, 100, h.color).WriteDiagnostic(d)
 }
 
 // quotesHidden reports whether quoting d's source would show a line that
@@ -406,6 +482,9 @@ func (h *Human) diagBlock(ds []engine.DiagnosticView, indent string) string {
 func (h *Human) Close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	for _, held := range h.order.release() {
+		h.show(held)
+	}
 	h.clearStatus()
 }
 

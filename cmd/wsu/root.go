@@ -84,7 +84,7 @@ apply changes it. The stock playbooks join, upgrade and remove Windows workers.`
 	root.PersistentFlags().MarkHidden("cpuprofile")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error { return a.startProfile() }
 	root.SetFlagErrorFunc(flagError)
-	root.AddCommand(a.planCommand(), a.applyCommand(), a.validateCommand(), a.fmtCommand(), a.modulesCommand(), a.versionCommand(), a.agentCommand(), a.payloadCommand(), a.playbooksCommand(), a.controllerCommand(), a.approveCommand())
+	root.AddCommand(a.planCommand(), a.applyCommand(), a.validateCommand(), a.fmtCommand(), a.modulesCommand(), a.versionCommand(), a.agentCommand(), a.payloadCommand(), a.playbooksCommand(), a.controllerCommand(), a.approveCommand(), a.showCommand())
 	return root
 }
 

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
@@ -20,6 +21,7 @@ import (
 	"github.com/wsu-project/wsu/setup"
 	"github.com/wsu-project/wsu/transport/agentbin"
 	sshtransport "github.com/wsu-project/wsu/transport/ssh"
+	"github.com/wsu-project/wsu/version"
 	"github.com/wsu-project/wsu/view"
 )
 
@@ -148,13 +150,22 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 			return fmt.Errorf("%s is a saved plan, which carries its own inputs; drop %s (or plan again with them)", target, strings.Join(given, ", "))
 		}
 		if mode != engine.ModeApply {
-			return fmt.Errorf("%s is a saved plan; apply it with `wsu apply %s`", target, target)
+			return fmt.Errorf("%s is a saved plan; apply it with `wsu apply %s`, or review it with `wsu show %s`", target, target, target)
+		}
+		if wd, err := os.Getwd(); err == nil {
+			if err := saved.CheckDir(wd); err != nil {
+				return fmt.Errorf("%s: %w", target, err)
+			}
 		}
 		opts.Saved = saved
 	}
 	run, diags := setup.Prepare(ctx, opts)
 	v := a.newView(o, run)
 	defer v.Close()
+	if opts.Saved != nil && opts.Saved.WSUVersion != version.Version {
+		v.Diagnostics(hcl.Diagnostics{{Severity: hcl.DiagWarning, Summary: "Saved plan from another wsu version",
+			Detail: fmt.Sprintf("%s was made by wsu %s; this is wsu %s. It is applied only if this wsu plans exactly the same changes (otherwise it is refused as stale).", target, opts.Saved.WSUVersion, version.Version)}})
+	}
 	v.Diagnostics(diags) // errors, or warnings such as a missing SSH key
 	if diags.HasErrors() {
 		return exitError{1}
@@ -163,6 +174,7 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		return a.list(run, o, v)
 	}
 	run.Request.Hooks = v
+	run.Request.Diff = o.diff
 	res := engine.Run(ctx, run.Request)
 	v.Diagnostics(res.SetupDiagnostics)
 	if res.Failed() {

@@ -4,11 +4,15 @@
 package planfile
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 )
 
 // FormatVersion is bumped when the file's meaning changes.
@@ -20,6 +24,9 @@ const FormatVersion = 1
 type Plan struct {
 	FormatVersion int    `json:"format_version"`
 	WSUVersion    string `json:"wsu_version"`
+	// Dir is the directory the plan was made in: relative paths in the
+	// inputs are relative to it (see CheckDir).
+	Dir string `json:"dir,omitempty"`
 
 	// Inputs are recorded as given, so apply plans again with exactly them.
 	Inputs
@@ -66,6 +73,34 @@ type Task struct {
 	Status      string `json:"status"`
 	Summary     string `json:"summary"`
 	Fingerprint string `json:"fingerprint"`
+	// Module and Change are the task's module and its change as the plan
+	// showed it (secrets already hidden), for `wsu show`; the comparison
+	// with a fresh plan reads only the fingerprint. Empty in plans saved
+	// before wsu recorded them.
+	Module string  `json:"module,omitempty"`
+	Change *Change `json:"change,omitempty"`
+}
+
+// Change is a module's change rendered for display (engine.ChangeView):
+// what a plan shows and a saved plan keeps for `wsu show`.
+type Change struct {
+	Action   string   `json:"action"`
+	Symbol   string   `json:"symbol"`
+	Subject  string   `json:"subject,omitempty"`
+	Fields   []Field  `json:"fields,omitempty"`
+	Restarts []string `json:"restarts,omitempty"`
+	// Diff is a unified diff of a text file's content; a note in
+	// parentheses instead when the content is binary or large. Empty
+	// when the module offers none or an argument is sensitive.
+	Diff string `json:"diff,omitempty"`
+}
+
+// Field is one rendered attribute change. Old is empty for a created
+// attribute, New for a removed one.
+type Field struct {
+	Name string `json:"name"`
+	Old  string `json:"old,omitempty"`
+	New  string `json:"new,omitempty"`
 }
 
 // Save writes p to path atomically with owner-only permissions.
@@ -99,26 +134,89 @@ func Save(path string, p *Plan) error {
 }
 
 // Load reads a saved plan. ok is false when the file is not a plan at all
-// (so the caller can treat it as a playbook).
+// (so the caller can treat it as a playbook). A file is a plan by its
+// content — a JSON object naming a format_version, which no HCL playbook
+// is — so a damaged plan (cut short, edited, of another format) is
+// reported as a plan error, never read as a playbook.
 func Load(path string) (p *Plan, ok bool, err error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, false, err
 	}
+	if !looksLikePlan(data) {
+		return nil, false, nil
+	}
 	var probe struct {
 		FormatVersion *int `json:"format_version"`
 	}
-	if json.Unmarshal(data, &probe) != nil || probe.FormatVersion == nil {
-		return nil, false, nil
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return nil, true, fmt.Errorf("%s is a damaged saved plan (%s): plan again with wsu plan -out", path, jsonProblem(err, len(data)))
 	}
-	if *probe.FormatVersion != FormatVersion {
-		return nil, true, fmt.Errorf("%s is a plan in format %d; this wsu reads format %d: plan again", path, *probe.FormatVersion, FormatVersion)
+	switch {
+	case probe.FormatVersion == nil:
+		return nil, true, fmt.Errorf("%s is a damaged saved plan (no format_version): plan again with wsu plan -out", path)
+	case *probe.FormatVersion != FormatVersion:
+		return nil, true, fmt.Errorf("%s is a plan in format %d; this wsu reads format %d: plan again with this wsu", path, *probe.FormatVersion, FormatVersion)
 	}
 	p = &Plan{}
 	if err := json.Unmarshal(data, p); err != nil {
-		return nil, true, fmt.Errorf("reading plan %s: %w", path, err)
+		return nil, true, fmt.Errorf("%s is a damaged saved plan (%s): plan again with wsu plan -out", path, jsonProblem(err, len(data)))
+	}
+	if p.Playbook == "" || p.Hosts == nil {
+		return nil, true, fmt.Errorf("%s is a damaged saved plan (no playbook or no hosts): plan again with wsu plan -out", path)
 	}
 	return p, true, nil
+}
+
+// looksLikePlan: a JSON object whose opening names format_version (Save
+// writes it first), even when the rest is cut off.
+func looksLikePlan(data []byte) bool {
+	head := bytes.TrimLeft(data[:min(len(data), 512)], " \t\r\n\ufeff")
+	return bytes.HasPrefix(head, []byte("{")) && bytes.Contains(head, []byte(`"format_version"`))
+}
+
+// jsonProblem says what is wrong with a plan's JSON, without quoting it.
+func jsonProblem(err error, size int) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "unexpected end of JSON input"),
+		errors.As(err, &syn) && syn.Offset >= int64(size)-1:
+		return "it ends early: cut short?"
+	case errors.As(err, &syn):
+		return fmt.Sprintf("invalid JSON at byte %d", syn.Offset)
+	case errors.As(err, &typ):
+		return fmt.Sprintf("field %s holds a %s", typ.Field, typ.Value)
+	}
+	return err.Error()
+}
+
+// CheckDir says whether the plan can be applied from cwd: its relative
+// input paths (playbook, inventory file, var files) are relative to the
+// directory it was made in, and its sources are named as read from there.
+func (p *Plan) CheckDir(cwd string) error {
+	if p.Dir == "" || sameDir(p.Dir, cwd) {
+		return nil
+	}
+	var rel []string
+	for _, f := range append([]string{p.Playbook, p.Inventory}, p.VarFiles...) {
+		if f != "" && !strings.HasPrefix(f, "wsu:") && !strings.Contains(f, "://") && !strings.Contains(f, ",") && !filepath.IsAbs(f) {
+			rel = append(rel, f)
+		}
+	}
+	if len(rel) == 0 {
+		return nil
+	}
+	return fmt.Errorf("this plan was made in %s and names files relative to it (%s); run the apply from there: cd %s", p.Dir, strings.Join(rel, ", "), p.Dir)
+}
+
+func sameDir(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ea, err1 := filepath.EvalSymlinks(a)
+	eb, err2 := filepath.EvalSymlinks(b)
+	return err1 == nil && err2 == nil && ea == eb
 }
 
 // Stale compares the saved plan with a fresh one and returns, one line each,

@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io/fs"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/modules"
 )
 
@@ -180,6 +182,9 @@ func (m File) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 			fields = append(fields, modules.FieldChange{Name: "mode", Old: cty.NullVal(cty.String), New: fc.mode.value()})
 		}
 		change = &modules.Change{Action: modules.Create, Subject: fc.path, Fields: fields}
+		if req.Diff && fc.contentOK {
+			change.Content = &modules.ContentChange{New: fc.content}
+		}
 	default:
 		var fields []modules.FieldChange
 		if !fc.contentOK || oldSHA != fc.wantSHA.AsString() {
@@ -195,9 +200,25 @@ func (m File) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 		}
 		if len(fields) > 0 {
 			change = &modules.Change{Action: modules.Update, Subject: fc.path, Fields: fields}
+			if req.Diff && fc.contentOK && oldSHA != fc.wantSHA.AsString() {
+				change.Content = oldContent(ctx, req.Host, fc.path, fi.Size, fc.content)
+			}
 		}
 	}
 	return modules.PlanResponse{Change: change, Result: res, Diagnostics: diags}
+}
+
+// oldContent reads a file's current content for a diff against want,
+// unless either side is larger than modules.MaxDiffBytes.
+func oldContent(ctx context.Context, h host.Host, path string, size int64, want string) *modules.ContentChange {
+	if size > modules.MaxDiffBytes || len(want) > modules.MaxDiffBytes {
+		return &modules.ContentChange{New: want, Omitted: fmt.Sprintf("larger than %d KiB", modules.MaxDiffBytes>>10)}
+	}
+	old, err := h.ReadFile(ctx, path, modules.MaxDiffBytes)
+	if err != nil {
+		return &modules.ContentChange{New: want, Omitted: "the old content could not be read"}
+	}
+	return &modules.ContentChange{Old: string(old), New: want}
 }
 
 // Apply converges from what it finds rather than replaying the plan's
