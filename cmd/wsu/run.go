@@ -163,7 +163,12 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		return a.list(run, o, v)
 	}
 	run.Request.Hooks = v
+	if a.timingsFile != "" {
+		run.Request.Connector = a.timings.connector(run.Request.Connector)
+		a.timings.mark(&a.timings.RunStart)
+	}
 	res := engine.Run(ctx, run.Request)
+	a.timings.mark(&a.timings.RunEnd)
 	v.Diagnostics(res.SetupDiagnostics)
 	if res.Failed() {
 		return exitError{1}
