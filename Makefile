@@ -19,7 +19,7 @@ CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
 FUZZTIME ?= 30s
 
-.PHONY: help build agents generate test kubetest lint docs demo fuzz bench bench-smoke bench-engine clean tools image image-context payload-image dockerfile manifests
+.PHONY: help build agents generate test kubetest lint docs demo fuzz bench bench-fleet bench-smoke bench-engine clean tools image image-context payload-image dockerfile manifests
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -30,7 +30,9 @@ build: agents ## build bin/wsu, carrying the node agents it deploys
 	CGO_ENABLED=0 $(GO) build -trimpath -tags wsu_embed_agents -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/wsu
 
 # bin/wsu-agent-GOOS-GOARCH[.exe], copied into cmd/wsu/agents (ignored by
-# git) for the embed; a wsu built without make finds them in bin/.
+# git) for the embed with its sha256 and size beside it (NAME.sha256, so a
+# run need not read and hash the build to compare it with a host's); a wsu
+# built without make finds them in bin/.
 agents: ## cross-build the node agent (cmd/wsu-agent) for AGENT_PLATFORMS
 	@mkdir -p bin cmd/wsu/agents
 	@rm -f cmd/wsu/agents/wsu-agent-*
@@ -40,6 +42,7 @@ agents: ## cross-build the node agent (cmd/wsu-agent) for AGENT_PLATFORMS
 	  echo "GOOS=$$os GOARCH=$$arch go build -o $$out ./cmd/wsu-agent"; \
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(AGENT_LDFLAGS)" -o $$out ./cmd/wsu-agent; \
 	  cp $$out cmd/wsu/agents/; \
+	  echo "$$(sha256sum < $$out | cut -d' ' -f1) $$(wc -c < $$out)" > cmd/wsu/agents/$$(basename $$out).sha256; \
 	done
 
 # The container images (build/image; docs/install.md): no daemon, no base
@@ -122,6 +125,10 @@ BENCH_FLAGS ?=
 bench: build ## wsu against the floor, one table (docs/performance.md)
 	$(GO) build -o bin/wsu-bench ./test/bench
 	bin/wsu-bench --wsu $(BIN) $(BENCH_FLAGS)
+
+bench-fleet: build ## make bench plus the 100-host row set (small payload): tens of minutes
+	$(GO) build -o bin/wsu-bench ./test/bench
+	bin/wsu-bench --wsu $(BIN) --fleet 100 $(BENCH_FLAGS)
 
 bench-smoke: build ## the bench, short (CI): fails only when something fails to run
 	$(GO) build -o bin/wsu-bench ./test/bench

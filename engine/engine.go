@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
 
 	"github.com/wsu-project/wsu/engine/funcs"
 	"github.com/wsu-project/wsu/engine/planfile"
@@ -209,6 +210,18 @@ type instance struct {
 	inc    *playbook.Include
 	// children by include name
 	children map[string]*instance
+	// funcs is the function table of the playbook's expressions, built
+	// once (runner.funcs) and shared, read-only, by every host's scopes:
+	// building one per host and instance was a measurable part of a fleet
+	// run (docs/performance.md).
+	funcsOnce sync.Once
+	funcs     map[string]function.Function
+}
+
+// funcs is inst's function table.
+func (r *runner) funcs(inst *instance) map[string]function.Function {
+	inst.funcsOnce.Do(func() { inst.funcs = funcs.TableWithReads(inst.pb.Dir, inst.pb.FS, r.recordRead) })
+	return inst.funcs
 }
 
 func newRunner(req Request) (*runner, hcl.Diagnostics) {

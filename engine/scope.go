@@ -5,7 +5,6 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
 
-	"github.com/wsu-project/wsu/engine/funcs"
 	"github.com/wsu-project/wsu/engine/playbook"
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/inventory"
@@ -117,7 +116,7 @@ func (r *runner) newScope(inst *instance, hs *hostState) *scope {
 		tasks:    map[string]cty.Value{},
 		includes: map[string]cty.Value{},
 		locals:   map[string]cty.Value{},
-		funcs:    funcs.TableWithReads(inst.pb.Dir, inst.pb.FS, r.recordRead),
+		funcs:    r.funcs(inst),
 		hostVal:  cty.UnknownVal(playbook.HostType),
 	}
 	for name, t := range inst.pb.Tasks {

@@ -7,13 +7,15 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/wsu-project/wsu/transport/agentbin"
 )
 
 func main() {
+	started := time.Now()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := execute(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, agentOptions())
+	code := execute(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, agentOptions(), started)
 	stop()
 	os.Exit(code)
 }

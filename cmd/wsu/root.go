@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -37,17 +38,21 @@ type app struct {
 
 	cpuProfile  string
 	profileFile *os.File
+	// timingsFile is the hidden --timings; timings records into it.
+	timingsFile string
+	timings     *timings
 }
 
 // Execute runs the CLI in-process, without agent builds (see agentOptions),
 // and returns the process exit code.
 func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	return execute(ctx, args, stdin, stdout, stderr, nil)
+	return execute(ctx, args, stdin, stdout, stderr, nil, time.Now())
 }
 
-// execute runs the CLI with the given agent builds.
-func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, agents *agentbin.Options) int {
-	a := &app{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, env: os.Environ(), agents: agents}
+// execute runs the CLI with the given agent builds; started is when main
+// began (the hidden --timings reports it).
+func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, agents *agentbin.Options, started time.Time) int {
+	a := &app{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, env: os.Environ(), agents: agents, timings: &timings{Main: started}}
 	root := a.rootCommand()
 	root.SetArgs(normalizeArgs(root, args))
 	root.SetIn(stdin)
@@ -56,6 +61,11 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	err := root.ExecuteContext(ctx)
 	if perr := a.stopProfile(); perr != nil && err == nil {
 		err = perr
+	}
+	if a.timingsFile != "" {
+		if terr := a.timings.write(a.timingsFile); terr != nil && err == nil {
+			err = terr
+		}
 	}
 	var ee exitError
 	switch {
@@ -82,6 +92,8 @@ apply changes it. The stock playbooks join, upgrade and remove Windows workers.`
 	// For the benchmarks (make bench, docs/performance.md): not a user option.
 	root.PersistentFlags().StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
 	root.PersistentFlags().MarkHidden("cpuprofile")
+	root.PersistentFlags().StringVar(&a.timingsFile, "timings", "", "write when each phase of the run happened to this file (JSON)")
+	root.PersistentFlags().MarkHidden("timings")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error { return a.startProfile() }
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(a.planCommand(), a.applyCommand(), a.validateCommand(), a.fmtCommand(), a.modulesCommand(), a.versionCommand(), a.agentCommand(), a.payloadCommand(), a.playbooksCommand(), a.controllerCommand(), a.approveCommand(), a.showCommand())

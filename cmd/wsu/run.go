@@ -175,7 +175,12 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 	}
 	run.Request.Hooks = v
 	run.Request.Diff = o.diff
+	if a.timingsFile != "" {
+		run.Request.Connector = a.timings.connector(run.Request.Connector)
+		a.timings.mark(&a.timings.RunStart)
+	}
 	res := engine.Run(ctx, run.Request)
+	a.timings.mark(&a.timings.RunEnd)
 	v.Diagnostics(res.SetupDiagnostics)
 	if res.Failed() {
 		return exitError{1}

@@ -32,6 +32,8 @@ type joinResult struct {
 	copyBytes int64
 	maxRSS    int64 // bytes
 	changed   int
+	// split is where the wall time went (with --split).
+	split *phases
 	// RPCs per task instance: over unchanged instances when there are
 	// any (the no-op re-run), else over all metered ones.
 	perTask taskRPCs
@@ -61,13 +63,65 @@ type event struct {
 	BytesSent  int64            `json:"bytes_sent"`
 }
 
+// phases split a run's wall time; they add up to it.
+type phases struct {
+	// start is exec to wsu's main: the runtime and every package's init.
+	start time.Duration
+	// load is main to the engine's start: flags, playbooks, inventory,
+	// variables.
+	load time.Duration
+	// connect is while any host was connecting (the union of the
+	// connections' intervals): dial, SSH handshake, authentication, the
+	// agent's check and start.
+	connect time.Duration
+	// tasks is the rest of the engine run: every task, on every host.
+	tasks time.Duration
+	// exit is the engine's end to the process's exit seen here.
+	exit time.Duration
+}
+
+// wsuTimings is what wsu's hidden --timings writes (cmd/wsu/timings.go).
+type wsuTimings struct {
+	Main     time.Time `json:"main"`
+	RunStart time.Time `json:"run_start"`
+	RunEnd   time.Time `json:"run_end"`
+	Connects []struct {
+		Start time.Time `json:"start"`
+		End   time.Time `json:"end"`
+	} `json:"connects"`
+}
+
+// split divides the wall time from start to end by t.
+func split(t wsuTimings, start, end time.Time) *phases {
+	spans := make([]span, len(t.Connects))
+	for i, c := range t.Connects {
+		spans[i] = span{c.Start, c.End}
+	}
+	p := &phases{start: t.Main.Sub(start), load: t.RunStart.Sub(t.Main), connect: union(spans), exit: end.Sub(t.RunEnd)}
+	p.tasks = t.RunEnd.Sub(t.RunStart) - p.connect
+	return p
+}
+
 // runJoin runs wsu with args (apply join --limit the hosts) and reads
 // what it cost. A run that fails is an error.
-// With events set, the JSON events are kept in that file.
-func runJoin(ctx context.Context, env *harness.Env, hosts []*harness.Host, args []string, events string) (*joinResult, error) {
+// With events set, the JSON events are kept in that file; with withSplit,
+// wsu's --timings split the wall time.
+func runJoin(ctx context.Context, env *harness.Env, hosts []*harness.Host, args []string, events string, withSplit bool) (*joinResult, error) {
+	var timingsFile string
+	if withSplit {
+		f, err := os.CreateTemp("", "wsu-bench-timings-")
+		if err != nil {
+			return nil, err
+		}
+		f.Close()
+		defer os.Remove(f.Name())
+		timingsFile = f.Name()
+		args = append(args[:len(args):len(args)], "--timings", timingsFile)
+	}
 	start := time.Now()
 	r, err := env.RunJSON(ctx, nil, args...)
-	wall := time.Since(start)
+	end := time.Now()
+	wall := end.Sub(start)
 	if err != nil {
 		return nil, err
 	}
@@ -80,6 +134,17 @@ func runJoin(ctx context.Context, env *harness.Env, hosts []*harness.Host, args 
 		return nil, fmt.Errorf("wsu %s exited %d:\n%s", strings.Join(args, " "), r.ExitCode, r.Failures())
 	}
 	jr := &joinResult{wall: wall}
+	if withSplit {
+		var t wsuTimings
+		b, err := os.ReadFile(timingsFile)
+		if err == nil {
+			err = json.Unmarshal(b, &t)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("wsu --timings: %w", err)
+		}
+		jr.split = split(t, start, end)
+	}
 	if ru, ok := r.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		jr.maxRSS = ru.Maxrss << 10 // kilobytes on Linux
 		jr.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
@@ -113,9 +178,11 @@ func runJoin(ctx context.Context, env *harness.Env, hosts []*harness.Host, args 
 	return jr, nil
 }
 
+// span is an interval of time.
+type span struct{ from, to time.Time }
+
 // copyPhase is the union of the win_copy tasks' intervals, and their bytes.
 func copyPhase(tasks []event) (time.Duration, int64) {
-	type span struct{ from, to time.Time }
 	var spans []span
 	var sent int64
 	for _, e := range tasks {
@@ -125,6 +192,11 @@ func copyPhase(tasks []event) (time.Duration, int64) {
 		sent += e.BytesSent
 		spans = append(spans, span{e.Time.Add(-time.Duration(e.DurationMS) * time.Millisecond), e.Time})
 	}
+	return union(spans), sent
+}
+
+// union is how long any of the spans covers.
+func union(spans []span) time.Duration {
 	sort.Slice(spans, func(i, j int) bool { return spans[i].from.Before(spans[j].from) })
 	var total time.Duration
 	var cur span
@@ -142,7 +214,7 @@ func copyPhase(tasks []event) (time.Duration, int64) {
 	if len(spans) > 0 {
 		total += cur.to.Sub(cur.from)
 	}
-	return total, sent
+	return total
 }
 
 // perTask summarises the metered task instances' round trips: the

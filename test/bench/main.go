@@ -42,7 +42,12 @@ import (
 )
 
 type config struct {
-	hosts   []int
+	hosts []int
+	// fleet is the host count of the fleet row set (0: none): a set-up of
+	// its own with the small payload, after the others.
+	fleet   int
+	forks   int // 0: forksFor
+	split   bool
 	size    string
 	runs    int
 	smoke   bool
@@ -66,6 +71,9 @@ func main() {
 	flag.StringVar(&c.profile, "cpuprofile", "", "directory: write a CPU profile of every wsu run there (wsu's hidden --cpuprofile)")
 	flag.StringVar(&c.events, "events", "", "directory: keep every wsu run's JSON events there")
 	flag.BoolVar(&c.verbose, "v", false, "print progress")
+	flag.IntVar(&c.fleet, "fleet", 0, "also measure this many hosts (up to 100) in a set-up of their own with the small payload: the fleet rows (make bench-fleet: 100)")
+	flag.IntVar(&c.forks, "forks", 0, "wsu --forks, and the floors' concurrency (default: the host count, at most 50)")
+	flag.BoolVar(&c.split, "split", true, "split the joins' wall time with wsu's hidden --timings (false: for a wsu built before it)")
 	flag.StringVar(&c.controller, "controller", "full", "controller rows: full (a ConfigMap entry to Node Ready on one more host, and a drift sweep over the joined hosts), sweep (the sweep only; --smoke's default) or off")
 	flag.Parse()
 	set := map[string]bool{}
@@ -82,7 +90,10 @@ func main() {
 		}
 	}
 	var err error
-	if c.hosts, err = parseHosts(*hosts); err == nil && c.size != "realistic" && c.size != "small" {
+	if c.hosts, err = parseHosts(*hosts); err == nil && (c.fleet < 0 || c.fleet > maxHosts || slices.ContainsFunc(c.hosts, func(n int) bool { return n > maxHosts })) {
+		err = fmt.Errorf("at most %d hosts per row set", maxHosts)
+	}
+	if err == nil && c.size != "realistic" && c.size != "small" {
 		err = fmt.Errorf("--size %q: realistic or small", c.size)
 	}
 	if err == nil && !slices.Contains([]string{"full", "sweep", "off"}, c.controller) {
@@ -106,8 +117,24 @@ func main() {
 	}
 }
 
+// maxHosts is the most hosts a row set has: simulated hosts are 127.0.10.x
+// addresses and processes on this one machine.
+const maxHosts = 100
+
+// forksFor is wsu's --forks for n hosts, as a user would set it: one per
+// host, at most 50 (the hosts beyond queue).
+func (c config) forksFor(n int) int {
+	if c.forks > 0 {
+		return c.forks
+	}
+	return min(n, 50)
+}
+
 func parseHosts(s string) ([]int, error) {
 	var out []int
+	if s == "" {
+		return nil, nil // --fleet alone
+	}
 	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
@@ -155,9 +182,20 @@ func bench(ctx context.Context, c config) error {
 	var errs []error
 	for i := 1; i <= c.runs && ctx.Err() == nil; i++ {
 		c.logf("run %d of %d", i, c.runs)
-		r, err := measureRun(ctx, c, wsu, sizes, i)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("run %d: %w", i, err))
+		var r *runResult
+		if len(c.hosts) > 0 {
+			var err error
+			if r, err = measureRun(ctx, c, wsu, rowSet{hosts: c.hosts, sizes: sizes, controller: c.controller, winrm: true, perFile: true}, i); err != nil {
+				errs = append(errs, fmt.Errorf("run %d: %w", i, err))
+			}
+		}
+		if c.fleet > 0 && ctx.Err() == nil {
+			c.logf("run %d: the fleet, %d hosts", i, c.fleet)
+			f, err := measureRun(ctx, c, wsu, rowSet{hosts: []int{c.fleet}, controller: "off"}, i)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("run %d, fleet: %w", i, err))
+			}
+			r = merge(r, f)
 		}
 		if r != nil {
 			runs = append(runs, r)
@@ -165,6 +203,28 @@ func bench(ctx context.Context, c config) error {
 	}
 	printTable(os.Stdout, c, runs)
 	return errors.Join(append(errs, ctx.Err())...)
+}
+
+// merge puts the fleet set-up's results after the others'.
+func merge(r, fleet *runResult) *runResult {
+	switch {
+	case r == nil:
+		return fleet
+	case fleet != nil:
+		r.scenarios = append(r.scenarios, fleet.scenarios...)
+	}
+	return r
+}
+
+// rowSet is what one set-up measures.
+type rowSet struct {
+	hosts      []int
+	sizes      map[string]int64 // nil: the small payload
+	controller string
+	winrm      bool
+	// perFile measures the per-file floor (an ssh connection per file):
+	// not for the fleet, where it is 11 connections per host.
+	perFile bool
 }
 
 // runResult is everything one run measured.
@@ -178,7 +238,10 @@ type runResult struct {
 // hostsResult is one host count's measurements.
 type hostsResult struct {
 	hosts int
-	cold  *joinResult
+	// payloadBytes is one host's payload.
+	payloadBytes int64
+	forks        int
+	cold         *joinResult
 	// noop is the first re-run after the join, noop2 the next one: the
 	// node's hash cache trusts a file's sum only once it was taken well
 	// after the file was written, so the first re-run hashes the payload
@@ -189,23 +252,29 @@ type hostsResult struct {
 	floorBytes int64
 	// stream is the one-connection-per-host floor.
 	stream time.Duration
+	// handshake is `ssh host true` per host at the same concurrency: the
+	// floor of a run that connects to every host and does nothing.
+	handshake time.Duration
 }
 
 // measureRun starts one set-up holding every host count's hosts (each
 // count gets its own fresh hosts, selected with --limit) and measures them.
-func measureRun(ctx context.Context, c config, wsu string, sizes map[string]int64, run int) (*runResult, error) {
+func measureRun(ctx context.Context, c config, wsu string, set rowSet, run int) (*runResult, error) {
 	total := 0
-	for _, n := range c.hosts {
+	for _, n := range set.hosts {
 		total += n
 	}
-	if c.controller == "full" {
+	if total == 0 {
+		return nil, nil
+	}
+	if set.controller == "full" {
 		total++ // the controller's fresh host, last
 	}
 	c.logf("starting the set-up: cluster, sshd, %d simulated hosts", total)
 	env, err := harness.Start(ctx, harness.Options{
 		Hosts:   total,
 		WSU:     wsu,
-		Payload: payloadtest.Options{Sizes: sizes},
+		Payload: payloadtest.Options{Sizes: set.sizes},
 		// The hybrid-overlay stand-in's pretend network reconfiguration
 		// (1 s by default) is a test prop, not a cost wsu has.
 		HostEnv: []string{"WSU_STANDIN_NETWORK_DELAY=0"},
@@ -227,10 +296,11 @@ func measureRun(ctx context.Context, c config, wsu string, sizes map[string]int6
 	var errs []error
 	var joined []*harness.Host
 	next := 0
-	for _, n := range c.hosts {
+	for _, n := range set.hosts {
 		hosts := env.Hosts[next : next+n]
 		next += n
-		hr, err := measureHosts(ctx, c, env, hosts, run)
+		hr, err := measureHosts(ctx, c, env, hosts, set.perFile, run)
+		hr.payloadBytes = r.payloadBytes
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%d host(s): %w", n, err))
 		} else {
@@ -238,9 +308,9 @@ func measureRun(ctx context.Context, c config, wsu string, sizes map[string]int6
 		}
 		r.scenarios = append(r.scenarios, hr)
 	}
-	if c.controller != "off" {
+	if set.controller != "off" {
 		var fresh *harness.Host
-		if c.controller == "full" {
+		if set.controller == "full" {
 			fresh = env.Hosts[total-1]
 		}
 		cr, err := measureController(ctx, c, env, fresh, joined)
@@ -249,32 +319,39 @@ func measureRun(ctx context.Context, c config, wsu string, sizes map[string]int6
 		}
 		r.controller = cr
 	}
-	c.logf("WinRM uploads")
-	w, err := measureWinRM(ctx, env)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("winrm: %w", err))
+	if set.winrm {
+		c.logf("WinRM uploads")
+		w, err := measureWinRM(ctx, env)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("winrm: %w", err))
+		}
+		r.winrm = w
 	}
-	r.winrm = w
 	return r, errors.Join(errs...)
 }
 
-// measureHosts: the floor, then a cold join, then a no-op re-run, on hosts
-// no earlier measurement touched.
-func measureHosts(ctx context.Context, c config, env *harness.Env, hosts []*harness.Host, run int) (*hostsResult, error) {
-	hr := &hostsResult{hosts: len(hosts)}
-	c.logf("%d host(s): floor (ssh cat)", len(hosts))
+// measureHosts: the floors, then a cold join, then a no-op re-run, on
+// hosts no earlier measurement touched.
+func measureHosts(ctx context.Context, c config, env *harness.Env, hosts []*harness.Host, perFile bool, run int) (*hostsResult, error) {
+	hr := &hostsResult{hosts: len(hosts), forks: c.forksFor(len(hosts))}
+	c.logf("%d host(s): floor (ssh cat, %d at once)", len(hosts), hr.forks)
 	var err error
-	if hr.floor, hr.floorBytes, err = sshCopy(ctx, env, hosts, false); err != nil {
-		return hr, fmt.Errorf("floor: %w", err)
+	if perFile {
+		if hr.floor, hr.floorBytes, err = sshCopy(ctx, env, hosts, hr.forks, false); err != nil {
+			return hr, fmt.Errorf("floor: %w", err)
+		}
 	}
-	if hr.stream, _, err = sshCopy(ctx, env, hosts, true); err != nil {
+	if hr.stream, hr.floorBytes, err = sshCopy(ctx, env, hosts, hr.forks, true); err != nil {
 		return hr, fmt.Errorf("floor (one stream): %w", err)
+	}
+	if hr.handshake, err = sshTrue(ctx, env, hosts, hr.forks); err != nil {
+		return hr, fmt.Errorf("floor (ssh true): %w", err)
 	}
 	limit := make([]string, len(hosts))
 	for i, h := range hosts {
 		limit[i] = h.Name
 	}
-	args := []string{"apply", "join", "--limit", strings.Join(limit, ",")}
+	args := []string{"apply", "join", "--limit", strings.Join(limit, ","), "--forks", strconv.Itoa(hr.forks)}
 	join := func(name string) (*joinResult, error) {
 		c.logf("%d host(s): %s", len(hosts), name)
 		base := filepath.Join(c.profile, fmt.Sprintf("%s-%dhosts-run%d", name, len(hosts), run))
@@ -286,7 +363,7 @@ func measureHosts(ctx context.Context, c config, env *harness.Env, hosts []*harn
 		if c.events != "" {
 			events = filepath.Join(c.events, filepath.Base(base)+".json")
 		}
-		return runJoin(ctx, env, hosts, a, events)
+		return runJoin(ctx, env, hosts, a, events, c.split)
 	}
 	if hr.cold, err = join("cold"); err != nil {
 		return hr, fmt.Errorf("cold join: %w", err)

@@ -183,7 +183,10 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	}
 
 	opts.Logf("harness: starting sshd on 127.0.0.1")
-	if e.SSHD, err = sshdtest.New(sshdtest.Options{SetEnv: opts.HostEnv}); err != nil {
+	// All hosts share this sshd: it takes a connection from each at once
+	// (its default drops unauthenticated ones beyond 10 at random).
+	limits := max(opts.Hosts, 10) * 2
+	if e.SSHD, err = sshdtest.New(sshdtest.Options{SetEnv: opts.HostEnv, MaxStartups: strconv.Itoa(limits), MaxSessions: limits}); err != nil {
 		return nil, err
 	}
 	if e.SSHUser, e.UserDir, err = sshdtest.FastUser(); err != nil {

@@ -136,6 +136,7 @@ type Server struct {
 	kbdint   bool
 	sftp     string
 	setEnv   []string
+	limits   string // MaxStartups / MaxSessions lines
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	stopOnce sync.Once
@@ -167,6 +168,11 @@ type Options struct {
 	// Windows host keeps, so a test sees what a playbook wrote there. An
 	// existing file is kept; a missing one is created empty.
 	AuthorizedKeysFile string
+	// MaxStartups and MaxSessions, when set, replace sshd's defaults
+	// (10:30:100: unauthenticated connections beyond 10 are dropped at
+	// random; 10 sessions per connection), for many hosts behind one sshd.
+	MaxStartups string
+	MaxSessions int
 }
 
 // PAMService is the PAM service of a KbdInteractiveOnly sshd.
@@ -259,6 +265,12 @@ func New(opts Options) (*Server, error) {
 		s.sftp = ""
 	}
 	s.setEnv = opts.SetEnv
+	if opts.MaxStartups != "" {
+		s.limits += fmt.Sprintf("MaxStartups %s\n", opts.MaxStartups)
+	}
+	if opts.MaxSessions > 0 {
+		s.limits += fmt.Sprintf("MaxSessions %d\n", opts.MaxSessions)
+	}
 	s.binary = SSHD
 	if opts.KbdInteractiveOnly {
 		s.kbdint = true
@@ -354,6 +366,7 @@ LogLevel VERBOSE
 	for _, kv := range s.setEnv {
 		fmt.Fprintf(&cfg, "SetEnv %q\n", kv)
 	}
+	cfg.WriteString(s.limits)
 	s.config = filepath.Join(s.Dir, "sshd_config")
 	if err := os.WriteFile(s.config, []byte(cfg.String()), 0o644); err != nil {
 		return err

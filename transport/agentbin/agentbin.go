@@ -53,6 +53,9 @@ type Binary struct {
 	name string // for messages: the file's path, or what the bytes are
 	path string // a file-backed build; "" for bytes
 	data []byte
+	// fsys holds an embedded build (named name), read only when it is
+	// sent or run: a run whose hosts have it reads none of it.
+	fsys fs.FS
 
 	sum func() (string, error)
 	exe struct {
@@ -80,6 +83,59 @@ func Bytes(name string, data []byte) *Binary {
 	return b
 }
 
+// Embedded is the build name in fsys (what make build embeds). Its sha256
+// is the one make recorded beside it (name + ".sha256": the hex sum and
+// the size) when that file is there and the size matches, else computed
+// from the content at the first call. Its content is read only to be
+// sent or run, so a run that finds the build in place on every host
+// neither reads nor hashes the megabytes.
+func Embedded(fsys fs.FS, name string) *Binary {
+	b := &Binary{name: name, fsys: fsys}
+	b.sum = sync.OnceValues(func() (string, error) {
+		if sum, ok := recordedSum(fsys, name); ok {
+			return sum, nil
+		}
+		f, err := fsys.Open(name)
+		if err != nil {
+			return "", err
+		}
+		defer f.Close()
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err != nil {
+			return "", err
+		}
+		return hex.EncodeToString(h.Sum(nil)), nil
+	})
+	return b
+}
+
+// recordedSum is the sha256 make recorded for name in fsys, when its
+// recorded size is the file's.
+func recordedSum(fsys fs.FS, name string) (string, bool) {
+	rec, err := fs.ReadFile(fsys, name+".sha256")
+	if err != nil {
+		return "", false
+	}
+	f := strings.Fields(string(rec))
+	fi, err := fs.Stat(fsys, name)
+	if err != nil || len(f) != 2 || len(f[0]) != sha256.Size*2 || f[1] != fmt.Sprint(fi.Size()) {
+		return "", false
+	}
+	if _, err := hex.DecodeString(f[0]); err != nil {
+		return "", false
+	}
+	return f[0], true
+}
+
+// content is an in-memory build's bytes, read from fsys for an embedded
+// one (to write an executable copy: once per build and machine).
+func (b *Binary) content() ([]byte, error) {
+	if b.fsys == nil {
+		return b.data, nil
+	}
+	return fs.ReadFile(b.fsys, b.name)
+}
+
 // Name is the build's path, or what the bytes are.
 func (b *Binary) Name() string { return b.name }
 
@@ -93,6 +149,20 @@ func (b *Binary) SHA256() (string, error) { return b.sum() }
 
 // Open returns the build's content and size.
 func (b *Binary) Open() (io.ReadCloser, int64, error) {
+	if b.fsys != nil {
+		// Streamed from the program's image: hosts deploying at once
+		// hold no copy each.
+		f, err := b.fsys.Open(b.name)
+		if err != nil {
+			return nil, 0, err
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, 0, err
+		}
+		return f, fi.Size(), nil
+	}
 	if b.path == "" {
 		return io.NopCloser(bytes.NewReader(b.data)), int64(len(b.data)), nil
 	}
@@ -129,7 +199,11 @@ func (b *Binary) Executable(dir string) (string, error) {
 	ext := filepath.Ext(b.name)
 	p := filepath.Join(dir, strings.TrimSuffix(filepath.Base(b.name), ext)+"-"+sum[:12]+ext)
 	if got, err := osfs.FileSHA256(p); err != nil || got != sum {
-		if err := writeExecutable(p, b.data); err != nil {
+		data, err := b.content()
+		if err == nil {
+			err = writeExecutable(p, data)
+		}
+		if err != nil {
 			return "", fmt.Errorf("writing the agent %s to run it: %w", b.name, err)
 		}
 	}
@@ -215,11 +289,11 @@ func (s *Source) For(p Platform) (*Binary, error) {
 func (s *Source) find(p Platform) (*Binary, error) {
 	name := FileName(p)
 	if s.opts.Embedded != nil {
-		data, err := fs.ReadFile(s.opts.Embedded, name)
-		if err == nil {
-			return Bytes(name, data), nil
+		fi, err := fs.Stat(s.opts.Embedded, name)
+		if err == nil && fi.Mode().IsRegular() {
+			return Embedded(s.opts.Embedded, name), nil
 		}
-		if !errors.Is(err, fs.ErrNotExist) {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("the embedded agent %s: %w", name, err)
 		}
 	}

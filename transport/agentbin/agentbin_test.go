@@ -3,7 +3,9 @@ package agentbin
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -153,4 +155,92 @@ func TestExecutable(t *testing.T) {
 
 	_, err = Bytes("x", nil).Executable("")
 	require.Error(t, err)
+}
+
+// An embedded build takes its sum from the record make writes beside it
+// (so a run does not read and hash it), unless the record's size is not
+// the build's: then, or without a record, the content is hashed.
+func TestEmbeddedSum(t *testing.T) {
+	content := []byte("agent build")
+	name := FileName(win)
+	recorded := sum([]byte("what make recorded"))
+	for _, tc := range []struct {
+		name   string
+		record string // "": none
+		want   string
+	}{
+		{"recorded", recorded + " 11\n", recorded},
+		{"no record", "", sum(content)},
+		{"size differs", recorded + " 12\n", sum(content)},
+		{"not a sum", "abc 11\n", sum(content)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := fstest.MapFS{name: {Data: content}}
+			if tc.record != "" {
+				fsys[name+".sha256"] = &fstest.MapFile{Data: []byte(tc.record)}
+			}
+			b, err := New(Options{Embedded: fsys}).For(win)
+			require.NoError(t, err)
+			assert.True(t, b.InMemory())
+			got, err := b.SHA256()
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// An embedded build is streamed from the program's image when sent, and
+// written out whole to be run.
+func TestEmbeddedContent(t *testing.T) {
+	name := FileName(win)
+	b := Embedded(fstest.MapFS{name: {Data: []byte("MZ agent")}}, name)
+	r, n, err := b.Open()
+	require.NoError(t, err)
+	got, err := io.ReadAll(r)
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	assert.Equal(t, "MZ agent", string(got))
+	assert.Equal(t, int64(8), n)
+
+	p, err := b.Executable(t.TempDir())
+	require.NoError(t, err)
+	exe, err := os.ReadFile(p)
+	require.NoError(t, err)
+	assert.Equal(t, "MZ agent", string(exe))
+}
+
+// BenchmarkEmbeddedSum is what one run pays to learn the sum of an
+// embedded agent the size of the linux/amd64 build: "recorded" reads the
+// record make writes, "hashed" streams the content through sha256 (no
+// record), "copied" is how it was done before the record: the content read
+// into memory, then hashed.
+func BenchmarkEmbeddedSum(b *testing.B) {
+	content := make([]byte, 3_743_906)
+	name := FileName(win)
+	for _, bc := range []struct {
+		name           string
+		record, copied bool
+	}{{"recorded", true, false}, {"hashed", false, false}, {"copied", false, true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			fsys := fstest.MapFS{name: {Data: content}}
+			if bc.record {
+				fsys[name+".sha256"] = &fstest.MapFile{Data: fmt.Appendf(nil, "%s %d\n", sum(content), len(content))}
+			}
+			for b.Loop() {
+				bin, err := New(Options{Embedded: fsys}).For(win)
+				if bc.copied {
+					var data []byte
+					if data, err = fs.ReadFile(fsys, name); err == nil {
+						bin = Bytes(name, data)
+					}
+				}
+				if err == nil {
+					_, err = bin.SHA256()
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
