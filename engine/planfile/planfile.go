@@ -48,9 +48,9 @@ type Inputs struct {
 	// has no room for a port or a known_hosts file).
 	HostVars []string `json:"host_vars,omitempty"`
 	Limit    string   `json:"limit,omitempty"`
-	Tags          []string `json:"tags,omitempty"`
-	SkipTags      []string `json:"skip_tags,omitempty"`
-	Local         bool     `json:"local,omitempty"`
+	Tags     []string `json:"tags,omitempty"`
+	SkipTags []string `json:"skip_tags,omitempty"`
+	Local    bool     `json:"local,omitempty"`
 	// Kubeconfig and KubeContext are --kubeconfig and --context: the
 	// cluster the plan read is the one apply acts on.
 	Kubeconfig  string `json:"kubeconfig,omitempty"`
