@@ -4,19 +4,26 @@ package deploy
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	gossh "golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -52,7 +59,9 @@ const (
 //     Joined and NodeReady, the Node Ready;
 //   - the example join Job (`wsu apply join -i k8s://wsu-system/windows-instances`)
 //     joins another bed's simulated host, checking its host key against the
-//     wsu-known-hosts ConfigMap.
+//     wsu-known-hosts ConfigMap: with another key there for the host's
+//     address the Job fails on the mismatch and nothing is joined; with the
+//     host's key, run again, it joins and the Node is Ready.
 //
 // In both, the payload reaches the pod as the manifests say: an init
 // container from a payload image (`make payload-image`'s code path, from
@@ -311,39 +320,94 @@ func testJoinJob(t *testing.T, imgs shippedImage) {
 	noController := overlayPatch{"Deployment", "wsu-controller", []patchOp{{Op: "replace", Path: "/spec/replicas", Value: 0}}}
 	objs := render(t, []string{"overlays/kubernetes", "overlays/kubernetes/join-job"},
 		overlayPatch{"Job", "wsu-join", ops}, noController)
-	// The host's key, as `ssh-keyscan -p PORT ADDRESS` prints it.
-	knownHosts := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "wsu-known-hosts", Namespace: KubernetesNamespace},
-		Data: map[string]string{"known_hosts": strings.Join(b.env.SSHD.KnownHostsLines(), "\n") + "\n"}}
-	b.install(t, objs, knownHosts)
 
-	b.waitFor(t, 8*time.Minute, "the join Job complete, the Node Ready", func() (bool, string) {
-		j := &batchv1.Job{}
-		if err := b.client.Get(ctx, crclient.ObjectKey{Namespace: KubernetesNamespace, Name: "wsu-join"}, j); err != nil {
-			return false, err.Error()
-		}
-		for _, c := range j.Status.Conditions {
-			if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
-				t.Fatalf("the join Job failed: %s\n%s", c.Message, b.podLogs(t))
-			}
-		}
-		st, _ := json.Marshal(j.Status)
-		return finished(j, batchv1.JobComplete) && b.nodeReady(t), string(st)
-	})
-	pods := b.pods(t, "app.kubernetes.io/component=join")
-	require.Len(t, pods, 1)
-	pod := pods[0]
+	// First with another key for the host's address in wsu-known-hosts:
+	// the host is refused, nothing is joined.
+	knownHosts := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "wsu-known-hosts", Namespace: KubernetesNamespace},
+		Data: map[string]string{"known_hosts": b.otherKnownHosts(t)}}
+	b.install(t, objs, knownHosts)
+	j := b.waitJob(t)
+	require.True(t, finished(j, batchv1.JobFailed), "a host presenting another key than known_hosts holds is refused")
+	pod := b.onlyPod(t, "app.kubernetes.io/component=join")
+	log, err := os.ReadFile(b.runner.LogPath(pod, "wsu"))
+	require.NoError(t, err)
+	assert.Contains(t, string(log), "host key mismatch", "refused for its host key")
+	_, err = b.env.Cluster.Client.CoreV1().Nodes().Get(ctx, b.host.NodeName, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "no Node registered")
+
+	// The admin puts the host's key (ssh-keyscan -p PORT ADDRESS) in the
+	// ConfigMap and runs the Job again.
+	knownHosts.Data = map[string]string{"known_hosts": strings.Join(b.env.SSHD.KnownHostsLines(), "\n") + "\n"}
+	require.NoError(t, b.client.Update(ctx, knownHosts))
+	b.rerunJob(t, objs)
+	j = b.waitJob(t)
+	require.True(t, finished(j, batchv1.JobComplete), "the join Job failed:\n%s", b.podLogs(t))
+	b.waitFor(t, 3*time.Minute, "the Node Ready", func() (bool, string) { return b.nodeReady(t), "" })
+
+	pod = b.onlyPod(t, "app.kubernetes.io/component=join")
 	assert.Equal(t, "wsu-join", pod.Spec.ServiceAccountName, "the Job runs as its own ServiceAccount")
 	assert.Equal(t, corev1.PodSucceeded, pod.Status.Phase)
 	assertInitCompleted(t, pod)
-	log, err := os.ReadFile(b.runner.LogPath(pod, "wsu"))
+	log, err = os.ReadFile(b.runner.LogPath(pod, "wsu"))
 	require.NoError(t, err)
 	assert.Contains(t, string(log), b.address, "the log is the run's output")
 	assert.NotContains(t, string(log), "PRIVATE KEY")
-
-	n, err := b.env.Cluster.Client.CoreV1().Nodes().Get(ctx, b.host.NodeName, metav1.GetOptions{})
-	require.NoError(t, err)
-	assert.Equal(t, corev1.ConditionTrue, nodeCondition(n, corev1.NodeReady))
 	assert.Empty(t, b.pods(t, "app.kubernetes.io/component=controller"), "no controller pod ran beside the Job")
+}
+
+// otherKnownHosts is a known_hosts file naming the host's sshd address
+// with a key it does not have.
+func (b *shippedBed) otherKnownHosts(t *testing.T) string {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	k, err := gossh.NewPublicKey(pub)
+	require.NoError(t, err)
+	addr := net.JoinHostPort(b.env.SSHD.Host, strconv.Itoa(b.env.SSHD.Port))
+	return knownhosts.Line([]string{knownhosts.Normalize(addr)}, k) + "\n"
+}
+
+// waitJob waits for the join Job to finish, either way.
+func (b *shippedBed) waitJob(t *testing.T) *batchv1.Job {
+	t.Helper()
+	j := &batchv1.Job{}
+	b.waitFor(t, 8*time.Minute, "the join Job finished", func() (bool, string) {
+		if err := b.client.Get(context.Background(), crclient.ObjectKey{Namespace: KubernetesNamespace, Name: "wsu-join"}, j); err != nil {
+			return false, err.Error()
+		}
+		st, _ := json.Marshal(j.Status)
+		return finished(j, batchv1.JobComplete) || finished(j, batchv1.JobFailed), string(st)
+	})
+	return j
+}
+
+// rerunJob deletes the finished Job with its pod, as `kubectl delete job`
+// does, and applies it again.
+func (b *shippedBed) rerunJob(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	ctx := context.Background()
+	fg := metav1.DeletePropagationForeground
+	require.NoError(t, b.env.Cluster.Client.BatchV1().Jobs(KubernetesNamespace).Delete(ctx, "wsu-join", metav1.DeleteOptions{PropagationPolicy: &fg}))
+	b.waitFor(t, 3*time.Minute, "the Job and its pod gone", func() (bool, string) {
+		_, err := b.env.Cluster.Client.BatchV1().Jobs(KubernetesNamespace).Get(ctx, "wsu-join", metav1.GetOptions{})
+		pods := b.pods(t, "app.kubernetes.io/component=join")
+		return apierrors.IsNotFound(err) && len(pods) == 0, fmt.Sprintf("Job: %v, %d pods", err, len(pods))
+	})
+	var job []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "Job" {
+			job = append(job, o)
+		}
+	}
+	require.Len(t, job, 1)
+	newApplier(t, b.env.Cluster.Config).applyAll(ctx, t, job)
+}
+
+func (b *shippedBed) onlyPod(t *testing.T, selector string) *corev1.Pod {
+	t.Helper()
+	pods := b.pods(t, selector)
+	require.Len(t, pods, 1, selector)
+	return pods[0]
 }
 
 func assertInitCompleted(t *testing.T, pod *corev1.Pod) {
