@@ -129,6 +129,13 @@ func readRendered(t *testing.T, name string) []*unstructured.Unstructured {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("rendered", name+".yaml"))
 	require.NoError(t, err)
+	return decodeObjects(t, data)
+}
+
+// decodeObjects reads rendered YAML into objects, namespaces and CRDs
+// first.
+func decodeObjects(t *testing.T, data []byte) []*unstructured.Unstructured {
+	t.Helper()
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var first, rest []*unstructured.Unstructured
 	for {

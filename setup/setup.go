@@ -23,6 +23,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/wsu-project/wsu/engine"
@@ -404,7 +405,37 @@ func loadInventory(ctx context.Context, in planfile.Inputs, clusters *kube.Cache
 			inv.Hosts[name].Vars["connection"] = inventory.Var{Value: cty.StringVal("local")}
 		}
 	}
-	return inv, diags
+	return inv, append(diags, setHostVars(inv, in.HostVars)...)
+}
+
+// setHostVars sets each --host-var NAME=VALUE on every host, over what the
+// inventory says, as the controller's --host-var does. Secrets are refused:
+// a saved plan records its inputs, and a secret belongs in the inventory
+// or the key Secret.
+func setHostVars(inv *inventory.Inventory, list []string) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, kv := range list {
+		name, value, ok := strings.Cut(kv, "=")
+		name = strings.TrimSpace(name)
+		switch {
+		case !ok || name == "":
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid --host-var",
+				Detail: fmt.Sprintf("--host-var %q: want NAME=VALUE, e.g. --host-var ansible_port=2222.", kv)})
+			continue
+		case !hclsyntax.ValidIdentifier(name):
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid --host-var",
+				Detail: fmt.Sprintf("--host-var %q: %q is not a variable name (letters, digits, _ and -, not starting with a digit).", kv, name)})
+			continue
+		case inventory.SecretName(name):
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Secret in --host-var",
+				Detail: fmt.Sprintf("--host-var %s: %q names a secret, which a command line (and a saved plan) must not carry; set it in the inventory (a BYOH inventory's key comes from its Secret).", name, name)})
+			continue
+		}
+		for _, h := range sortedHosts(inv) {
+			inv.Hosts[h].Vars[name] = inventory.Var{Value: cty.StringVal(value)}
+		}
+	}
+	return diags
 }
 
 // loadKubeInventory reads k8s://NAMESPACE/NAME through the run's cluster

@@ -32,6 +32,28 @@ func TestHCLInventory(t *testing.T) {
 	golden(t, "testdata/inventory/bad.hcl.stderr", errs)
 }
 
+// TestHostVar: --host-var sets an inventory variable on every host, over
+// the inventory's own; a malformed one or a secret is refused before any
+// host is touched.
+func TestHostVar(t *testing.T) {
+	code, out, errs := wsu(t, nil, "plan", "--no-color", "testdata/inventory/vars.hcl", "-i", "testdata/inventory/inventory.hcl",
+		"--host-var", "ansible_port=2222", "--host-var", "ntp_server=ntp.example.com")
+	require.Equal(t, 0, code, out+errs)
+	assert.Contains(t, out, `win01: {"ansible_host":"10.0.0.11","ansible_port":"2222","ansible_user":"Administrator","connection":"ssh","max_pods":110,"ntp_server":"ntp.example.com"} groups=all,cluster,windows`)
+	assert.Contains(t, out, `win03.example.com: {"ansible_port":"2222","ansible_user":"Administrator","connection":"ssh","ntp_server":"ntp.example.com"} groups=all,cluster,windows`)
+
+	for arg, want := range map[string]string{
+		"ansible_port":       `want NAME=VALUE`,
+		"2port=1":            `"2port" is not a variable name`,
+		"ansible_password=x": `"ansible_password" names a secret`,
+	} {
+		code, out, errs := wsu(t, nil, "plan", "--no-color", "testdata/inventory/vars.hcl", "-i", "testdata/inventory/inventory.hcl", "--host-var", arg)
+		assert.Equal(t, 1, code, arg)
+		assert.Contains(t, out+errs, want, arg)
+		assert.NotContains(t, out, "groups=", "%s: no host was run", arg)
+	}
+}
+
 // TestKubeInventory loads -i k8s://NAMESPACE/NAME from a real kube-apiserver
 // through the CLI: the BYOH windows-instances ConfigMap and the
 // cloud-private-key Secret.

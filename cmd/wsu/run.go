@@ -32,6 +32,7 @@ type runOptions struct {
 	kubeContext      string
 	vars             []string
 	varFiles         []string
+	hostVars         []string // --host-var NAME=VALUE: on every host
 	extraVars        []string // Ansible's -e: NAME=VALUE..., @FILE or JSON
 	syntaxCheck      bool     // Ansible's --syntax-check: validate
 	listHosts        bool     // Ansible's --list-hosts
@@ -57,6 +58,7 @@ func (o *runOptions) bind(cmd *cobra.Command) {
 	f.StringVar(&o.kubeContext, "context", "", "kubeconfig context for -i k8s://... and the cluster modules (default: the kubeconfig's current context)")
 	f.StringArrayVar(&o.vars, "var", nil, "set a variable: -var 'name=value' (repeatable)")
 	f.StringArrayVar(&o.varFiles, "var-file", nil, "read variable values from an HCL file, or a JSON one (*.json) (repeatable)")
+	f.StringArrayVar(&o.hostVars, "host-var", nil, "set an inventory variable on every host, over the inventory's: --host-var ansible_port=2222 (repeatable; for a BYOH ConfigMap, which holds only addresses and users)")
 	f.StringArrayVarP(&o.extraVars, "extra-vars", "e", nil, "as Ansible: 'name=value other=value' (like --var), @FILE (like --var-file) or a JSON object (repeatable)")
 	f.BoolVar(&o.listHosts, "list-hosts", false, "as Ansible: list each play's hosts, touching no host")
 	f.BoolVar(&o.listTasks, "list-tasks", false, "as Ansible: list each play's tasks that --tags and --skip-tags select, touching no host")
@@ -205,7 +207,7 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 // inputs are the flags a saved plan records.
 func (o *runOptions) inputs(target string) planfile.Inputs {
 	return planfile.Inputs{
-		Playbook: target, Inventory: o.inventory, VarFiles: o.varFiles, Vars: o.vars,
+		Playbook: target, Inventory: o.inventory, VarFiles: o.varFiles, Vars: o.vars, HostVars: o.hostVars,
 		Limit: o.limit, Tags: o.tags, SkipTags: o.skipTags, Local: o.local,
 		Kubeconfig: o.kubeconfig, KubeContext: o.kubeContext,
 	}
@@ -261,7 +263,7 @@ func (a *app) newView(o *runOptions, run *setup.Run) view.View {
 // the options given are those).
 func inputFlags(flags *pflag.FlagSet, sensitiveVars bool) []string {
 	var given []string
-	for _, name := range []string{"inventory", "var", "var-file", "extra-vars", "limit", "tags", "skip-tags", "local", "kubeconfig", "context"} {
+	for _, name := range []string{"inventory", "var", "var-file", "host-var", "extra-vars", "limit", "tags", "skip-tags", "local", "kubeconfig", "context"} {
 		if name == "var" && sensitiveVars {
 			continue
 		}

@@ -50,10 +50,14 @@ type Inputs struct {
 	// variable is declared sensitive: apply takes them again (-var or
 	// WSU_VAR_), and the plan's value hashes prove they are the same.
 	SensitiveVars []string `json:"sensitive_vars,omitempty"`
-	Limit         string   `json:"limit,omitempty"`
-	Tags          []string `json:"tags,omitempty"`
-	SkipTags      []string `json:"skip_tags,omitempty"`
-	Local         bool     `json:"local,omitempty"`
+	// HostVars are --host-var NAME=VALUE options: an inventory variable
+	// set on every host, over the inventory's own value (a BYOH ConfigMap
+	// has no room for a port or a known_hosts file).
+	HostVars []string `json:"host_vars,omitempty"`
+	Limit    string   `json:"limit,omitempty"`
+	Tags     []string `json:"tags,omitempty"`
+	SkipTags []string `json:"skip_tags,omitempty"`
+	Local    bool     `json:"local,omitempty"`
 	// Kubeconfig and KubeContext are --kubeconfig and --context: the
 	// cluster the plan read is the one apply acts on.
 	Kubeconfig  string `json:"kubeconfig,omitempty"`

@@ -31,7 +31,11 @@ type controlPlane struct{ env *envtest.Environment }
 // namespace's default ServiceAccount, the ServiceAccount admission plugin
 // is on as in a real cluster (pods get their token volume).
 func newControlPlane(etcd, apiserver string, clientCA *signer, serviceAccounts bool) *controlPlane {
-	env := &envtest.Environment{}
+	// envtest waits 20 s for etcd and for the API server to answer (five
+	// tries); on a machine shared by many builds and test beds a start can
+	// take longer (a minute and a half has been seen), so each try gets two
+	// minutes. It sets both components' timeouts from this field.
+	env := &envtest.Environment{ControlPlaneStartTimeout: 2 * time.Minute}
 	env.ControlPlane.Etcd = &envtest.Etcd{Path: etcd}
 	api := env.ControlPlane.GetAPIServer()
 	api.Path = apiserver
