@@ -59,6 +59,12 @@ const (
 	OpHNSCreateEndpoint = "hns.endpoint.create" // EndpointArgs → host.HNSEndpoint
 	OpHNSDeleteEndpoint = "hns.endpoint.delete" // IDArgs → nothing
 	OpHNSDeleteNetwork  = "hns.network.delete"  // IDArgs → nothing
+
+	// Optional interfaces (host.Rebooter, host.OptionalFeatures): a backend
+	// without them answers not supported.
+	OpReboot        = "sys.reboot"     // host.RebootRequest → nothing
+	OpFeatureGet    = "feature.get"    // NameArgs → host.FeatureInfo
+	OpFeatureEnable = "feature.enable" // NameArgs → host.FeatureInfo
 )
 
 // Ops lists every op, in the order of the Host API.
@@ -71,6 +77,7 @@ var Ops = []string{
 	OpRegGet, OpRegSet, OpRegDelete,
 	OpEnvGet, OpEnvSet, OpEnvDelete, OpPathAdd, OpPathRm,
 	OpHNSNetworks, OpHNSEndpoints, OpHNSCreateEndpoint, OpHNSDeleteEndpoint, OpHNSDeleteNetwork,
+	OpReboot, OpFeatureGet, OpFeatureEnable,
 }
 
 type PathArgs struct {
