@@ -49,11 +49,6 @@ func (OptionalFeature) Schema() modules.Schema {
   win_optional_feature {
     name = "Containers"
   }
-}
-
-task "reboot_for_containers" {
-  when = task.containers_feature.reboot_required
-  win_reboot {}
 }`,
 	}
 }
