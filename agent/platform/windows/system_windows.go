@@ -120,8 +120,8 @@ func (h *winHost) dism() dism {
 func bootTime() (string, error) {
 	var info struct {
 		BootTime, CurrentTime, TimeZoneBias int64
-		TimeZoneID, Reserved                 uint32
-		BootTimeBias, SleepTimeBias          uint64
+		TimeZoneID, Reserved                uint32
+		BootTimeBias, SleepTimeBias         uint64
 	}
 	var n uint32
 	if err := windows.NtQuerySystemInformation(windows.SystemTimeOfDayInformation, unsafe.Pointer(&info), uint32(unsafe.Sizeof(info)), &n); err != nil {
