@@ -142,6 +142,28 @@ var handlers = map[string]handler{
 		return proto.ChangedResult{Changed: changed}, err
 	}),
 
+	proto.OpReboot: with(func(r *request, a host.RebootRequest) (any, error) {
+		rb, err := host.AsRebooter(r.h)
+		if err != nil {
+			return nil, err
+		}
+		return nil, rb.Reboot(r.ctx, a)
+	}),
+	proto.OpFeatureGet: with(func(r *request, a proto.NameArgs) (any, error) {
+		f, err := host.AsOptionalFeatures(r.h)
+		if err != nil {
+			return nil, err
+		}
+		return f.OptionalFeature(r.ctx, a.Name)
+	}),
+	proto.OpFeatureEnable: with(func(r *request, a proto.NameArgs) (any, error) {
+		f, err := host.AsOptionalFeatures(r.h)
+		if err != nil {
+			return nil, err
+		}
+		return f.EnableOptionalFeature(r.ctx, a.Name)
+	}),
+
 	proto.OpHNSNetworks:  func(r *request) (any, error) { return r.h.HNSNetworks(r.ctx) },
 	proto.OpHNSEndpoints: func(r *request) (any, error) { return r.h.HNSEndpoints(r.ctx) },
 	proto.OpHNSCreateEndpoint: with(func(r *request, a proto.EndpointArgs) (any, error) {

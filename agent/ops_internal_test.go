@@ -10,12 +10,13 @@ import (
 	"github.com/wsu-project/wsu/host"
 )
 
-// Every Host method but Close is an op, plus those of the optional
-// interfaces (host.NativePather, host.CertStore), and the agent has a
-// handler for each.
+// Every Host method but Close is an op, plus one per method of the
+// optional interfaces (host.NativePather, host.CertStore, host.Rebooter,
+// host.OptionalFeatures), and the agent has a handler for each.
 func TestEveryMethodIsAnOp(t *testing.T) {
-	assert.Len(t, proto.Ops, reflect.TypeFor[host.Host]().NumMethod()-1+
-		reflect.TypeFor[host.NativePather]().NumMethod()+reflect.TypeFor[host.CertStore]().NumMethod())
+	optional := reflect.TypeFor[host.NativePather]().NumMethod() + reflect.TypeFor[host.CertStore]().NumMethod() +
+		reflect.TypeFor[host.Rebooter]().NumMethod() + reflect.TypeFor[host.OptionalFeatures]().NumMethod()
+	assert.Len(t, proto.Ops, reflect.TypeFor[host.Host]().NumMethod()-1+optional)
 	for _, op := range proto.Ops {
 		assert.Contains(t, handlers, op)
 	}

@@ -249,7 +249,10 @@ func (ti *taskInstance) attempts(ctx context.Context) (out outcome, ok bool) {
 // then until (apply mode only) with self = this try's result.
 func (ti *taskInstance) attempt(ctx context.Context, n int) (cty.Value, *modules.Change, hcl.Diagnostics) {
 	t := ti.t
-	result, change, diags := ti.r.planApply(ctx, ti.mod, ti.cfg, ti.h, ti.r.redialer(ti.hs), ti.hs.planned > 0)
+	result, change, reconnect, diags := ti.r.planApply(ctx, ti.mod, ti.cfg, ti.h, ti.r.redialer(ti.hs), ti.hs.planned > 0)
+	if reconnect {
+		ti.freshConnection(ctx)
+	}
 	if diags.HasErrors() || ti.r.req.Mode != ModeApply || t.Until == nil {
 		return result, change, diags
 	}
@@ -332,17 +335,29 @@ func shownMessage(s modules.Schema, result cty.Value) string {
 }
 
 // planApply asks the module for its plan and, when applying, applies it.
-func (r *runner) planApply(ctx context.Context, mod modules.Module, cfg modules.Config, h host.Host, redial modules.Redialer, pending bool) (cty.Value, *modules.Change, hcl.Diagnostics) {
+// reconnect: the module says the host's connection no longer reaches it.
+func (r *runner) planApply(ctx context.Context, mod modules.Module, cfg modules.Config, h host.Host, redial modules.Redialer, pending bool) (_ cty.Value, _ *modules.Change, reconnect bool, _ hcl.Diagnostics) {
 	pr := mod.Plan(ctx, modules.PlanRequest{Config: cfg, Host: h, Pending: r.req.Mode == ModePlan && pending, Redial: redial,
 		Diff: r.req.Mode == ModePlan || r.req.Diff})
 	if pr.Diagnostics.HasErrors() {
-		return cty.NilVal, pr.Change, pr.Diagnostics
+		return cty.NilVal, pr.Change, false, pr.Diagnostics
 	}
 	if pr.Change == nil || r.req.Mode == ModePlan {
-		return pr.Result, pr.Change, pr.Diagnostics
+		return pr.Result, pr.Change, false, pr.Diagnostics
 	}
 	ar := mod.Apply(ctx, modules.ApplyRequest{Config: cfg, Host: h, Change: pr.Change, Redial: redial})
-	return ar.Result, pr.Change, append(pr.Diagnostics, ar.Diagnostics...)
+	return ar.Result, pr.Change, ar.Reconnect, append(pr.Diagnostics, ar.Diagnostics...)
+}
+
+// freshConnection replaces the host's connection after a task that made
+// it useless (a reboot), which also reads the facts again (the boot time
+// moved). A host that cannot be reached now is left without one: its next
+// task connects and reports why not.
+func (ti *taskInstance) freshConnection(ctx context.Context) {
+	ti.hs.dropConn()
+	if h, err := ti.r.connect(ctx, ti.hs); err == nil {
+		ti.h = h
+	}
 }
 
 // markResult re-applies sensitivity to a result: attributes the schema

@@ -427,6 +427,7 @@ func factsValue(f host.Facts) cty.Value {
 		"fqdn":         cty.StringVal(f.FQDN),
 		"architecture": cty.StringVal(f.Architecture),
 		"ipv4":         cty.StringVal(f.IPv4),
+		"boot_time":    cty.StringVal(f.BootTime),
 	})
 }
 

@@ -115,6 +115,10 @@ type Facts struct {
 	Architecture string `json:"architecture"`
 	// IPv4 is the address of the interface holding the default route.
 	IPv4 string `json:"ipv4"`
+	// BootTime is when the machine last started (RFC 3339 in UTC, as
+	// precise as the platform knows it); a reboot changes it, which is how win_reboot knows the
+	// host went down and came back. "" when the platform cannot tell.
+	BootTime string `json:"boot_time,omitempty"`
 }
 
 // FileInfo describes a path on the host.

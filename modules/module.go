@@ -198,6 +198,10 @@ type ApplyRequest struct {
 type ApplyResponse struct {
 	Result      cty.Value
 	Diagnostics hcl.Diagnostics
+	// Reconnect: the task's connection no longer reaches the host (it
+	// restarted: win_reboot). The engine closes it; the next task connects
+	// afresh and reads the host's facts again.
+	Reconnect bool
 }
 
 // Action is the kind of a Change.

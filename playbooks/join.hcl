@@ -138,6 +138,22 @@ variable "no_proxy" {
   description = "Machine environment variable NO_PROXY (hosts and networks reached without the proxy; include the service and cluster networks); null: wsu leaves NO_PROXY as it is."
 }
 
+variable "enable_containers_feature" {
+  type        = bool
+  default     = true
+  description = "Enable the Windows feature Containers before the runtime starts (without it HNS answers \"not supported\" and join stalls at its network waits); false leaves the node's features alone."
+}
+
+variable "reboot" {
+  type        = string
+  default     = "if-needed"
+  description = "Whether join may restart the node: \"if-needed\" (the default, as WMCO) restarts it once when enabling Containers needs it, or when the proxy variables changed the machine environment (services read it only at boot); \"never\" does not, and fails the host when Containers waits for a restart."
+  validation {
+    condition     = contains(["never", "if-needed"], var.reboot)
+    error_message = "reboot must be \"never\" or \"if-needed\"."
+  }
+}
+
 variable "csr_timeout" {
   type        = number
   default     = 600
@@ -196,11 +212,13 @@ locals {
   )
 }
 
-# The cluster-wide proxy, as machine environment variables. Windows
-# services take their environment from the service control manager, which
-# reads it at boot: the node's services see a new or changed proxy after
-# the node restarts (WMCO reboots the node for it; wsu never reboots on its
-# own). A variable left null leaves the node's value alone.
+# The cluster-wide proxy, as machine environment variables, and the
+# Containers feature, before the runtime starts. Windows services take
+# their environment from the service control manager, which reads it at
+# boot, and a newly enabled Containers works only after a restart: with
+# reboot = "if-needed" the node restarts once for either (as WMCO does);
+# with "never" a pending Containers fails the host, saying so. A proxy
+# variable left null leaves the node's value alone.
 play "proxy-settings" {
   hosts = "windows"
 
@@ -209,6 +227,37 @@ play "proxy-settings" {
     win_env {
       name  = each.key
       value = each.value
+    }
+    notify = ["restart for the proxy"]
+  }
+
+  task "containers feature" {
+    when = var.enable_containers_feature
+    win_optional_feature {
+      name = "Containers"
+    }
+  }
+
+  task "containers restart refused" {
+    when = var.reboot == "never" && try(task["containers feature"].reboot_required, false)
+    assert {
+      that         = [false]
+      fail_message = "The Windows feature Containers is enabled but takes effect only after a restart, and reboot = \"never\": restart the node yourself and run join again, or run it with reboot = \"if-needed\"."
+    }
+  }
+
+  task "restart for containers" {
+    when = var.reboot == "if-needed" && try(task["containers feature"].reboot_required, false)
+    win_reboot {
+      msg = "wsu join: restart to enable the Windows feature Containers"
+    }
+  }
+
+  # One restart is enough: skipped when the Containers one already ran.
+  handler "restart for the proxy" {
+    when = var.reboot == "if-needed" && !try(task["containers feature"].reboot_required, false)
+    win_reboot {
+      msg = "wsu join: restart so that services see the proxy settings"
     }
   }
 }

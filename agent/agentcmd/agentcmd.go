@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 
 	"github.com/wsu-project/wsu/agent"
 	"github.com/wsu-project/wsu/agent/platform/native"
@@ -104,6 +105,8 @@ func serve(ctx context.Context, o options, in io.Reader, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	ctx, stop, halted := untilHalted(ctx, backend)
+	defer stop()
 	if cacheFile != "" {
 		// Warm: a re-run right after a copy finds the sum ready.
 		backend = hashcache.Wrap(backend, cacheFile, hashcache.Warm())
@@ -114,8 +117,35 @@ func serve(ctx context.Context, o options, in io.Reader, out io.Writer) error {
 		SHA256:   sum,
 		Platform: helloPlatform(o.platform),
 	})
+	if halted() {
+		err = nil // the host went down under us, as a machine does
+	}
 	// Stops the cache's background hashing before the process ends.
 	return errors.Join(err, backend.Close())
+}
+
+// halter is a backend that can go down (the simulation after a reboot):
+// its connection then ends, as a real machine's does.
+type halter interface{ Halted() <-chan struct{} }
+
+// untilHalted ends ctx when the backend goes down, and says whether it
+// did; stop releases the watch.
+func untilHalted(ctx context.Context, backend host.Host) (_ context.Context, stop func(), halted func() bool) {
+	h, ok := backend.(halter)
+	if !ok {
+		return ctx, func() {}, func() bool { return false }
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var down atomic.Bool
+	go func() {
+		select {
+		case <-h.Halted():
+			down.Store(true)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel, down.Load
 }
 
 // backend is the host the flags choose and the hash cache file it uses

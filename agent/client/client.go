@@ -57,6 +57,9 @@ type Client struct {
 var (
 	_ host.Host    = (*Client)(nil)
 	_ host.Metered = (*Client)(nil)
+
+	_ host.Rebooter         = (*Client)(nil)
+	_ host.OptionalFeatures = (*Client)(nil)
 )
 
 // call is a request waiting for its response.

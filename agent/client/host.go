@@ -169,6 +169,29 @@ func (c *Client) NativePath(ctx context.Context, path string) (string, error) {
 	return res.Path, nil
 }
 
+// Reboot asks the agent's host to restart (host.Rebooter). The agent may
+// go down before its answer arrives: an error wrapping
+// host.ErrConnectionLost then says nothing about whether it will.
+func (c *Client) Reboot(ctx context.Context, req host.RebootRequest) error {
+	_, err := c.roundTrip(ctx, proto.OpReboot, req, nil, 0, nil)
+	return err
+}
+
+// OptionalFeature describes a Windows optional feature
+// (host.OptionalFeatures).
+func (c *Client) OptionalFeature(ctx context.Context, name string) (host.FeatureInfo, error) {
+	var fi host.FeatureInfo
+	_, err := c.roundTrip(ctx, proto.OpFeatureGet, proto.NameArgs{Name: name}, nil, 0, &fi)
+	return fi, err
+}
+
+// EnableOptionalFeature enables a Windows optional feature.
+func (c *Client) EnableOptionalFeature(ctx context.Context, name string) (host.FeatureInfo, error) {
+	var fi host.FeatureInfo
+	_, err := c.roundTrip(ctx, proto.OpFeatureEnable, proto.NameArgs{Name: name}, nil, 0, &fi)
+	return fi, err
+}
+
 // FileACL reads a file's owner and DACL.
 func (c *Client) FileACL(ctx context.Context, path string) (host.ACL, error) {
 	var acl host.ACL

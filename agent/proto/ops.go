@@ -65,6 +65,12 @@ const (
 	OpCertList   = "cert.list"   // StoreArgs → []string (thumbprints)
 	OpCertAdd    = "cert.add"    // CertAddArgs → nothing
 	OpCertDelete = "cert.delete" // CertArgs → nothing
+
+	// Optional interfaces (host.Rebooter, host.OptionalFeatures): a backend
+	// without them answers not supported.
+	OpReboot        = "sys.reboot"     // host.RebootRequest → nothing
+	OpFeatureGet    = "feature.get"    // NameArgs → host.FeatureInfo
+	OpFeatureEnable = "feature.enable" // NameArgs → host.FeatureInfo
 )
 
 // Ops lists every op, in the order of the Host API.
@@ -78,6 +84,7 @@ var Ops = []string{
 	OpEnvGet, OpEnvSet, OpEnvDelete, OpPathAdd, OpPathRm,
 	OpHNSNetworks, OpHNSEndpoints, OpHNSCreateEndpoint, OpHNSDeleteEndpoint, OpHNSDeleteNetwork,
 	OpCertList, OpCertAdd, OpCertDelete,
+	OpReboot, OpFeatureGet, OpFeatureEnable,
 }
 
 type PathArgs struct {

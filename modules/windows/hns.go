@@ -2,6 +2,7 @@ package windows
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -99,6 +100,9 @@ func (m HNSNetwork) Plan(ctx context.Context, req modules.PlanRequest) modules.P
 		return modules.PlanResponse{Result: unknownResult(hnsNetworkResults), Diagnostics: d}
 	}
 	n, err := findNetwork(ctx, req.Host, name)
+	if hnsLater(err, req.Pending) {
+		return modules.PlanResponse{Result: unknownResult(hnsNetworkResults)}
+	}
 	if err != nil {
 		return modules.PlanResponse{Result: unknownResult(hnsNetworkResults), Diagnostics: hostError(cfg, "name", "Cannot list HNS networks", err)}
 	}
@@ -192,6 +196,13 @@ func (HNSEndpoint) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 	return diags
 }
 
+// hnsLater: in a dry run before the changes that make HNS answer (the
+// Containers feature enabled and the node restarted), a failing HNS is
+// read at apply instead. A platform without HNS fails the plan anyway.
+func hnsLater(err error, pending bool) bool {
+	return err != nil && pending && !errors.Is(err, host.ErrNotSupported)
+}
+
 func findEndpoint(ctx context.Context, h host.Host, name, network string) (*host.HNSEndpoint, error) {
 	eps, err := h.HNSEndpoints(ctx)
 	if err != nil {
@@ -224,6 +235,9 @@ func (m HNSEndpoint) Plan(ctx context.Context, req modules.PlanRequest) modules.
 		return modules.PlanResponse{Result: unknownResult(hnsEndpointResults), Diagnostics: d}
 	}
 	ep, err := findEndpoint(ctx, req.Host, name, network)
+	if hnsLater(err, req.Pending) {
+		return modules.PlanResponse{Result: unknownResult(hnsEndpointResults)}
+	}
 	if err != nil {
 		return modules.PlanResponse{Result: unknownResult(hnsEndpointResults), Diagnostics: hostError(cfg, "name", "Cannot list HNS endpoints", err)}
 	}

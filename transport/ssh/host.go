@@ -32,6 +32,8 @@ var (
 	_ host.Metered = (*Host)(nil)
 
 	_ host.KeyAuthenticated = (*Host)(nil)
+	_ host.Rebooter         = (*Host)(nil)
+	_ host.OptionalFeatures = (*Host)(nil)
 )
 
 // Counters are the agent client's (round trips, fs.write content) plus the
@@ -281,6 +283,22 @@ func (h *Host) HNSCreateEndpoint(ctx context.Context, spec host.HNSEndpoint) (ho
 
 func (h *Host) HNSDeleteEndpoint(ctx context.Context, id string) error {
 	return h.call(ctx, "hns.endpoint.delete", 0, func(ctx context.Context) error { return h.agent.client.HNSDeleteEndpoint(ctx, id) })
+}
+
+func (h *Host) Reboot(ctx context.Context, req host.RebootRequest) error {
+	return h.call(ctx, "sys.reboot", 0, func(ctx context.Context) error { return h.agent.client.Reboot(ctx, req) })
+}
+
+func (h *Host) OptionalFeature(ctx context.Context, name string) (host.FeatureInfo, error) {
+	return do1(ctx, h, "feature.get", host.FeatureOpTimeout, func(ctx context.Context) (host.FeatureInfo, error) {
+		return h.agent.client.OptionalFeature(ctx, name)
+	})
+}
+
+func (h *Host) EnableOptionalFeature(ctx context.Context, name string) (host.FeatureInfo, error) {
+	return do1(ctx, h, "feature.enable", host.FeatureOpTimeout, func(ctx context.Context) (host.FeatureInfo, error) {
+		return h.agent.client.EnableOptionalFeature(ctx, name)
+	})
 }
 
 func (h *Host) FileACL(ctx context.Context, path string) (host.ACL, error) {

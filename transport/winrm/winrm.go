@@ -127,6 +127,9 @@ var (
 	_ host.Host    = (*Host)(nil)
 	_ host.Lossy   = (*Host)(nil)
 	_ host.Metered = (*Host)(nil)
+	// The agent client's, promoted.
+	_ host.Rebooter         = (*Host)(nil)
+	_ host.OptionalFeatures = (*Host)(nil)
 )
 
 // Deployment reports how the agent got in place.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/wsu-project/wsu/host"
 )
@@ -223,6 +224,9 @@ func (h *Host) seed() error {
 		{ver, "SystemRoot", sz(`C:\Windows`)},
 	}
 	return h.update(func(t *tx) error {
+		if err := t.seedBoot(time.Now()); err != nil {
+			return err
+		}
 		r, err := t.registry()
 		if err != nil || len(r.Keys) > 0 {
 			return err // an existing root keeps its registry

@@ -70,9 +70,19 @@ type Host struct {
 	// binary they cannot be replaced while they run.
 	runMu  sync.Mutex
 	runBin map[string]int
+
+	// A reboot this Host was asked for (boot.go): one at a time; halted
+	// closes once it has happened.
+	rebootMu  sync.Mutex
+	rebooting bool
+	halted    chan struct{}
 }
 
-var _ host.Host = (*Host)(nil)
+var (
+	_ host.Host             = (*Host)(nil)
+	_ host.Rebooter         = (*Host)(nil)
+	_ host.OptionalFeatures = (*Host)(nil)
+)
 
 // New opens (creating on first use) the simulated host under root.
 func New(root string, opts Options) (*Host, error) {
@@ -101,6 +111,7 @@ func New(root string, opts Options) (*Host, error) {
 		stateDir: filepath.Join(abs, "state"),
 		logDir:   filepath.Join(abs, "logs"),
 		runBin:   map[string]int{},
+		halted:   make(chan struct{}),
 		facts: host.Facts{
 			OS:           "windows",
 			Platform:     "windows-server-sim",
@@ -134,12 +145,19 @@ func New(root string, opts Options) (*Host, error) {
 // Root is the directory holding the simulated host.
 func (h *Host) Root() string { return h.root }
 
-// Facts describes the simulated host.
+// Facts describes the simulated host; the boot time is read from its
+// state, since a reboot changes it.
 func (h *Host) Facts(ctx context.Context) (host.Facts, error) {
 	if err := ctx.Err(); err != nil {
 		return host.Facts{}, err
 	}
-	return h.facts, nil
+	f := h.facts
+	bt, err := h.BootTime()
+	if err != nil {
+		return host.Facts{}, err
+	}
+	f.BootTime = bt
+	return f, nil
 }
 
 // Close releases nothing: services keep running, as they would when an

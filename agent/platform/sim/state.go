@@ -185,7 +185,14 @@ func (t *tx) registry() (*regTable, error) {
 	return r, err
 }
 
-func (t *tx) hns() (*hnsTable, error) { return table[hnsTable](t, tHNS) }
+// hns loads the HNS table, which exists only while the Containers
+// feature is in effect.
+func (t *tx) hns() (*hnsTable, error) {
+	if err := t.hnsReady(); err != nil {
+		return nil, err
+	}
+	return table[hnsTable](t, tHNS)
+}
 
 // writeAtomic replaces path with data: temp file, fsync, rename.
 func writeAtomic(path string, data []byte) error {

@@ -34,6 +34,9 @@ func gatherFacts() (host.Facts, error) {
 		Architecture: runtime.GOARCH,
 		IPv4:         defaultIPv4(),
 	}
+	// Best effort, as the address: a host without it cannot be rebooted
+	// by win_reboot, which says so.
+	f.BootTime, _ = bootTime()
 	return f, nil
 }
 

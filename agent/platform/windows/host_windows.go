@@ -21,6 +21,9 @@ type winHost struct {
 
 	// envMu serialises read-modify-write of the machine environment.
 	envMu sync.Mutex
+
+	// shutdown makes the reboot call (system_windows.go).
+	shutdown func(ShutdownCall) error
 }
 
 var _ host.Host = (*winHost)(nil)
@@ -38,7 +41,7 @@ var platform = func() string {
 var isWine = windows.NewLazySystemDLL("ntdll.dll").NewProc("wine_get_version").Find() == nil
 
 // New returns the Host the agent serves on Windows.
-func New() host.Host { return &winHost{FS: winFS} }
+func New() host.Host { return NewWithOptions(Options{}) }
 
 func (h *winHost) Facts(ctx context.Context) (host.Facts, error) {
 	if err := ctx.Err(); err != nil {

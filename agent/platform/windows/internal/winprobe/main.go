@@ -80,7 +80,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "winprobe: read operations:", err)
 		os.Exit(2)
 	}
-	h := windows.New()
+	// Reboot runs up to InitiateSystemShutdownEx, which is recorded, not
+	// made (the "shutdown-calls" op returns what was asked).
+	var calls []windows.ShutdownCall
+	h := windows.NewWithOptions(windows.Options{Shutdown: func(c windows.ShutdownCall) error {
+		calls = append(calls, c)
+		return nil
+	}})
 	defer h.Close()
 	out := make([]result, 0, len(ops))
 	for _, o := range ops {
@@ -91,7 +97,13 @@ func main() {
 				os.Exit(2)
 			}
 		}
-		v, err := do(h, o.Op, a)
+		var v any
+		var err error
+		if o.Op == "shutdown-calls" {
+			v = calls
+		} else {
+			v, err = do(h, o.Op, a)
+		}
 		r := result{Value: v}
 		if err != nil {
 			r.Error = err.Error()
@@ -178,6 +190,12 @@ func do(h host.Host, name string, a args) (any, error) {
 		return nil, h.WaitService(ctx, a.Name, a.State, timeout)
 	case "svc-dependents":
 		return h.DependentServices(ctx, a.Name)
+	case "reboot":
+		return nil, h.(host.Rebooter).Reboot(ctx, host.RebootRequest{Delay: timeout, Message: a.Value})
+	case "feature-get":
+		return h.(host.OptionalFeatures).OptionalFeature(ctx, a.Name)
+	case "feature-enable":
+		return h.(host.OptionalFeatures).EnableOptionalFeature(ctx, a.Name)
 	case "acl-get":
 		return h.FileACL(ctx, a.Path)
 	case "acl-set":
