@@ -182,7 +182,9 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		a.timings.mark(&a.timings.RunStart)
 	}
 	res := engine.Run(ctx, run.Request)
-	a.timings.mark(&a.timings.RunEnd)
+	if a.timingsFile != "" {
+		a.timings.mark(&a.timings.RunEnd)
+	}
 	v.Diagnostics(res.SetupDiagnostics)
 	if res.Failed() {
 		return exitError{1}

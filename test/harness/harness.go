@@ -301,13 +301,16 @@ func closedPort() int {
 }
 
 func (e *Env) writeVarFile() error {
+	// Many hosts joining at once on one machine wait longer for their
+	// CSRs and Ready: 2 minutes, and 3 s more per host.
+	timeout := 120 + 3*len(e.Hosts)
 	vars := fmt.Sprintf(`# Variables for the stock playbooks against the harness cluster.
 cluster_flavour = "kubeadm"
 kubeconfig      = %q
 payload_dir     = %q
-csr_timeout     = 120
-ready_timeout   = 120
-`, e.Cluster.Kubeconfig, e.PayloadDir)
+csr_timeout     = %d
+ready_timeout   = %d
+`, e.Cluster.Kubeconfig, e.PayloadDir, timeout, timeout)
 	e.VarFile = filepath.Join(e.Dir, "cluster.wsuvars")
 	return os.WriteFile(e.VarFile, []byte(vars), 0o644)
 }
