@@ -139,7 +139,15 @@ func (h *Host) Facts(ctx context.Context) (host.Facts, error) {
 	if err := ctx.Err(); err != nil {
 		return host.Facts{}, err
 	}
-	return h.facts, nil
+	f := h.facts
+	err := h.view(func(t *tx) error {
+		sys, err := t.system()
+		if err == nil && sys.Build != "" {
+			f.Build = sys.Build
+		}
+		return err
+	})
+	return f, err
 }
 
 // Close releases nothing: services keep running, as they would when an

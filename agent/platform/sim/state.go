@@ -19,6 +19,7 @@ const (
 	tRegistry  = "registry"
 	tHNS       = "hns"
 	tACLs      = "acls"
+	tSystem    = "system"
 )
 
 type svcRecord struct {
