@@ -1,5 +1,5 @@
-# join: make Windows hosts Kubernetes/OpenShift workers. The seven step
-# playbooks composed, with CSR approval (only CSRs that pass every rule),
+# join: make Windows hosts Kubernetes/OpenShift workers. The step
+# playbooks composed (preflight first), with CSR approval (only CSRs that pass every rule),
 # the wait for Ready and the node's version annotation.
 #
 #   wsu apply join -i inventory.ini -var payload_dir=/srv/payload
@@ -162,6 +162,24 @@ variable "version_annotation" {
   description = "Node annotation holding the payload version the node was configured with."
 }
 
+variable "min_windows_build" {
+  type        = number
+  default     = 17763
+  description = "Preflight: oldest Windows build accepted (17763: Windows Server 2019)."
+}
+
+variable "max_clock_skew" {
+  type        = number
+  default     = 5
+  description = "Preflight: seconds the host's clock may differ from the API server's."
+}
+
+variable "disk_reserve" {
+  type        = number
+  default     = 1073741824
+  description = "Preflight: bytes that must stay free on C: beyond the payload."
+}
+
 locals {
   # kube-log-runner's flags for the kubelet and kube-proxy: rotation is the
   # runner's, not the wrapped binary's (WMCO's SERVICES_LOG_FILE_* settings).
@@ -176,6 +194,23 @@ locals {
     { "node-role.kubernetes.io/worker" = "" },
     var.cluster_flavour == "openshift" ? { "windowsmachineconfig.openshift.io/byoh" = "true" } : {},
   )
+}
+
+# Before anything changes: one error per problem that would fail the join
+# later (node name, Windows build, clock, disk, foreign services, API
+# server reachability).
+include "preflight" {
+  source = "./preflight.hcl"
+  vars = {
+    kubeconfig        = var.kubeconfig
+    payload_dir       = var.payload_dir
+    node_name         = var.node_name
+    api_server        = var.api_server
+    manage_containerd = var.manage_containerd
+    min_windows_build = var.min_windows_build
+    max_clock_skew    = var.max_clock_skew
+    disk_reserve      = var.disk_reserve
+  }
 }
 
 # The cluster-wide proxy, as machine environment variables. Windows
