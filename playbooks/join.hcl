@@ -180,6 +180,12 @@ variable "disk_reserve" {
   description = "Preflight: bytes that must stay free on C: beyond the payload."
 }
 
+variable "metrics_namespace" {
+  type        = string
+  default     = null
+  description = "Namespace of the windows-exporter Service and the nodes' EndpointSlices; null: openshift-windows-machine-config-operator on OpenShift (WMCO's), kube-system elsewhere."
+}
+
 locals {
   # kube-log-runner's flags for the kubelet and kube-proxy: rotation is the
   # runner's, not the wrapped binary's (WMCO's SERVICES_LOG_FILE_* settings).
@@ -341,5 +347,18 @@ play "ready" {
       labels      = local.node_labels_after_join
       annotations = { (var.version_annotation) = include.payload.version }
     }
+  }
+}
+
+# windows_exporter as a service, and its endpoint in the windows-exporter
+# Service, once the Node exists (its EndpointSlice is owned by the Node).
+include "monitoring" {
+  source = "./windows-exporter.hcl"
+  vars = {
+    kubeconfig       = var.kubeconfig
+    node_name        = include.kubelet.node_name
+    node_ip          = include.kubelet.node_ip
+    namespace        = coalesce(var.metrics_namespace, var.cluster_flavour == "openshift" ? "openshift-windows-machine-config-operator" : "kube-system")
+    service_recovery = var.service_recovery
   }
 }
