@@ -90,6 +90,11 @@ var handlers = map[string]handler{
 	proto.OpDial: with(func(r *request, a proto.DialArgs) (any, error) {
 		return nil, r.h.DialTCP(r.ctx, a.Address, a.Timeout)
 	}),
+	proto.OpSysTime: func(r *request) (any, error) {
+		t, err := r.h.SystemTime(r.ctx)
+		return proto.TimeResult{Time: t}, err
+	},
+	proto.OpDiskFree: with(func(r *request, a proto.PathArgs) (any, error) { return r.h.DiskFree(r.ctx, a.Path) }),
 
 	proto.OpSvcQuery: with(func(r *request, a proto.NameArgs) (any, error) { return r.h.QueryService(r.ctx, a.Name) }),
 	proto.OpSvcCreate: with(func(r *request, a proto.ServiceArgs) (any, error) {

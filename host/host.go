@@ -99,6 +99,7 @@ type Host interface {
 	Environment
 	HNS
 	FileSecurity
+	System
 
 	// Close releases the connection to the host.
 	Close() error

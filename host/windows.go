@@ -285,3 +285,9 @@ func (u Unsupported) FileACL(context.Context, string) (ACL, error) {
 func (u Unsupported) SetFileACL(context.Context, string, ACL) error {
 	return u.no("file ACL set")
 }
+func (u Unsupported) SystemTime(context.Context) (time.Time, error) {
+	return time.Time{}, u.no("system time")
+}
+func (u Unsupported) DiskFree(context.Context, string) (DiskSpace, error) {
+	return DiskSpace{}, u.no("disk free space")
+}

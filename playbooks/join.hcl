@@ -1,5 +1,5 @@
-# join: make Windows hosts Kubernetes/OpenShift workers. The seven step
-# playbooks composed, with CSR approval (only CSRs that pass every rule),
+# join: make Windows hosts Kubernetes/OpenShift workers. The step
+# playbooks composed (preflight first), with CSR approval (only CSRs that pass every rule),
 # the wait for Ready and the node's version annotation.
 #
 #   wsu apply join -i inventory.ini -var payload_dir=/srv/payload
@@ -196,6 +196,30 @@ variable "version_annotation" {
   description = "Node annotation holding the payload version the node was configured with."
 }
 
+variable "min_windows_build" {
+  type        = number
+  default     = 17763
+  description = "Preflight: oldest Windows build accepted (17763: Windows Server 2019)."
+}
+
+variable "max_clock_skew" {
+  type        = number
+  default     = 5
+  description = "Preflight: seconds the host's clock may differ from the API server's."
+}
+
+variable "disk_reserve" {
+  type        = number
+  default     = 1073741824
+  description = "Preflight: bytes that must stay free on C: beyond the payload."
+}
+
+variable "metrics_namespace" {
+  type        = string
+  default     = null
+  description = "Namespace of the windows-exporter Service and the nodes' EndpointSlices; null: openshift-windows-machine-config-operator on OpenShift (WMCO's), kube-system elsewhere."
+}
+
 locals {
   # kube-log-runner's flags for the kubelet and kube-proxy: rotation is the
   # runner's, not the wrapped binary's (WMCO's SERVICES_LOG_FILE_* settings).
@@ -210,6 +234,23 @@ locals {
     { "node-role.kubernetes.io/worker" = "" },
     var.cluster_flavour == "openshift" ? { "windowsmachineconfig.openshift.io/byoh" = "true" } : {},
   )
+}
+
+# Before anything changes: one error per problem that would fail the join
+# later (node name, Windows build, clock, disk, foreign services, API
+# server reachability).
+include "preflight" {
+  source = "./preflight.hcl"
+  vars = {
+    kubeconfig        = var.kubeconfig
+    payload_dir       = var.payload_dir
+    node_name         = var.node_name
+    api_server        = var.api_server
+    manage_containerd = var.manage_containerd
+    min_windows_build = var.min_windows_build
+    max_clock_skew    = var.max_clock_skew
+    disk_reserve      = var.disk_reserve
+  }
 }
 
 # The cluster-wide proxy, as machine environment variables, and the
@@ -376,5 +417,18 @@ play "ready" {
       labels      = local.node_labels_after_join
       annotations = { (var.version_annotation) = include.payload.version }
     }
+  }
+}
+
+# windows_exporter as a service, and its endpoint in the windows-exporter
+# Service, once the Node exists (its EndpointSlice is owned by the Node).
+include "monitoring" {
+  source = "./windows-exporter.hcl"
+  vars = {
+    kubeconfig       = var.kubeconfig
+    node_name        = include.kubelet.node_name
+    node_ip          = include.kubelet.node_ip
+    namespace        = coalesce(var.metrics_namespace, var.cluster_flavour == "openshift" ? "openshift-windows-machine-config-operator" : "kube-system")
+    service_recovery = var.service_recovery
   }
 }

@@ -42,6 +42,18 @@ variable "version_annotation" {
   description = "Node annotation join set with the payload version; removed before the Node is deleted."
 }
 
+variable "cluster_flavour" {
+  type        = string
+  default     = "openshift"
+  description = "openshift or kubeadm (join's): where the node's windows-exporter endpoint was published."
+}
+
+variable "metrics_namespace" {
+  type        = string
+  default     = null
+  description = "Namespace join published the node's windows-exporter EndpointSlice in (join's metrics_namespace); null: as join, by cluster_flavour."
+}
+
 variable "remove_containerd" {
   type        = bool
   default     = true
@@ -57,6 +69,16 @@ locals {
 
 play "drain" {
   hosts = "windows"
+
+  # Prometheus stops scraping the node before its exporter stops.
+  task "metrics endpoint" {
+    k8s_metrics_endpoint {
+      kubeconfig = var.kubeconfig
+      namespace  = coalesce(var.metrics_namespace, var.cluster_flavour == "openshift" ? "openshift-windows-machine-config-operator" : "kube-system")
+      node_name  = local.node
+      state      = "absent"
+    }
+  }
 
   task "cordon" {
     k8s_node_cordon {
@@ -112,7 +134,7 @@ play "deconfigure" {
   }
 
   task "directories" {
-    for_each = toset(["C:\\k", "C:\\var\\lib\\cni", "C:\\var\\log\\kubelet", "C:\\var\\log\\kube-proxy", "C:\\var\\log\\hybrid-overlay", "C:\\var\\log\\csi-proxy", "C:\\var\\log\\containerd", "C:\\var\\lib\\kubelet"])
+    for_each = toset(["C:\\k", "C:\\var\\lib\\cni", "C:\\var\\log\\kubelet", "C:\\var\\log\\kube-proxy", "C:\\var\\log\\hybrid-overlay", "C:\\var\\log\\csi-proxy", "C:\\var\\log\\containerd", "C:\\var\\log\\windows_exporter", "C:\\var\\lib\\kubelet"])
     win_directory {
       path  = each.key
       state = "absent"

@@ -352,6 +352,21 @@ func (f *fakeHost) DialTCP(_ context.Context, address string, timeout time.Durat
 	return nil
 }
 
+// SystemTime is a fixed instant in UTC (nanoseconds kept over the wire).
+func (f *fakeHost) SystemTime(context.Context) (time.Time, error) {
+	f.rec("SystemTime")
+	return time.Date(2026, 11, 25, 16, 0, 0, 123456789, time.UTC), nil
+}
+
+// DiskFree knows drive C only.
+func (f *fakeHost) DiskFree(_ context.Context, path string) (host.DiskSpace, error) {
+	f.rec("DiskFree", path)
+	if !strings.HasPrefix(path, `C:\`) {
+		return host.DiskSpace{}, &fs.PathError{Op: "GetDiskFreeSpaceEx", Path: path, Err: fs.ErrNotExist}
+	}
+	return host.DiskSpace{Free: 1<<40 + 7, Total: 1<<41 + 3}, nil
+}
+
 func (f *fakeHost) ListProcesses(context.Context) ([]host.Process, error) {
 	f.rec("ListProcesses")
 	return []host.Process{{PID: 4, Image: "System"}, {PID: 1234, Image: "kubelet.exe"}}, nil
@@ -528,6 +543,12 @@ var windowsCases = []struct {
 	{proto.OpDial + " timeout", func(ctx context.Context, h host.Host) (any, error) {
 		return nil, h.DialTCP(ctx, "10.0.0.9:6443", time.Second)
 	}},
+	{proto.OpSysTime, func(ctx context.Context, h host.Host) (any, error) {
+		t, err := h.SystemTime(ctx)
+		return t.UTC(), err
+	}},
+	{proto.OpDiskFree, func(ctx context.Context, h host.Host) (any, error) { return h.DiskFree(ctx, `C:\k`) }},
+	{proto.OpDiskFree + " missing", func(ctx context.Context, h host.Host) (any, error) { return h.DiskFree(ctx, `Q:\k`) }},
 }
 
 // The agent is transparent: each Windows-side call made through it (Facts,

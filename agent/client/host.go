@@ -158,6 +158,21 @@ func (c *Client) DialTCP(ctx context.Context, address string, timeout time.Durat
 	return err
 }
 
+// SystemTime reads the host's clock. The answer is as old as the reply's
+// trip back: callers comparing clocks measure the round trip themselves.
+func (c *Client) SystemTime(ctx context.Context) (time.Time, error) {
+	var res proto.TimeResult
+	_, err := c.roundTrip(ctx, proto.OpSysTime, nil, nil, 0, &res)
+	return res.Time, err
+}
+
+// DiskFree describes the volume holding path.
+func (c *Client) DiskFree(ctx context.Context, path string) (host.DiskSpace, error) {
+	var ds host.DiskSpace
+	_, err := c.roundTrip(ctx, proto.OpDiskFree, proto.PathArgs{Path: path}, nil, 0, &ds)
+	return ds, err
+}
+
 // NativePath returns the path as the host's OS names it
 // (host.NativePather): the simulation's directory for C:\k\x, the path
 // itself on Windows.

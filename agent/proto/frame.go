@@ -16,7 +16,8 @@ import (
 // the client refuses an agent speaking another one. 3 added window frames
 // (flow control of inbound streams), net.dial and fs.native_path; 4 added
 // svc.dependents; 5 added fs.acl.get and fs.acl.set; 6 added
-// cert.list, cert.add, cert.delete, sys.reboot, feature.get and feature.enable.
+// cert.list, cert.add, cert.delete, sys.reboot, feature.get, feature.enable,
+// sys.time and fs.free.
 const Protocol = 6
 
 // StreamWindow is how many bytes of a request's inbound stream the client

@@ -33,6 +33,9 @@ const (
 
 	OpDial = "net.dial" // DialArgs → nothing
 
+	OpSysTime  = "sys.time" // nothing → TimeResult
+	OpDiskFree = "fs.free"  // PathArgs → host.DiskSpace
+
 	OpSvcQuery    = "svc.query"    // NameArgs → host.ServiceInfo
 	OpSvcCreate   = "svc.create"   // ServiceArgs → nothing
 	OpSvcUpdate   = "svc.update"   // ServiceArgs → nothing
@@ -79,6 +82,7 @@ var Ops = []string{
 	OpStat, OpSHA256, OpRead, OpWrite, OpMkdir, OpChmod, OpRemove, OpReadDir, OpNativePath, OpACLGet, OpACLSet,
 	OpRun, OpList, OpKill,
 	OpDial,
+	OpSysTime, OpDiskFree,
 	OpSvcQuery, OpSvcCreate, OpSvcUpdate, OpSvcRecovery, OpSvcStart, OpSvcStop, OpSvcDelete, OpSvcWait, OpSvcDependents,
 	OpRegGet, OpRegSet, OpRegDelete,
 	OpEnvGet, OpEnvSet, OpEnvDelete, OpPathAdd, OpPathRm,
@@ -157,6 +161,11 @@ type CountResult struct {
 type DialArgs struct {
 	Address string        `json:"address"`
 	Timeout time.Duration `json:"timeout,omitempty"`
+}
+
+// TimeResult is the host's clock when the agent read it.
+type TimeResult struct {
+	Time time.Time `json:"time"`
 }
 
 type NameArgs struct {

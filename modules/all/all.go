@@ -7,6 +7,7 @@ import (
 	"github.com/wsu-project/wsu/modules"
 	"github.com/wsu-project/wsu/modules/generic"
 	"github.com/wsu-project/wsu/modules/kube"
+	"github.com/wsu-project/wsu/modules/preflight"
 	"github.com/wsu-project/wsu/modules/windows"
 )
 
@@ -19,6 +20,7 @@ func Registry(clusters *kubeclient.Cache) *modules.Registry {
 	mods = append(mods, generic.Modules()...)
 	mods = append(mods, windows.Modules()...)
 	mods = append(mods, kube.Modules(clusters)...)
+	mods = append(mods, preflight.Modules(clusters)...)
 	return modules.NewRegistry(mods...)
 }
 

@@ -45,6 +45,7 @@ func Modules(cache *kube.Cache) []modules.Module {
 		Ignition{c},
 		BootstrapToken{c},
 		CSRApprove{c},
+		MetricsEndpoint{c},
 	}
 }
 

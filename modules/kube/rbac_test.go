@@ -155,6 +155,11 @@ func TestRBAC(t *testing.T) {
 		require.False(t, diags.HasErrors(), diags.Error())
 		assert.Contains(t, inv.Hosts, "10.0.0.11")
 	})
+	t.Run("k8s_metrics_endpoint", func(t *testing.T) {
+		m := MetricsEndpoint{testClusters}
+		converge(t, m, as(t, m, map[string]cty.Value{"namespace": cty.StringVal("kube-system"), "node_name": cty.StringVal(node), "address": cty.StringVal("10.0.0.31")}))
+		converge(t, m, as(t, m, map[string]cty.Value{"namespace": cty.StringVal("kube-system"), "node_name": cty.StringVal(node), "state": cty.StringVal("absent")}))
+	})
 	t.Run("k8s_node_delete", func(t *testing.T) {
 		converge(t, NodeDelete{testClusters}, as(t, NodeDelete{testClusters}, map[string]cty.Value{"name": cty.StringVal(node)}))
 	})
@@ -194,6 +199,10 @@ func TestRBAC(t *testing.T) {
 		{verb: "get", group: "networking.k8s.io", resource: "servicecidrs", name: "kubernetes"},
 		{verb: "get", resource: "configmaps", ns: "kube-system", name: "kubeadm-config"},
 		{verb: "get", resource: "services", ns: "kube-system", name: "kube-dns"},
+		{verb: "create", resource: "services", ns: "kube-system"},
+		{verb: "update", resource: "services", ns: "kube-system", name: "windows-exporter"},
+		{verb: "create", group: "discovery.k8s.io", resource: "endpointslices", ns: "kube-system"},
+		{verb: "delete", group: "discovery.k8s.io", resource: "endpointslices", ns: "openshift-windows-machine-config-operator"},
 	}
 	denied := []access{
 		{verb: "create", resource: "nodes"}, {verb: "update", resource: "nodes", subresource: "status"},
@@ -211,6 +220,8 @@ func TestRBAC(t *testing.T) {
 		{verb: "list", resource: "configmaps", ns: "openshift-config"},
 		{verb: "update", resource: "configmaps", ns: "openshift-config", name: "user-ca-bundle"},
 		{verb: "patch", group: "config.openshift.io", resource: "imagedigestmirrorsets"},
+		{verb: "update", resource: "services", ns: "kube-system", name: "kube-dns"},
+		{verb: "create", group: "discovery.k8s.io", resource: "endpointslices", ns: "default"},
 	}
 	check := func(a access) bool {
 		sar, err := c.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{

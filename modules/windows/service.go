@@ -75,8 +75,9 @@ func (Service) Schema() modules.Schema {
 			"`recovery` sets the failure actions (restart after a delay) as a separate step. " +
 			"Platforms that cannot set them (Wine) fail the task with an error saying so, rather " +
 			"than pretending. With `state = \"absent\"` the service is stopped and deleted, waiting " +
-			"until its process has exited, and the other arguments are ignored; " +
-			"`only_if_managed = true` limits that to services carrying the marker.",
+			"until its process has exited, and the other arguments are ignored. " +
+			"`only_if_managed = true` limits the task to services carrying the marker (or not there yet): " +
+			"a service of the same name someone else installed is neither deleted nor reconfigured, only warned about.",
 		Target: modules.TargetHost,
 		Attributes: []modules.Attribute{
 			{Name: "name", Type: cty.String, Required: true,
@@ -98,7 +99,7 @@ func (Service) Schema() modules.Schema {
 			{Name: "state", Type: cty.String, Default: cty.StringVal("running"),
 				Description: "`\"running\"`, `\"stopped\"`, `\"restarted\"` (always restarts) or `\"absent\"` (stop and delete)."},
 			{Name: "only_if_managed", Type: cty.Bool, Default: cty.False,
-				Description: "With `state = \"absent\"`: delete the service only if its description starts with `\"" + ManagedDescription + "\"`; a service of the same name that wsu did not create is left alone, with a warning."},
+				Description: "Act on the service only if it is missing or its description starts with `\"" + ManagedDescription + "\"`; a service of the same name that wsu did not create is left alone (not deleted, not reconfigured), with a warning."},
 		},
 		Results: serviceResults,
 		Example: `task "kubelet_service" {
@@ -134,10 +135,6 @@ func (Service) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 					fmt.Sprintf("%s configures the service, which needs path (the service binary) too. Without path a task only starts, stops or restarts an existing service.", a)))
 			}
 		}
-	}
-	if managed, ok := boolAttr(cfg, "only_if_managed"); ok && managed && stateOK && state != "absent" {
-		diags = append(diags, cfg.Error("only_if_managed", "only_if_managed needs state = \"absent\"",
-			fmt.Sprintf("only_if_managed chooses which services are deleted; with state = %q none is.", state)))
 	}
 	if mode, ok := str(get(cfg, "start_mode")); ok && mode == "disabled" && stateOK && (state == "running" || state == "restarted") {
 		diags = append(diags, cfg.Error("start_mode", "Conflicting start_mode and state",
@@ -650,6 +647,9 @@ func (m Service) Plan(ctx context.Context, req modules.PlanRequest) modules.Plan
 	if diags.HasErrors() {
 		return modules.PlanResponse{Result: res(cty.UnknownVal(cty.String)), Diagnostics: diags}
 	}
+	if info.Exists && !deletable(cfg, info) {
+		return modules.PlanResponse{Result: res(cty.StringVal(string(info.State))), Diagnostics: notManaged(cfg, name, info)}
+	}
 	if !info.Exists && stateOnly(cfg) {
 		if req.Pending {
 			// A dry run in which an earlier task creates the service (a
@@ -707,6 +707,9 @@ func (m Service) Apply(ctx context.Context, req modules.ApplyRequest) modules.Ap
 	info, rec, diags := inspect(ctx, h, cfg, name, want)
 	if diags.HasErrors() {
 		return fail(diags)
+	}
+	if info.Exists && !deletable(cfg, info) {
+		return modules.ApplyResponse{Result: result(serviceResults, map[string]cty.Value{"name": cty.StringVal(name), "state": cty.StringVal(string(info.State))}), Diagnostics: notManaged(cfg, name, info)}
 	}
 	if !info.Exists && stateOnly(cfg) {
 		return fail(missingService(cfg, name))
@@ -806,9 +809,11 @@ func absent(ctx context.Context, h host.Host, cfg modules.Config, name string, a
 	return change, none, nil
 }
 
-// deletable: may state = "absent" delete this existing service? Always,
-// unless only_if_managed asks for wsu's marker (the removal playbook: an
-// admin's own containerd of the same name is not wsu's to delete).
+// deletable: may the task delete or reconfigure this existing service?
+// Always, unless only_if_managed asks for wsu's marker (the removal
+// playbook: an admin's own containerd of the same name is not wsu's to
+// delete; join's exporter: a site's own windows_exporter is not wsu's to
+// take over).
 func deletable(cfg modules.Config, info host.ServiceInfo) bool {
 	managed, _ := boolAttr(cfg, "only_if_managed")
 	return !managed || strings.HasPrefix(info.Config.Description, ManagedDescription)
@@ -818,7 +823,7 @@ func notManaged(cfg modules.Config, name string, info host.ServiceInfo) hcl.Diag
 	return hcl.Diagnostics{{
 		Severity: hcl.DiagWarning,
 		Summary:  "Service not managed by wsu",
-		Detail: fmt.Sprintf("Service %s exists but its description (%q) lacks wsu's marker %q, so wsu did not create it and leaves it in place. Delete it by hand, or without only_if_managed, if it should go.",
+		Detail: fmt.Sprintf("Service %s exists but its description (%q) lacks wsu's marker %q, so wsu did not create it and leaves it as it is. Delete it by hand, or drop only_if_managed, if wsu should delete or take it over.",
 			name, info.Config.Description, ManagedDescription),
 		Subject: cfg.Range("only_if_managed"),
 	}}

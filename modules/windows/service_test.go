@@ -325,6 +325,41 @@ func TestServiceAbsentOnlyIfManaged(t *testing.T) {
 	}
 }
 
+// TestServiceOnlyIfManagedPresent: join's exporter task configures the
+// service wsu installed, or installs it, but leaves a site's own
+// windows_exporter as it is, with a warning.
+func TestServiceOnlyIfManagedPresent(t *testing.T) {
+	exe := `C:\k\windows_exporter.exe`
+	for _, tt := range []struct {
+		name, description string
+		exists, wantOwn   bool
+	}{
+		{"missing", "", false, true},
+		{"wsu's", ManagedDescription, true, true},
+		{"the site's", "Exports Windows metrics", true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHost(t)
+			writeFile(t, h, exe, "MZ exporter")
+			if tt.exists {
+				require.NoError(t, h.CreateService(ctx, host.ServiceConfig{Name: "windows_exporter", BinaryPath: `C:\Program Files\x.exe`, Description: tt.description, StartType: host.StartManual}))
+			}
+			cfg := cfgFor(t, Service{}, map[string]cty.Value{"name": cty.StringVal("windows_exporter"), "path": cty.StringVal(exe), "args": strs("--web.listen-address=:9182"), "only_if_managed": cty.True})
+			pr, _ := converge(t, Service{}, h, cfg)
+			after := query(t, h, "windows_exporter")
+			if tt.wantOwn {
+				assert.Equal(t, exe, after.Config.BinaryPath)
+				assert.Equal(t, host.ServiceRunning, after.State)
+				return
+			}
+			assert.Nil(t, pr.Change)
+			requireDiag(t, pr.Diagnostics, cfg, hcl.DiagWarning, "Service not managed by wsu", "only_if_managed")
+			assert.Equal(t, `C:\Program Files\x.exe`, after.Config.BinaryPath, "not reconfigured")
+			assert.Equal(t, host.ServiceStopped, after.State, "not started")
+		})
+	}
+}
+
 // On a platform that cannot set failure actions (Wine) the task fails with
 // an error that says so, and keeps failing: nothing pretends it worked.
 func TestServiceRecoveryNotSupported(t *testing.T) {
@@ -516,7 +551,7 @@ func TestServiceValidate(t *testing.T) {
 		{name: "relative path", attrs: map[string]cty.Value{"name": name, "path": cty.StringVal("kubelet.exe")}, wantSummary: "Invalid Windows path", wantAttr: "path"},
 		{name: "posix path", attrs: map[string]cty.Value{"name": name, "path": cty.StringVal("/usr/bin/kubelet")}, wantSummary: "Invalid Windows path", wantAttr: "path"},
 		{name: "bad state", attrs: map[string]cty.Value{"name": name, "path": path, "state": cty.StringVal("started")}, wantSummary: "Invalid state", wantAttr: "state"},
-		{name: "only_if_managed, present", attrs: map[string]cty.Value{"name": name, "path": path, "only_if_managed": cty.True}, wantSummary: `only_if_managed needs state = "absent"`, wantAttr: "only_if_managed"},
+		{name: "only_if_managed, present", attrs: map[string]cty.Value{"name": name, "path": path, "only_if_managed": cty.True}},
 		{name: "bad start mode", attrs: map[string]cty.Value{"name": name, "path": path, "start_mode": cty.StringVal("auto")}, wantSummary: "Invalid start_mode", wantAttr: "start_mode"},
 		{name: "disabled but running", attrs: map[string]cty.Value{"name": name, "path": path, "start_mode": cty.StringVal("disabled")}, wantSummary: "Conflicting start_mode and state", wantAttr: "start_mode"},
 		{name: "disabled but restarted", attrs: map[string]cty.Value{"name": name, "path": path, "start_mode": cty.StringVal("disabled"), "state": cty.StringVal("restarted")}, wantSummary: "Conflicting start_mode and state", wantAttr: "start_mode"},

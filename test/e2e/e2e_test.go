@@ -9,6 +9,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -210,6 +211,44 @@ func checkJoined(t *testing.T, env *harness.Env, h *harness.Host) {
 	}
 	assert.True(t, approved[certificatesv1.KubeAPIServerClientKubeletSignerName], "client CSR approved")
 	assert.True(t, approved[certificatesv1.KubeletServingSignerName], "serving CSR approved")
+
+	checkExporter(t, env, h)
+}
+
+// siteExporter is the description of the windows_exporter a test installs
+// as the site's own, before wsu came.
+const siteExporter = "Exports Windows metrics to Prometheus"
+
+// checkExporter: windows_exporter runs as wsu's service (or the site's own
+// is left as it was), and the node's address is an endpoint of the
+// windows-exporter Service, as WMCO publishes it.
+func checkExporter(t *testing.T, env *harness.Env, h *harness.Host) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
+		info, err := s.QueryService(ctx, "windows_exporter")
+		require.NoError(t, err)
+		require.True(t, info.Exists)
+		if info.Config.Description == siteExporter {
+			assert.Equal(t, host.ServiceStopped, info.State, "the site's exporter is left as it was")
+			assert.Equal(t, `C:\Program Files\windows_exporter\windows_exporter.exe`, info.Config.BinaryPath)
+			return nil
+		}
+		assert.Equal(t, host.ServiceRunning, info.State, "wsu's exporter runs")
+		assert.Equal(t, `C:\k\windows_exporter.exe`, info.Config.BinaryPath)
+		assert.Equal(t, []string{"--collectors.enabled", "cpu,logical_disk,net,os,service,system,container,memory,cpu_info",
+			"--web.listen-address", ":9182", "--log.level", "info", "--log.file", `C:\var\log\windows_exporter\windows_exporter.log`}, info.Config.Args)
+		return nil
+	}))
+	svc, err := env.Cluster.Client.CoreV1().Services("kube-system").Get(ctx, "windows-exporter", metav1.GetOptions{})
+	require.NoError(t, err, "the windows-exporter Service")
+	assert.Empty(t, svc.Spec.Selector)
+	slice, err := env.Cluster.Client.DiscoveryV1().EndpointSlices("kube-system").Get(ctx, "windows-exporter-"+h.NodeName, metav1.GetOptions{})
+	require.NoError(t, err, "the node's EndpointSlice")
+	require.Len(t, slice.Endpoints, 1)
+	assert.Equal(t, []string{h.IPv4}, slice.Endpoints[0].Addresses)
+	assert.Equal(t, h.NodeName, *slice.Endpoints[0].NodeName)
+	assert.Equal(t, int32(9182), *slice.Ports[0].Port)
 }
 
 // TestJoinRerunRemove: join over OpenSSH, a re-run that changes nothing and
@@ -229,7 +268,7 @@ func TestJoinRerunRemove(t *testing.T) {
 			return err
 		}
 		return s.CreateService(ctx, host.ServiceConfig{Name: "windows_exporter", DisplayName: "windows_exporter",
-			Description: "Exports Windows metrics to Prometheus", BinaryPath: exe, StartType: host.StartManual})
+			Description: siteExporter, BinaryPath: exe, StartType: host.StartManual})
 	}))
 	before, err := env.Snapshot(h)
 	require.NoError(t, err)
@@ -282,6 +321,8 @@ func TestJoinRerunRemove(t *testing.T) {
 		requireSuccess(t, r)
 		_, err := env.Cluster.Client.CoreV1().Nodes().Get(context.Background(), h.NodeName, metav1.GetOptions{})
 		assert.Truef(t, apierrors.IsNotFound(err), "Node still there after remove: %v", err)
+		_, err = env.Cluster.Client.DiscoveryV1().EndpointSlices("kube-system").Get(context.Background(), "windows-exporter-"+h.NodeName, metav1.GetOptions{})
+		assert.Truef(t, apierrors.IsNotFound(err), "the node's exporter endpoint is gone after remove: %v", err)
 		after, err := env.Snapshot(h)
 		require.NoError(t, err)
 		assert.Equal(t, before, after, "remove returns the host to its pre-join state")
@@ -481,4 +522,60 @@ func TestLogRotationFlags(t *testing.T) {
 		}
 		return nil
 	}))
+}
+
+// TestPreflightRefusals: each problem the preflight finds fails the join
+// before anything on the host changes, with its own located message; once
+// the problem is gone the same host joins.
+func TestPreflightRefusals(t *testing.T) {
+	env := start(t, harness.Options{Hosts: 1})
+	h := env.Hosts[0]
+	ctx := context.Background()
+	tests := []struct {
+		name      string
+		setup     func(s *sim.Host) error
+		undo      func(s *sim.Host) error
+		vars      []string
+		want      string
+		wantAttrs string
+	}{
+		{name: "node name", vars: []string{"-var", "node_name=Win_01"}, want: "Invalid node name", wantAttrs: "node_name"},
+		{name: "old Windows", setup: func(s *sim.Host) error { return s.SetBuild("14393") }, undo: func(s *sim.Host) error { return s.SetBuild("") },
+			want: "Windows build not supported", wantAttrs: "min_build"},
+		{name: "clock", setup: func(s *sim.Host) error { return s.SetClockOffset(-3 * time.Minute) }, undo: func(s *sim.Host) error { return s.SetClockOffset(0) },
+			want: "Host clock off the API server's", wantAttrs: "max_clock_skew"},
+		{name: "disk", setup: func(s *sim.Host) error { return s.SetDiskFree(1 << 20) }, undo: func(s *sim.Host) error { return s.SetDiskFree(1 << 62) },
+			want: "Not enough free disk space", wantAttrs: "disk_path"},
+		{name: "foreign kubelet", setup: func(s *sim.Host) error {
+			return s.CreateService(ctx, host.ServiceConfig{Name: "kubelet", BinaryPath: `C:\kubelet\kubelet.exe`, Description: "kubelet", StartType: host.StartManual})
+		}, undo: func(s *sim.Host) error { return s.DeleteService(ctx, "kubelet", time.Minute) },
+			want: "Service kubelet is not wsu's", wantAttrs: "services"},
+		{name: "API server unreachable", vars: []string{"-var", "api_server=https://127.0.0.1:1"},
+			want: "API server unreachable from the node", wantAttrs: "api_server"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.setup != nil {
+				require.NoError(t, env.WithSim(h, tt.setup))
+			}
+			before, err := env.Snapshot(h)
+			require.NoError(t, err)
+			r, err := env.Run(ctx, io.Discard, append([]string{"apply", "join"}, tt.vars...)...)
+			require.NoError(t, err)
+			assert.NotEqual(t, 0, r.ExitCode, "the join is refused")
+			assert.Contains(t, r.Stdout+r.Stderr, tt.want)
+			assert.Contains(t, r.Stdout+r.Stderr, "preflight.hcl", "the message points at the preflight task")
+			assert.Contains(t, r.Stdout+r.Stderr, tt.wantAttrs, "and at the argument")
+			after, err := env.Snapshot(h)
+			require.NoError(t, err)
+			assert.Equal(t, before, after, "nothing on the host changed")
+			if tt.undo != nil {
+				require.NoError(t, env.WithSim(h, tt.undo))
+			}
+		})
+	}
+	// With every problem gone, plan shows the preflight's findings.
+	r, err := env.Run(ctx, io.Discard, "plan", "join")
+	require.NoError(t, err)
+	assert.Contains(t, r.Stdout, "6 checks passed", "plan shows the preflight results:\n%s", tail(r.Stdout, 40))
 }

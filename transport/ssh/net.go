@@ -3,6 +3,8 @@ package ssh
 import (
 	"context"
 	"time"
+
+	"github.com/wsu-project/wsu/host"
 )
 
 // DialTCP is dialled by the agent, from the host: the probe is about the
@@ -10,5 +12,15 @@ import (
 func (h *Host) DialTCP(ctx context.Context, address string, timeout time.Duration) error {
 	return h.call(ctx, "net.dial", timeout, func(ctx context.Context) error {
 		return h.agent.client.DialTCP(ctx, address, timeout)
+	})
+}
+
+func (h *Host) SystemTime(ctx context.Context) (time.Time, error) {
+	return do1(ctx, h, "sys.time", 0, h.agent.client.SystemTime)
+}
+
+func (h *Host) DiskFree(ctx context.Context, path string) (host.DiskSpace, error) {
+	return do1(ctx, h, "fs.free", 0, func(ctx context.Context) (host.DiskSpace, error) {
+		return h.agent.client.DiskFree(ctx, path)
 	})
 }

@@ -157,7 +157,14 @@ func (h *Host) Facts(ctx context.Context) (host.Facts, error) {
 		return host.Facts{}, err
 	}
 	f.BootTime = bt
-	return f, nil
+	err = h.view(func(t *tx) error {
+		sys, err := t.system()
+		if err == nil && sys.Build != "" {
+			f.Build = sys.Build
+		}
+		return err
+	})
+	return f, err
 }
 
 // Close releases nothing: services keep running, as they would when an

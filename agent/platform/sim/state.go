@@ -20,6 +20,7 @@ const (
 	tHNS       = "hns"
 	tACLs      = "acls"
 	tCerts     = "certs"
+	tSystem    = "system"
 )
 
 type svcRecord struct {

@@ -65,6 +65,20 @@ func TestWineAgent(t *testing.T) {
 	assert.Equal(t, "windows", f.OS)
 	assert.Equal(t, "10.0", f.Version)
 
+	// The preflight's reads: the clock (Wine's is this machine's) and
+	// GetDiskFreeSpaceEx for a directory that does not exist yet, which
+	// is answered for the drive it would be created on.
+	before := time.Now()
+	now, err := h.SystemTime(ctx)
+	require.NoError(t, err)
+	assert.WithinRange(t, now, before.Add(-2*time.Second), time.Now().Add(2*time.Second), "Wine's clock is this machine's")
+	ds, err := h.DiskFree(ctx, `C:\k\not yet\there`)
+	require.NoError(t, err)
+	assert.NotZero(t, ds.Total, "the drive's size")
+	assert.LessOrEqual(t, ds.Free, ds.Total)
+	_, err = h.DiskFree(ctx, `Q:\nowhere`)
+	assert.Error(t, err, "a drive that does not exist")
+
 	// Files, streamed over the RPC.
 	data := make([]byte, 2<<20+7)
 	rand.Read(data)

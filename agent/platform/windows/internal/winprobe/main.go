@@ -122,6 +122,10 @@ func do(h host.Host, name string, a args) (any, error) {
 	ctx := context.Background()
 	timeout := time.Duration(a.TimeoutMS) * time.Millisecond
 	switch name {
+	case "time":
+		return h.SystemTime(ctx)
+	case "disk-free":
+		return h.DiskFree(ctx, a.Path)
 	case "facts":
 		return h.Facts(ctx)
 	case "stat":

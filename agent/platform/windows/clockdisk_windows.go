@@ -1,0 +1,64 @@
+//go:build windows
+
+package windows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/windows"
+
+	"github.com/wsu-project/wsu/host"
+)
+
+// SystemTime is the machine's clock (GetSystemTimePreciseAsFileTime,
+// through the runtime).
+func (h *winHost) SystemTime(ctx context.Context) (time.Time, error) {
+	return time.Now(), ctx.Err()
+}
+
+// DiskFree asks GetDiskFreeSpaceEx about the volume holding path, or its
+// nearest existing parent: the call wants a directory that exists.
+func (h *winHost) DiskFree(ctx context.Context, path string) (host.DiskSpace, error) {
+	if err := ctx.Err(); err != nil {
+		return host.DiskSpace{}, err
+	}
+	dir, err := nearestDir(path)
+	if err != nil {
+		return host.DiskSpace{}, err
+	}
+	p, err := windows.UTF16PtrFromString(dir)
+	if err != nil {
+		return host.DiskSpace{}, fmt.Errorf("free space of %s: %w", path, err)
+	}
+	var avail, total, totalFree uint64
+	if err := windows.GetDiskFreeSpaceEx(p, &avail, &total, &totalFree); err != nil {
+		return host.DiskSpace{}, &fs.PathError{Op: "GetDiskFreeSpaceEx", Path: dir, Err: err}
+	}
+	return host.DiskSpace{Free: avail, Total: total}, nil
+}
+
+// nearestDir is path when it is a directory, else the nearest existing
+// directory above it.
+func nearestDir(path string) (string, error) {
+	p := filepath.Clean(path)
+	for {
+		fi, err := os.Stat(p)
+		switch {
+		case err == nil && fi.IsDir():
+			return p, nil
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			return "", &fs.PathError{Op: "free space", Path: path, Err: err}
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return "", &fs.PathError{Op: "free space", Path: path, Err: fs.ErrNotExist}
+		}
+		p = parent
+	}
+}

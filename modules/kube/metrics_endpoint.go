@@ -1,0 +1,356 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/wsu-project/wsu/kube"
+	"github.com/wsu-project/wsu/modules"
+)
+
+// MetricsEndpoint publishes a node's windows_exporter to the cluster as
+// WMCO does: a Service without selector (so Prometheus can discover it)
+// and, per node, an EndpointSlice holding the node's address. One slice
+// per node keeps concurrent joins from writing the same object; its owner
+// is the Node, so the garbage collector takes it away with the Node.
+type MetricsEndpoint struct{ Clusters }
+
+var (
+	_ modules.Module    = MetricsEndpoint{}
+	_ modules.Validator = MetricsEndpoint{}
+)
+
+// ManagedBy marks the objects wsu created: the Service and the slices.
+// The value is also EndpointSlice's managed-by label, which tells the
+// endpoint controllers to leave the slices alone.
+const ManagedBy = "wsu.dev"
+
+const (
+	managedByLabel   = "app.kubernetes.io/managed-by"
+	metricsPortName  = "metrics"
+	sliceManagedBy   = discoveryv1.LabelManagedBy
+	sliceServiceName = discoveryv1.LabelServiceName
+)
+
+var metricsEndpointResults = []modules.Attribute{
+	{Name: "service", Type: cty.String, Description: "`namespace/name` of the Service."},
+	{Name: "endpoint_slice", Type: cty.String, Description: "Name of the node's EndpointSlice."},
+}
+
+func (MetricsEndpoint) Schema() modules.Schema {
+	return modules.Schema{
+		Name:    "k8s_metrics_endpoint",
+		Summary: "Publish a node's windows_exporter as an endpoint of the windows-exporter Service.",
+		Description: "Makes the Service `service` in `namespace` exist without a selector, with one port " +
+			"named `metrics` (`port`, TCP), and an EndpointSlice `<service>-<node_name>` listing " +
+			"`address` for the node, so Prometheus (a ServiceMonitor or `endpointslice` discovery) can " +
+			"scrape every Windows node's exporter through one Service, as WMCO publishes it. Each node has " +
+			"its own slice, owned by its Node (the garbage collector removes it with the Node); " +
+			"`state = \"absent\"` deletes the node's slice and leaves the Service to the other nodes.\n\n" +
+			"The objects carry `app.kubernetes.io/managed-by: " + ManagedBy + "`; a Service of that name " +
+			"someone else created is an error, not taken over. No Endpoints object is written: that API " +
+			"is deprecated (Kubernetes 1.33), and EndpointSlices are what current Prometheus and WMCO's " +
+			"ServiceMonitor read.",
+		Target: modules.TargetController,
+		Attributes: withConn(
+			modules.Attribute{Name: "namespace", Type: cty.String, Required: true, Description: "Namespace of the Service and slices."},
+			modules.Attribute{Name: "service", Type: cty.String, Default: cty.StringVal("windows-exporter"), Description: "Name of the Service."},
+			modules.Attribute{Name: "node_name", Type: cty.String, Required: true, Description: "The Node whose exporter this is."},
+			modules.Attribute{Name: "address", Type: cty.String, Description: "The node's IP address (IPv4 or IPv6). Required unless `state = \"absent\"`."},
+			modules.Attribute{Name: "port", Type: cty.Number, Default: cty.NumberIntVal(9182), Description: "The exporter's port."},
+			modules.Attribute{Name: "state", Type: cty.String, Default: cty.StringVal("present"), Description: "`\"present\"` or `\"absent\"` (delete the node's slice)."},
+		),
+		Results: metricsEndpointResults,
+		Example: `task "metrics endpoint" {
+  k8s_metrics_endpoint {
+    namespace = "kube-system"
+    node_name = "win-01"
+    address   = host.facts.ipv4
+  }
+}`,
+	}
+}
+
+func (MetricsEndpoint) Validate(req modules.ValidateRequest) hcl.Diagnostics {
+	cfg := req.Config
+	var diags hcl.Diagnostics
+	state, _ := str(get(cfg, "state"))
+	if v := get(cfg, "state"); v.IsKnown() && state != "present" && state != "absent" {
+		diags = append(diags, cfg.Error("state", "Invalid state", `state must be "present" or "absent".`))
+	}
+	diags = append(diags, validateNodeName(cfg, "node_name")...)
+	if ns, ok := str(get(cfg, "namespace")); ok {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			diags = append(diags, cfg.Error("namespace", "Invalid namespace", fmt.Sprintf("%q: %v.", ns, errs)))
+		}
+	}
+	if svc, ok := str(get(cfg, "service")); ok {
+		if errs := validation.IsDNS1035Label(svc); len(errs) > 0 {
+			diags = append(diags, cfg.Error("service", "Invalid service", fmt.Sprintf("%q: %v.", svc, errs)))
+		}
+	}
+	if a := get(cfg, "address"); a.IsKnown() {
+		s, ok := str(a)
+		if _, err := netip.ParseAddr(s); ok && err != nil {
+			diags = append(diags, cfg.Error("address", "Invalid address", fmt.Sprintf("address must be an IP address: %v.", err)))
+		} else if !ok && state == "present" {
+			diags = append(diags, cfg.Error("address", "Missing address", "The node's address is needed to publish its endpoint."))
+		}
+	}
+	if p := get(cfg, "port"); p.IsKnown() && !p.IsNull() {
+		if n, acc := p.AsBigFloat().Int64(); acc != 0 || n < 1 || n > 65535 {
+			diags = append(diags, cfg.Error("port", "Invalid port", "port must be a whole number from 1 to 65535."))
+		}
+	}
+	return diags
+}
+
+// metricsTarget is what the task asks for, read from its configuration.
+type metricsTarget struct {
+	ns, svc, node, addr, slice string
+	port                       int32
+	absent                     bool
+}
+
+func readTarget(cfg modules.Config) metricsTarget {
+	t := metricsTarget{}
+	t.ns, _ = str(get(cfg, "namespace"))
+	t.svc, _ = str(get(cfg, "service"))
+	t.node, _ = str(get(cfg, "node_name"))
+	t.addr, _ = str(get(cfg, "address"))
+	state, _ := str(get(cfg, "state"))
+	t.absent = state == "absent"
+	p, _ := get(cfg, "port").AsBigFloat().Int64()
+	t.port = int32(p) //nolint:gosec // Validate bounds it
+	t.slice = t.svc + "-" + t.node
+	return t
+}
+
+func (t metricsTarget) result() cty.Value {
+	return result(metricsEndpointResults, map[string]cty.Value{
+		"service": cty.StringVal(t.ns + "/" + t.svc), "endpoint_slice": cty.StringVal(t.slice),
+	})
+}
+
+func (t metricsTarget) wantService() *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: t.svc, Namespace: t.ns, Labels: map[string]string{managedByLabel: ManagedBy, "name": t.svc}},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{
+			Name: metricsPortName, Protocol: corev1.ProtocolTCP, Port: t.port, TargetPort: intstr.FromInt32(t.port),
+		}}},
+	}
+}
+
+func (t metricsTarget) wantSlice(node *corev1.Node) *discoveryv1.EndpointSlice {
+	addrType := discoveryv1.AddressTypeIPv4
+	if a, err := netip.ParseAddr(t.addr); err == nil && a.Is6() && !a.Is4In6() {
+		addrType = discoveryv1.AddressTypeIPv6
+	}
+	ready, name, proto, port := true, metricsPortName, corev1.ProtocolTCP, t.port
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: t.slice, Namespace: t.ns, Labels: map[string]string{
+			managedByLabel: ManagedBy, sliceManagedBy: ManagedBy, sliceServiceName: t.svc,
+		}},
+		AddressType: addrType,
+		Endpoints: []discoveryv1.Endpoint{{
+			Addresses:  []string{t.addr},
+			Conditions: discoveryv1.EndpointConditions{Ready: &ready},
+			NodeName:   &t.node,
+			TargetRef:  &corev1.ObjectReference{Kind: "Node", Name: t.node},
+		}},
+		Ports: []discoveryv1.EndpointPort{{Name: &name, Protocol: &proto, Port: &port}},
+	}
+	if node != nil {
+		s.Endpoints[0].TargetRef.UID = node.UID
+		s.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
+	}
+	return s
+}
+
+// serviceDiffers: the fields the task sets differ from the live Service's.
+func serviceDiffers(have, want *corev1.Service) bool {
+	if len(have.Spec.Selector) > 0 || len(have.Spec.Ports) != 1 {
+		return true
+	}
+	h, w := have.Spec.Ports[0], want.Spec.Ports[0]
+	return h.Name != w.Name || h.Port != w.Port || h.Protocol != w.Protocol || h.TargetPort != w.TargetPort
+}
+
+func sliceDiffers(have, want *discoveryv1.EndpointSlice) bool {
+	if have.AddressType != want.AddressType || len(have.Endpoints) != 1 || len(have.Ports) != 1 ||
+		have.Labels[sliceServiceName] != want.Labels[sliceServiceName] || have.Labels[sliceManagedBy] != ManagedBy {
+		return true
+	}
+	he, we := have.Endpoints[0], want.Endpoints[0]
+	hp, wp := have.Ports[0], want.Ports[0]
+	owned := len(want.OwnerReferences) == 0 || slices.ContainsFunc(have.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == want.OwnerReferences[0].UID })
+	return !slices.Equal(he.Addresses, we.Addresses) || he.NodeName == nil || *he.NodeName != *we.NodeName ||
+		hp.Port == nil || *hp.Port != *wp.Port || hp.Name == nil || *hp.Name != *wp.Name || !owned
+}
+
+// observed is the live state the plan compared.
+type observed struct {
+	svc   *corev1.Service // nil: missing
+	slice *discoveryv1.EndpointSlice
+	node  *corev1.Node
+}
+
+func (m MetricsEndpoint) observe(ctx context.Context, cfg modules.Config, cl *kube.Client, t metricsTarget) (observed, hcl.Diagnostics) {
+	var o observed
+	svc, err := cl.Kube.CoreV1().Services(t.ns).Get(ctx, t.svc, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		if svc.Labels[managedByLabel] != ManagedBy && !t.absent {
+			return o, hcl.Diagnostics{cfg.Error("service", "Service not managed by wsu",
+				fmt.Sprintf("Service %s/%s exists without the label %s=%s, so someone else created it (WMCO's own, perhaps); wsu does not take it over. Delete it, or publish under another service name.", t.ns, t.svc, managedByLabel, ManagedBy))}
+		}
+		o.svc = svc
+	case !apierrors.IsNotFound(err):
+		return o, apiError(cfg, "namespace", "Cannot read the Service", err)
+	}
+	slice, err := cl.Kube.DiscoveryV1().EndpointSlices(t.ns).Get(ctx, t.slice, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		o.slice = slice
+	case !apierrors.IsNotFound(err):
+		return o, apiError(cfg, "namespace", "Cannot read the EndpointSlice", err)
+	}
+	if t.absent {
+		return o, nil
+	}
+	node, err := cl.Kube.CoreV1().Nodes().Get(ctx, t.node, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		o.node = node
+	case !apierrors.IsNotFound(err):
+		return o, apiError(cfg, "node_name", "Cannot read the Node", err)
+	}
+	return o, nil
+}
+
+// diff is the change, shared by Plan and Apply.
+func (t metricsTarget) diff(o observed) *modules.Change {
+	if t.absent {
+		if o.slice == nil || o.slice.Labels[sliceManagedBy] != ManagedBy {
+			return nil
+		}
+		var addrs []string
+		for _, e := range o.slice.Endpoints {
+			addrs = append(addrs, e.Addresses...)
+		}
+		return &modules.Change{Action: modules.Delete, Subject: t.ns + "/" + t.slice, Fields: []modules.FieldChange{
+			{Name: "addresses", Old: strList(addrs), New: cty.NullVal(cty.List(cty.String))},
+		}}
+	}
+	var fields []modules.FieldChange
+	if o.svc == nil || serviceDiffers(o.svc, t.wantService()) {
+		old := cty.NullVal(cty.String)
+		if o.svc != nil {
+			old = cty.StringVal("(other ports or a selector)")
+		}
+		fields = append(fields, modules.FieldChange{Name: "service", Old: old, New: cty.StringVal(fmt.Sprintf("%s/%s port %s %d/TCP", t.ns, t.svc, metricsPortName, t.port))})
+	}
+	if o.slice == nil || sliceDiffers(o.slice, t.wantSlice(o.node)) {
+		old := cty.NullVal(cty.List(cty.String))
+		if o.slice != nil && len(o.slice.Endpoints) > 0 {
+			old = strList(o.slice.Endpoints[0].Addresses)
+		}
+		fields = append(fields, modules.FieldChange{Name: "addresses", Old: old, New: strList([]string{t.addr})})
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	action := modules.Update
+	if o.slice == nil {
+		action = modules.Create
+	}
+	return &modules.Change{Action: action, Subject: t.ns + "/" + t.slice, Fields: fields}
+}
+
+func (m MetricsEndpoint) prepare(ctx context.Context, cfg modules.Config) (*kube.Client, metricsTarget, observed, bool, hcl.Diagnostics) {
+	cl, known, diags := m.client(cfg)
+	if diags.HasErrors() || !known || !cfg.Value.IsWhollyKnown() {
+		return nil, metricsTarget{}, observed{}, false, diags
+	}
+	t := readTarget(cfg)
+	if errs := validation.IsDNS1123Subdomain(t.slice); len(errs) > 0 {
+		return nil, t, observed{}, false, hcl.Diagnostics{cfg.Error("node_name", "Node name too long for an EndpointSlice", fmt.Sprintf("The slice would be named %q: %v.", t.slice, errs))}
+	}
+	o, diags := m.observe(ctx, cfg, cl, t)
+	return cl, t, o, true, diags
+}
+
+func (m MetricsEndpoint) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
+	_, t, o, known, diags := m.prepare(ctx, req.Config)
+	if !known || diags.HasErrors() {
+		if !known && !diags.HasErrors() {
+			return modules.PlanResponse{Change: &modules.Change{Action: modules.Update, Subject: knownAfterApply}, Result: unknownResult(metricsEndpointResults)}
+		}
+		return modules.PlanResponse{Result: unknownResult(metricsEndpointResults), Diagnostics: diags}
+	}
+	return modules.PlanResponse{Change: t.diff(o), Result: t.result()}
+}
+
+func (m MetricsEndpoint) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
+	cfg := req.Config
+	cl, t, o, known, diags := m.prepare(ctx, cfg)
+	if diags.HasErrors() || !known {
+		return modules.ApplyResponse{Result: unknownResult(metricsEndpointResults), Diagnostics: append(diags, requireKnown(cfg, "namespace", "node_name", "address")...)}
+	}
+	if t.diff(o) == nil {
+		return modules.ApplyResponse{Result: t.result()}
+	}
+	if err := t.write(ctx, cl, o); err != nil {
+		return modules.ApplyResponse{Result: unknownResult(metricsEndpointResults), Diagnostics: apiError(cfg, "namespace", "Cannot publish the metrics endpoint", err)}
+	}
+	return modules.ApplyResponse{Result: t.result()}
+}
+
+// write makes the cluster what diff said: the Service first (Prometheus
+// finds slices through it), then the node's slice.
+func (t metricsTarget) write(ctx context.Context, cl *kube.Client, o observed) error {
+	slices := cl.Kube.DiscoveryV1().EndpointSlices(t.ns)
+	if t.absent {
+		err := slices.Delete(ctx, t.slice, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &o.slice.UID}})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	if o.node == nil {
+		return fmt.Errorf("node %s does not exist: its endpoint is published once it has registered", t.node)
+	}
+	svcs := cl.Kube.CoreV1().Services(t.ns)
+	want := t.wantService()
+	switch {
+	case o.svc == nil:
+		if _, err := svcs.Create(ctx, want, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	case serviceDiffers(o.svc, want):
+		upd := o.svc.DeepCopy()
+		upd.Spec.Selector, upd.Spec.Ports = nil, want.Spec.Ports
+		if _, err := svcs.Update(ctx, upd, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+	}
+	ws := t.wantSlice(o.node)
+	if o.slice == nil {
+		_, err := slices.Create(ctx, ws, metav1.CreateOptions{})
+		return err
+	}
+	ws.ResourceVersion = o.slice.ResourceVersion
+	_, err := slices.Update(ctx, ws, metav1.UpdateOptions{})
+	return err
+}

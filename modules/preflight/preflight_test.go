@@ -1,0 +1,201 @@
+package preflight
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/wsu-project/wsu/agent/agenttest"
+	"github.com/wsu-project/wsu/agent/platform/sim"
+	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/kube"
+	"github.com/wsu-project/wsu/modules"
+	"github.com/wsu-project/wsu/modules/moduletest"
+	"github.com/wsu-project/wsu/modules/windows"
+	"github.com/wsu-project/wsu/test/kubetest"
+)
+
+var ctx = context.Background()
+
+var testCluster *kubetest.Cluster
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if testCluster != nil {
+		if err := testCluster.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+	os.Exit(code)
+}
+
+func cluster(t *testing.T) *kubetest.Cluster {
+	t.Helper()
+	if testCluster == nil {
+		c, err := kubetest.New(ctx, func(string, ...any) {})
+		require.NoError(t, err)
+		testCluster = c
+	}
+	return testCluster
+}
+
+// fixture is a fresh simulated host and a payload file of 64 KiB.
+type fixture struct {
+	sim     *sim.Host
+	payload string
+}
+
+// agent reaches the host through the real agent protocol, as a run does
+// (so sys.time and fs.free cross the wire). Its facts come with the
+// agent's hello: start it after the test's set-up.
+func (f fixture) agent(t *testing.T) host.Host {
+	return agenttest.Start(t, f.sim, agenttest.Options{}).Client
+}
+
+func newFixture(t *testing.T) fixture {
+	t.Helper()
+	s, err := sim.New(t.TempDir(), sim.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, s.Shutdown(context.Background())) })
+	p := filepath.Join(t.TempDir(), "kubelet.exe")
+	require.NoError(t, os.WriteFile(p, make([]byte, 64<<10), 0o644))
+	return fixture{sim: s, payload: p}
+}
+
+func (f fixture) config(t *testing.T, kubeconfig string, over map[string]cty.Value) modules.Config {
+	attrs := map[string]cty.Value{
+		"kubeconfig": cty.StringVal(kubeconfig),
+		"node_name":  cty.StringVal("win-01"),
+		"services":   cty.ListVal([]cty.Value{cty.StringVal("kubelet"), cty.StringVal("containerd")}),
+		"payload":    cty.MapVal(map[string]cty.Value{`C:\k\kubelet.exe`: cty.StringVal(f.payload)}),
+	}
+	for k, v := range over {
+		attrs[k] = v
+	}
+	return moduletest.Config(t, Preflight{}, attrs)
+}
+
+// Each problem fails the check with one error, at the argument it
+// concerns, in plan; a clean host passes every check.
+func TestPreflight(t *testing.T) {
+	c := cluster(t)
+	m := Preflight{Cache: kube.NewCache(kube.Defaults{})}
+	service := func(desc string) func(t *testing.T, f fixture) {
+		return func(t *testing.T, f fixture) {
+			require.NoError(t, f.sim.CreateService(ctx, host.ServiceConfig{Name: "kubelet", BinaryPath: `C:\Program Files\kubelet.exe`, Description: desc, StartType: host.StartAutomatic}))
+		}
+	}
+	tests := []struct {
+		name        string
+		setup       func(t *testing.T, f fixture)
+		over        map[string]cty.Value
+		wantSummary string // "" passes
+		wantAttr    string
+		wantDetail  string
+	}{
+		{name: "clean host"},
+		{name: "wsu's own kubelet (a re-run)", setup: service(windows.ManagedDescription)},
+		{name: "upper-case node name", over: map[string]cty.Value{"node_name": cty.StringVal("WIN-01")},
+			wantSummary: "Invalid node name", wantAttr: "node_name", wantDetail: "upper-case"},
+		{name: "underscore in node name", over: map[string]cty.Value{"node_name": cty.StringVal("win_01")},
+			wantSummary: "Invalid node name", wantAttr: "node_name", wantDetail: "RFC 1123"},
+		{name: "node name of 64 characters", over: map[string]cty.Value{"node_name": cty.StringVal(strings.Repeat("w", 64))},
+			wantSummary: "Invalid node name", wantAttr: "node_name", wantDetail: "64 characters"},
+		{name: "Windows Server 2016", setup: func(t *testing.T, f fixture) { require.NoError(t, f.sim.SetBuild("14393")) },
+			wantSummary: "Windows build not supported", wantAttr: "min_build", wantDetail: "build 14393"},
+		{name: "someone else's kubelet", setup: service("Kubernetes node agent"),
+			wantSummary: "Service kubelet is not wsu's", wantAttr: "services", wantDetail: `C:\Program Files\kubelet.exe`},
+		{name: "disk too full for the payload", setup: func(t *testing.T, f fixture) { require.NoError(t, f.sim.SetDiskFree(16<<10)) },
+			wantSummary: "Not enough free disk space", wantAttr: "disk_path", wantDetail: "16.0 KiB free"},
+		{name: "reserve beyond the free space", over: map[string]cty.Value{"disk_reserve": cty.NumberIntVal(1 << 62)},
+			wantSummary: "Not enough free disk space", wantAttr: "disk_path"},
+		{name: "payload already there needs no space", setup: func(t *testing.T, f fixture) {
+			require.NoError(t, f.sim.MkdirAll(ctx, `C:\k`, 0o755))
+			require.NoError(t, f.sim.WriteFile(ctx, `C:\k\kubelet.exe`, strings.NewReader(string(make([]byte, 64<<10))), 0o755))
+			require.NoError(t, f.sim.SetDiskFree(16<<10))
+		}},
+		{name: "clock two minutes behind", setup: func(t *testing.T, f fixture) { require.NoError(t, f.sim.SetClockOffset(-2*time.Minute)) },
+			wantSummary: "Host clock off the API server's", wantAttr: "max_clock_skew", wantDetail: "behind"},
+		{name: "clock a minute ahead", setup: func(t *testing.T, f fixture) { require.NoError(t, f.sim.SetClockOffset(time.Minute)) },
+			wantSummary: "Host clock off the API server's", wantAttr: "max_clock_skew", wantDetail: "ahead of"},
+		{name: "clock 2s off is within the default skew", setup: func(t *testing.T, f fixture) { require.NoError(t, f.sim.SetClockOffset(2*time.Second)) }},
+		{name: "API server unreachable from the node", over: map[string]cty.Value{"api_server": cty.StringVal("https://127.0.0.1:1")},
+			wantSummary: "API server unreachable from the node", wantAttr: "api_server", wantDetail: "127.0.0.1:1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			if tt.setup != nil {
+				tt.setup(t, f)
+			}
+			cfg := f.config(t, c.Kubeconfig, tt.over)
+			resp := moduletest.Plan(t, m, modules.PlanRequest{Config: cfg, Host: f.agent(t)})
+			assert.Nil(t, resp.Change, "a preflight never changes anything")
+			if tt.wantSummary == "" {
+				require.False(t, resp.Diagnostics.HasErrors(), "%v", resp.Diagnostics)
+				checks := resp.Result.GetAttr("checks").AsValueMap()
+				assert.Len(t, checks, 6, "every check passed: %v", checks)
+				assert.Contains(t, resp.Result.GetAttr("summary").AsString(), "6 checks passed")
+				return
+			}
+			require.Len(t, resp.Diagnostics, 1, "one error per problem: %v", resp.Diagnostics)
+			d := moduletest.RequireError(t, resp.Diagnostics, cfg, tt.wantSummary, tt.wantAttr)
+			assert.Contains(t, d.Detail, tt.wantDetail)
+			assert.Len(t, resp.Result.GetAttr("checks").AsValueMap(), 5, "the other checks still ran and passed")
+		})
+	}
+}
+
+// Several problems: each is its own error.
+func TestPreflightReportsEveryProblem(t *testing.T) {
+	c := cluster(t)
+	f := newFixture(t)
+	require.NoError(t, f.sim.SetBuild("9600"))
+	require.NoError(t, f.sim.SetClockOffset(10*time.Minute))
+	cfg := f.config(t, c.Kubeconfig, map[string]cty.Value{"node_name": cty.StringVal("Bad_Name")})
+	resp := moduletest.Plan(t, Preflight{Cache: kube.NewCache(kube.Defaults{})}, modules.PlanRequest{Config: cfg, Host: f.agent(t)})
+	var summaries []string
+	for _, d := range resp.Diagnostics {
+		assert.Equal(t, hcl.DiagError, d.Severity)
+		summaries = append(summaries, d.Summary)
+	}
+	assert.ElementsMatch(t, []string{"Invalid node name", "Windows build not supported", "Host clock off the API server's"}, summaries)
+}
+
+func TestPreflightValidate(t *testing.T) {
+	for _, tt := range []struct {
+		attr string
+		v    cty.Value
+	}{
+		{"max_clock_skew", cty.NumberIntVal(-1)},
+		{"disk_reserve", cty.NumberIntVal(-5)},
+		{"api_server", cty.StringVal("not a url")},
+	} {
+		cfg := moduletest.Config(t, Preflight{}, map[string]cty.Value{"node_name": cty.StringVal("n"), tt.attr: tt.v})
+		diags := Preflight{}.Validate(modules.ValidateRequest{Config: cfg})
+		moduletest.RequireError(t, diags, cfg, "Invalid "+tt.attr, tt.attr)
+	}
+}
+
+// On a kubeadm cluster (the test bed publishes cluster-info) the address
+// nodes use is cluster-info's server.
+func TestNodeAPIURL(t *testing.T) {
+	c := cluster(t)
+	cl, err := kube.NewCache(kube.Defaults{}).Get(c.Kubeconfig, "")
+	require.NoError(t, err)
+	u, err := kube.NodeAPIURL(ctx, cl)
+	require.NoError(t, err)
+	assert.Equal(t, cl.Config.Host, u, "the test bed's cluster-info names the server wsu uses, or it has none")
+	off, unc, err := kube.ClockOffset(ctx, cl)
+	require.NoError(t, err)
+	assert.Less(t, off.Abs(), unc+time.Second, "the API server runs on this machine's clock")
+}
