@@ -156,6 +156,12 @@ variable "log_flush_interval" {
   description = "kube-log-runner -flush-interval (e.g. \"5s\"); null: the runner's default."
 }
 
+variable "firewall_ports" {
+  type        = map(string)
+  default     = { "wsu-kubelet" = "10250", "wsu-windows-exporter" = "9182" }
+  description = "Inbound TCP ports opened in the Windows Firewall, by rule name: the kubelet's (logs, exec, port-forward, metrics) and windows_exporter's, as WMCO and upstream PrepareNode.ps1 open them. The rules carry wsu's group, so remove deletes them and no one else's."
+}
+
 variable "version_annotation" {
   type        = string
   default     = "windowsmachineconfig.openshift.io/version"
@@ -191,6 +197,21 @@ play "proxy-settings" {
     win_env {
       name  = each.key
       value = each.value
+    }
+  }
+}
+
+# The cluster reaches the kubelet (10250) and the metrics exporter (9182)
+# on the node; Windows Firewall blocks inbound connections by default.
+play "firewall" {
+  hosts = "windows"
+
+  task "inbound ports" {
+    for_each = var.firewall_ports
+    win_firewall_rule {
+      name        = each.key
+      description = "Opened by wsu for the cluster"
+      localport   = each.value
     }
   }
 }

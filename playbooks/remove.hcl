@@ -42,6 +42,12 @@ variable "version_annotation" {
   description = "Node annotation join set with the payload version; removed before the Node is deleted."
 }
 
+variable "firewall_ports" {
+  type        = map(string)
+  default     = { "wsu-kubelet" = "10250", "wsu-windows-exporter" = "9182" }
+  description = "The firewall rules join opened, by name; only those carrying wsu's group are deleted."
+}
+
 variable "remove_containerd" {
   type        = bool
   default     = true
@@ -142,6 +148,15 @@ play "deconfigure" {
     win_env {
       name  = each.key
       state = "absent"
+    }
+  }
+
+  task "firewall rules" {
+    for_each = var.firewall_ports
+    win_firewall_rule {
+      name            = each.key
+      state           = "absent"
+      only_if_managed = true
     }
   }
 }

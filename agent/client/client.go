@@ -55,8 +55,9 @@ type Client struct {
 }
 
 var (
-	_ host.Host    = (*Client)(nil)
-	_ host.Metered = (*Client)(nil)
+	_ host.Host     = (*Client)(nil)
+	_ host.Metered  = (*Client)(nil)
+	_ host.Firewall = (*Client)(nil)
 )
 
 // call is a request waiting for its response.

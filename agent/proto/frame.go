@@ -16,7 +16,8 @@ import (
 // the client refuses an agent speaking another one. 3 added window frames
 // (flow control of inbound streams), net.dial and fs.native_path; 4 added
 // svc.dependents; 5 added fs.acl.get and fs.acl.set.
-const Protocol = 5
+// 6: fw.rule.get, fw.rule.set, fw.rule.delete (firewall rules).
+const Protocol = 6
 
 // StreamWindow is how many bytes of a request's inbound stream the client
 // may send beyond what the agent has granted back in window frames. The

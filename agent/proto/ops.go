@@ -59,6 +59,12 @@ const (
 	OpHNSCreateEndpoint = "hns.endpoint.create" // EndpointArgs → host.HNSEndpoint
 	OpHNSDeleteEndpoint = "hns.endpoint.delete" // IDArgs → nothing
 	OpHNSDeleteNetwork  = "hns.network.delete"  // IDArgs → nothing
+
+	// The firewall ops are host.Firewall's, optional: a backend without a
+	// firewall answers not_supported.
+	OpFwGet    = "fw.rule.get"    // NameArgs → host.FirewallRule
+	OpFwSet    = "fw.rule.set"    // FirewallRuleArgs → nothing
+	OpFwDelete = "fw.rule.delete" // NameArgs → nothing
 )
 
 // Ops lists every op, in the order of the Host API.
@@ -71,6 +77,7 @@ var Ops = []string{
 	OpRegGet, OpRegSet, OpRegDelete,
 	OpEnvGet, OpEnvSet, OpEnvDelete, OpPathAdd, OpPathRm,
 	OpHNSNetworks, OpHNSEndpoints, OpHNSCreateEndpoint, OpHNSDeleteEndpoint, OpHNSDeleteNetwork,
+	OpFwGet, OpFwSet, OpFwDelete,
 }
 
 type PathArgs struct {
@@ -209,4 +216,8 @@ type IDArgs struct {
 type ACLArgs struct {
 	Path string   `json:"path"`
 	ACL  host.ACL `json:"acl"`
+}
+
+type FirewallRuleArgs struct {
+	Rule host.FirewallRule `json:"rule"`
 }

@@ -27,7 +27,7 @@ import (
 func Modules() []modules.Module {
 	return []modules.Module{
 		Directory{}, File{}, Copy{}, Service{}, Env{}, Path{}, Registry{}, Command{}, Wait{},
-		HNSNetwork{}, HNSEndpoint{}, Kill{}, AuthorizedKey{},
+		HNSNetwork{}, HNSEndpoint{}, Kill{}, AuthorizedKey{}, FirewallRule{},
 	}
 }
 

@@ -27,9 +27,10 @@ type Host struct {
 }
 
 var (
-	_ host.Host    = (*Host)(nil)
-	_ host.Lossy   = (*Host)(nil)
-	_ host.Metered = (*Host)(nil)
+	_ host.Host     = (*Host)(nil)
+	_ host.Lossy    = (*Host)(nil)
+	_ host.Metered  = (*Host)(nil)
+	_ host.Firewall = (*Host)(nil)
 
 	_ host.KeyAuthenticated = (*Host)(nil)
 )
@@ -281,6 +282,18 @@ func (h *Host) HNSCreateEndpoint(ctx context.Context, spec host.HNSEndpoint) (ho
 
 func (h *Host) HNSDeleteEndpoint(ctx context.Context, id string) error {
 	return h.call(ctx, "hns.endpoint.delete", 0, func(ctx context.Context) error { return h.agent.client.HNSDeleteEndpoint(ctx, id) })
+}
+
+func (h *Host) FirewallRule(ctx context.Context, name string) (host.FirewallRule, error) {
+	return do1(ctx, h, "fw.rule.get", 0, func(ctx context.Context) (host.FirewallRule, error) { return h.agent.client.FirewallRule(ctx, name) })
+}
+
+func (h *Host) SetFirewallRule(ctx context.Context, rule host.FirewallRule) error {
+	return h.call(ctx, "fw.rule.set", 0, func(ctx context.Context) error { return h.agent.client.SetFirewallRule(ctx, rule) })
+}
+
+func (h *Host) DeleteFirewallRule(ctx context.Context, name string) error {
+	return h.call(ctx, "fw.rule.delete", 0, func(ctx context.Context) error { return h.agent.client.DeleteFirewallRule(ctx, name) })
 }
 
 func (h *Host) FileACL(ctx context.Context, path string) (host.ACL, error) {

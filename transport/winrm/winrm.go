@@ -124,9 +124,10 @@ type Host struct {
 }
 
 var (
-	_ host.Host    = (*Host)(nil)
-	_ host.Lossy   = (*Host)(nil)
-	_ host.Metered = (*Host)(nil)
+	_ host.Host     = (*Host)(nil)
+	_ host.Lossy    = (*Host)(nil)
+	_ host.Metered  = (*Host)(nil)
+	_ host.Firewall = (*Host)(nil) // the agent client's
 )
 
 // Deployment reports how the agent got in place.

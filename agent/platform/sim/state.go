@@ -19,6 +19,7 @@ const (
 	tRegistry  = "registry"
 	tHNS       = "hns"
 	tACLs      = "acls"
+	tFirewall  = "firewall"
 )
 
 type svcRecord struct {
