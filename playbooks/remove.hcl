@@ -18,6 +18,12 @@ variable "node_name" {
   description = "Node name override used at join; default: the host name, lower-cased."
 }
 
+variable "platform" {
+  type        = string
+  default     = null
+  description = "The platform given at join, for the node name: VSphere nodes are named by their FQDN (join reads the platform from the cluster on OpenShift; remove does not, so set it, or node_name)."
+}
+
 variable "drain_force" {
   type        = bool
   default     = true
@@ -58,7 +64,7 @@ locals {
   # Stop order from the reference: exporter, kube-proxy, hybrid-overlay,
   # kubelet, then the runtime.
   services = concat(["windows_exporter", "kube-proxy", "hybrid-overlay-node", "csi-proxy", "kubelet"], var.remove_containerd ? ["containerd"] : [])
-  node     = coalesce(var.node_name, lower(host.facts.hostname))
+  node     = var.node_name != null ? var.node_name : lower(var.platform == "VSphere" ? host.facts.fqdn : host.facts.hostname)
 }
 
 play "drain" {
