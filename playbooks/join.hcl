@@ -253,7 +253,7 @@ play "cloud node name" {
 
   task "node name from the instance metadata" {
     assert {
-      that = [var.node_name != null || !contains(["AWS", "GCP"], local.platform)]
+      that         = [var.node_name != null || !contains(["AWS", "GCP"], local.platform)]
       fail_message = "on ${local.platform} the node must register the instance metadata name: set node_name to ${local.platform == "AWS" ? "the output of http://169.254.169.254/latest/meta-data/local-hostname" : "http://metadata.google.internal/computeMetadata/v1/instance/hostname (header Metadata-Flavor: Google; over 63 characters, the part before the first dot)"} read on the node"
     }
   }

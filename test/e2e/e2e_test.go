@@ -254,6 +254,12 @@ func TestJoinRerunRemove(t *testing.T) {
 		now, err := env.Snapshot(h)
 		require.NoError(t, err)
 		assert.Equal(t, before, now, "a plan changes nothing")
+
+		// On AWS the node must register the instance metadata name, which
+		// only node_name can carry: the plan fails, saying where to read it.
+		aws := run(t, env, nil, "plan", "join", "-var", "platform=AWS")
+		assert.Equal(t, 1, aws.ExitCode, "plan on AWS without node_name\n%s", aws.Failures())
+		assert.Contains(t, aws.Stdout+aws.Stderr, "169.254.169.254/latest/meta-data/local-hostname")
 	})
 
 	t.Run("join", func(t *testing.T) {
