@@ -269,16 +269,21 @@ func TestNotSupported(t *testing.T) {
 	c := start(t, local.New())
 	ctx := testCtx(t)
 	calls := map[string]func() error{
-		"svc.query":  func() error { _, err := c.QueryService(ctx, "kubelet"); return err },
-		"svc.start":  func() error { return c.StartService(ctx, "kubelet") },
-		"reg.get":    func() error { _, err := c.RegistryGet(ctx, `HKLM\SOFTWARE`, "x"); return err },
-		"env.set":    func() error { return c.EnvSet(ctx, "X", "y") },
-		"path.add":   func() error { _, err := c.PathAdd(ctx, `C:\k`); return err },
-		"proc.list":  func() error { _, err := c.ListProcesses(ctx); return err },
-		"proc.kill":  func() error { _, err := c.Kill(ctx, 0, "kubelet.exe"); return err },
-		"hns.create": func() error { _, err := c.HNSCreateEndpoint(ctx, host.HNSEndpoint{Name: "e"}); return err },
-		"fs.acl.get": func() error { _, err := c.FileACL(ctx, "/tmp"); return err },
-		"fs.acl.set": func() error { return c.SetFileACL(ctx, "/tmp", host.AdminsOnlyACL()) },
+		"svc.query":   func() error { _, err := c.QueryService(ctx, "kubelet"); return err },
+		"svc.start":   func() error { return c.StartService(ctx, "kubelet") },
+		"reg.get":     func() error { _, err := c.RegistryGet(ctx, `HKLM\SOFTWARE`, "x"); return err },
+		"env.set":     func() error { return c.EnvSet(ctx, "X", "y") },
+		"path.add":    func() error { _, err := c.PathAdd(ctx, `C:\k`); return err },
+		"proc.list":   func() error { _, err := c.ListProcesses(ctx); return err },
+		"proc.kill":   func() error { _, err := c.Kill(ctx, 0, "kubelet.exe"); return err },
+		"hns.create":  func() error { _, err := c.HNSCreateEndpoint(ctx, host.HNSEndpoint{Name: "e"}); return err },
+		"fs.acl.get":  func() error { _, err := c.FileACL(ctx, "/tmp"); return err },
+		"fs.acl.set":  func() error { return c.SetFileACL(ctx, "/tmp", host.AdminsOnlyACL()) },
+		"fw.rule.get": func() error { _, err := c.FirewallRule(ctx, "wsu kubelet"); return err },
+		"fw.rule.set": func() error {
+			return c.SetFirewallRule(ctx, host.FirewallRule{Name: "r", Direction: "in", Action: "allow", Protocol: "tcp"})
+		},
+		"fw.rule.delete": func() error { return c.DeleteFirewallRule(ctx, "wsu kubelet") },
 	}
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {

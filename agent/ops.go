@@ -76,6 +76,27 @@ var handlers = map[string]handler{
 		}
 		return proto.PathResult(a), nil // no native form: the path as given
 	}),
+	proto.OpFwGet: with(func(r *request, a proto.NameArgs) (any, error) {
+		fw, err := firewall(r.h)
+		if err != nil {
+			return nil, err
+		}
+		return fw.FirewallRule(r.ctx, a.Name)
+	}),
+	proto.OpFwSet: with(func(r *request, a proto.FirewallRuleArgs) (any, error) {
+		fw, err := firewall(r.h)
+		if err != nil {
+			return nil, err
+		}
+		return nil, fw.SetFirewallRule(r.ctx, a.Rule)
+	}),
+	proto.OpFwDelete: with(func(r *request, a proto.NameArgs) (any, error) {
+		fw, err := firewall(r.h)
+		if err != nil {
+			return nil, err
+		}
+		return nil, fw.DeleteFirewallRule(r.ctx, a.Name)
+	}),
 	proto.OpACLGet: with(func(r *request, a proto.PathArgs) (any, error) { return r.h.FileACL(r.ctx, a.Path) }),
 	proto.OpACLSet: with(func(r *request, a proto.ACLArgs) (any, error) {
 		return nil, r.h.SetFileACL(r.ctx, a.Path, a.ACL)
@@ -289,4 +310,12 @@ func (r *request) sendAll(data []byte) error {
 		data = data[n:]
 	}
 	return nil
+}
+
+// firewall is the backend's host.Firewall, or not_supported.
+func firewall(h host.Host) (host.Firewall, error) {
+	if fw, ok := h.(host.Firewall); ok {
+		return fw, nil
+	}
+	return nil, host.NotSupported("firewall rules", host.PlatformOf(h))
 }

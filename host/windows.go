@@ -209,6 +209,19 @@ type Unsupported struct {
 
 func (u Unsupported) no(op string) error { return NotSupported(op, u.Platform) }
 
+// PlatformName names the platform for not-supported errors of optional
+// operations (PlatformOf).
+func (u Unsupported) PlatformName() string { return u.Platform }
+
+// PlatformOf names h's platform for a not-supported error of an optional
+// interface h lacks: the name a backend embedding Unsupported gives.
+func PlatformOf(h Host) string {
+	if p, ok := h.(interface{ PlatformName() string }); ok {
+		return p.PlatformName()
+	}
+	return "this backend"
+}
+
 func (u Unsupported) QueryService(context.Context, string) (ServiceInfo, error) {
 	return ServiceInfo{}, u.no("service query")
 }

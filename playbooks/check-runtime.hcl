@@ -199,6 +199,11 @@ output "hybrid_overlay_vxlan_port" {
   value       = try(task["cluster network"].hybrid_overlay_vxlan_port, null)
 }
 
+output "platform" {
+  description = "The cluster's infrastructure platform (OpenShift Infrastructure), or null when it publishes none or the cluster is not OpenShift."
+  value       = try(task["cluster network"].platform, null)
+}
+
 output "service_cidr" {
   description = "The service network: var.service_cidr, else the cluster's first."
   value       = var.service_cidr != null ? var.service_cidr : try(task["service network"].service_cidrs[0], null)

@@ -54,6 +54,12 @@ variable "node_name" {
   description = "Node name override (kubelet --hostname-override); null: the host name, lower-cased."
 }
 
+variable "platform" {
+  type        = string
+  default     = null
+  description = "Infrastructure platform (AWS, Azure, GCP, VSphere, None, ...), which decides the name the node registers under with an external cloud provider (WMCO's rules: VSphere the FQDN; AWS and GCP the instance metadata name, given as node_name); null: read from the cluster on OpenShift (Infrastructure status.platformStatus.type), else None. Set on another cluster with an external cloud controller, the kubelet also gets --cloud-provider=external."
+}
+
 variable "node_ip" {
   type        = string
   default     = null
@@ -190,6 +196,12 @@ variable "log_flush_interval" {
   description = "kube-log-runner -flush-interval (e.g. \"5s\"); null: the runner's default."
 }
 
+variable "firewall_ports" {
+  type        = map(string)
+  default     = { "wsu-kubelet" = "10250", "wsu-windows-exporter" = "9182" }
+  description = "Inbound TCP ports opened in the Windows Firewall, by rule name: the kubelet's (logs, exec, port-forward, metrics) and windows_exporter's, as WMCO and upstream PrepareNode.ps1 open them. The rules carry wsu's group, so remove deletes them and no one else's."
+}
+
 variable "version_annotation" {
   type        = string
   default     = "windowsmachineconfig.openshift.io/version"
@@ -221,6 +233,13 @@ variable "metrics_namespace" {
 }
 
 locals {
+  platform = var.platform != null ? var.platform : coalesce(include.runtime.platform, "None")
+  # vSphere's cloud controller finds the node by its FQDN; elsewhere the
+  # host name (configure-kubelet's default) or node_name.
+  node_name = var.node_name != null ? var.node_name : (local.platform == "VSphere" ? lower(host.facts.fqdn) : null)
+  # OpenShift's ignition names the cloud provider; elsewhere a platform the
+  # site names means an external cloud controller.
+  cloud_provider = include.ignition.cloud_provider != null ? include.ignition.cloud_provider : (var.platform != null && var.platform != "None" ? "external" : null)
   # kube-log-runner's flags for the kubelet and kube-proxy: rotation is the
   # runner's, not the wrapped binary's (WMCO's SERVICES_LOG_FILE_* settings).
   log_runner_flags = concat(
@@ -303,6 +322,21 @@ play "proxy-settings" {
   }
 }
 
+# The cluster reaches the kubelet (10250) and the metrics exporter (9182)
+# on the node; Windows Firewall blocks inbound connections by default.
+play "firewall" {
+  hosts = "windows"
+
+  task "inbound ports" {
+    for_each = var.firewall_ports
+    win_firewall_rule {
+      name        = each.key
+      description = "Opened by wsu for the cluster"
+      localport   = each.value
+    }
+  }
+}
+
 include "runtime" {
   source = "./check-runtime.hcl"
   vars = {
@@ -316,6 +350,23 @@ include "runtime" {
     pause_image       = var.pause_image
     registry_mirrors  = var.registry_mirrors
     trusted_ca_bundle = var.trusted_ca_bundle
+  }
+}
+
+# With an external cloud provider the kubelet must register the name the
+# cloud controller looks the instance up by, or the Node keeps its
+# "uninitialized" taint (WMCO's rules, pkg/services). vSphere's is the FQDN
+# (host name and primary DNS suffix), which the facts carry; AWS's and
+# GCP's come from the instance metadata service, which only the node can
+# reach: node_name must carry it (see docs/windows-node.md).
+play "cloud node name" {
+  hosts = "windows"
+
+  task "node name from the instance metadata" {
+    assert {
+      that         = [var.node_name != null || !contains(["AWS", "GCP"], local.platform)]
+      fail_message = "on ${local.platform} the node must register the instance metadata name: set node_name to ${local.platform == "AWS" ? "the output of http://169.254.169.254/latest/meta-data/local-hostname" : "http://metadata.google.internal/computeMetadata/v1/instance/hostname (header Metadata-Flavor: Google; over 63 characters, the part before the first dot)"} read on the node"
+    }
   }
 }
 
@@ -341,13 +392,13 @@ include "ignition" {
 include "kubelet" {
   source = "./configure-kubelet.hcl"
   vars = {
-    node_name          = var.node_name
+    node_name          = local.node_name
     node_ip            = var.node_ip
     cluster_dns        = include.runtime.cluster_dns
     kubelet_verbosity  = coalesce(include.ignition.kubelet_verbosity, var.kubelet_verbosity)
     extra_kubelet_args = var.extra_kubelet_args
     log_runner_flags   = local.log_runner_flags
-    cloud_provider     = include.ignition.cloud_provider
+    cloud_provider     = local.cloud_provider
     cloud_config       = include.ignition.cloud_config
     service_recovery   = var.service_recovery
   }

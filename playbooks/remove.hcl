@@ -18,6 +18,12 @@ variable "node_name" {
   description = "Node name override used at join; default: the host name, lower-cased."
 }
 
+variable "platform" {
+  type        = string
+  default     = null
+  description = "The platform given at join, for the node name: VSphere nodes are named by their FQDN (join reads the platform from the cluster on OpenShift; remove does not, so set it, or node_name)."
+}
+
 variable "drain_force" {
   type        = bool
   default     = true
@@ -54,6 +60,12 @@ variable "metrics_namespace" {
   description = "Namespace join published the node's windows-exporter EndpointSlice in (join's metrics_namespace); null: as join, by cluster_flavour."
 }
 
+variable "firewall_ports" {
+  type        = map(string)
+  default     = { "wsu-kubelet" = "10250", "wsu-windows-exporter" = "9182" }
+  description = "The firewall rules join opened, by name; only those carrying wsu's group are deleted."
+}
+
 variable "remove_containerd" {
   type        = bool
   default     = true
@@ -64,7 +76,7 @@ locals {
   # Stop order from the reference: exporter, kube-proxy, hybrid-overlay,
   # kubelet, then the runtime.
   services = concat(["windows_exporter", "kube-proxy", "hybrid-overlay-node", "csi-proxy", "kubelet"], var.remove_containerd ? ["containerd"] : [])
-  node     = coalesce(var.node_name, lower(host.facts.hostname))
+  node     = var.node_name != null ? var.node_name : lower(var.platform == "VSphere" ? host.facts.fqdn : host.facts.hostname)
 }
 
 play "drain" {
@@ -164,6 +176,15 @@ play "deconfigure" {
     win_env {
       name  = each.key
       state = "absent"
+    }
+  }
+
+  task "firewall rules" {
+    for_each = var.firewall_ports
+    win_firewall_rule {
+      name            = each.key
+      state           = "absent"
+      only_if_managed = true
     }
   }
 }

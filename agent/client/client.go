@@ -55,8 +55,9 @@ type Client struct {
 }
 
 var (
-	_ host.Host    = (*Client)(nil)
-	_ host.Metered = (*Client)(nil)
+	_ host.Host     = (*Client)(nil)
+	_ host.Metered  = (*Client)(nil)
+	_ host.Firewall = (*Client)(nil)
 
 	_ host.Rebooter         = (*Client)(nil)
 	_ host.OptionalFeatures = (*Client)(nil)

@@ -207,6 +207,26 @@ func (c *Client) EnableOptionalFeature(ctx context.Context, name string) (host.F
 	return fi, err
 }
 
+// FirewallRule reads a firewall rule (host.Firewall); an agent whose
+// backend has no firewall answers not_supported.
+func (c *Client) FirewallRule(ctx context.Context, name string) (host.FirewallRule, error) {
+	var r host.FirewallRule
+	_, err := c.roundTrip(ctx, proto.OpFwGet, proto.NameArgs{Name: name}, nil, 0, &r)
+	return r, err
+}
+
+// SetFirewallRule makes rule the only rule with its name.
+func (c *Client) SetFirewallRule(ctx context.Context, rule host.FirewallRule) error {
+	_, err := c.roundTrip(ctx, proto.OpFwSet, proto.FirewallRuleArgs{Rule: rule}, nil, 0, nil)
+	return err
+}
+
+// DeleteFirewallRule removes every rule with the name.
+func (c *Client) DeleteFirewallRule(ctx context.Context, name string) error {
+	_, err := c.roundTrip(ctx, proto.OpFwDelete, proto.NameArgs{Name: name}, nil, 0, nil)
+	return err
+}
+
 // FileACL reads a file's owner and DACL.
 func (c *Client) FileACL(ctx context.Context, path string) (host.ACL, error) {
 	var acl host.ACL

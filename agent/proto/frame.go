@@ -17,7 +17,7 @@ import (
 // (flow control of inbound streams), net.dial and fs.native_path; 4 added
 // svc.dependents; 5 added fs.acl.get and fs.acl.set; 6 added
 // cert.list, cert.add, cert.delete, sys.reboot, feature.get, feature.enable,
-// sys.time and fs.free.
+// sys.time, fs.free, fw.rule.get, fw.rule.set and fw.rule.delete.
 const Protocol = 6
 
 // StreamWindow is how many bytes of a request's inbound stream the client

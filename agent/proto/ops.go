@@ -74,6 +74,12 @@ const (
 	OpReboot        = "sys.reboot"     // host.RebootRequest → nothing
 	OpFeatureGet    = "feature.get"    // NameArgs → host.FeatureInfo
 	OpFeatureEnable = "feature.enable" // NameArgs → host.FeatureInfo
+
+	// The firewall ops are host.Firewall's, optional: a backend without a
+	// firewall answers not_supported.
+	OpFwGet    = "fw.rule.get"    // NameArgs → host.FirewallRule
+	OpFwSet    = "fw.rule.set"    // FirewallRuleArgs → nothing
+	OpFwDelete = "fw.rule.delete" // NameArgs → nothing
 )
 
 // Ops lists every op, in the order of the Host API.
@@ -89,6 +95,7 @@ var Ops = []string{
 	OpHNSNetworks, OpHNSEndpoints, OpHNSCreateEndpoint, OpHNSDeleteEndpoint, OpHNSDeleteNetwork,
 	OpCertList, OpCertAdd, OpCertDelete,
 	OpReboot, OpFeatureGet, OpFeatureEnable,
+	OpFwGet, OpFwSet, OpFwDelete,
 }
 
 type PathArgs struct {
@@ -247,4 +254,8 @@ type CertAddArgs struct {
 type CertArgs struct {
 	Store      string `json:"store"`
 	Thumbprint string `json:"thumbprint"`
+}
+
+type FirewallRuleArgs struct {
+	Rule host.FirewallRule `json:"rule"`
 }

@@ -36,6 +36,7 @@ var clusterCheckResults = []modules.Attribute{
 	{Name: "network_type", Type: cty.String, Description: "`network.config.openshift.io/cluster` `spec.networkType`; null when not applicable."},
 	{Name: "hybrid_cluster_networks", Type: cty.List(hybridNetworkType), Description: "The hybrid overlay's `hybridClusterNetwork` entries (`cidr`, `host_prefix`)."},
 	{Name: "hybrid_overlay_vxlan_port", Type: cty.Number, Description: "`hybridOverlayVXLANPort` when set (for `hybrid-overlay-node --hybrid-overlay-vxlan-port`), else null."},
+	{Name: "platform", Type: cty.String, Description: "The infrastructure platform (`AWS`, `Azure`, `GCP`, `VSphere`, `None`, ...): `infrastructure.config.openshift.io/cluster` `status.platformStatus.type`, else `status.platform`; null when not applicable or not published. Decides the node name the cloud controller expects."},
 }
 
 func (ClusterCheck) Schema() modules.Schema {
@@ -47,7 +48,8 @@ func (ClusterCheck) Schema() modules.Schema {
 			"`network.operator.openshift.io/cluster` a non-empty " +
 			"`spec.defaultNetwork.ovnKubernetesConfig.hybridOverlayConfig.hybridClusterNetwork`. " +
 			"Otherwise the task fails, at plan time already, saying what to fix. It never changes " +
-			"anything.\n\nOn a cluster without the `config.openshift.io` API (vanilla Kubernetes) the " +
+			"anything. It also reports the infrastructure platform (`platform`), which decides the name " +
+			"a node must register under with an external cloud provider.\n\nOn a cluster without the `config.openshift.io` API (vanilla Kubernetes) the " +
 			"check does not apply: the result says `applicable = false` with the reason, and the task " +
 			"succeeds; checking the network plugin there is the playbook's business.",
 		Target:     modules.TargetController,
@@ -67,6 +69,7 @@ type clusterNetwork struct {
 	networkType string
 	hybrid      []cty.Value
 	vxlanPort   *int64
+	platform    string
 }
 
 func (c clusterNetwork) value() cty.Value {
@@ -79,6 +82,9 @@ func (c clusterNetwork) value() cty.Value {
 		}
 		if c.vxlanPort != nil {
 			vals["hybrid_overlay_vxlan_port"] = cty.NumberIntVal(*c.vxlanPort)
+		}
+		if c.platform != "" {
+			vals["platform"] = cty.StringVal(c.platform)
 		}
 	}
 	return result(clusterCheckResults, vals)
@@ -114,6 +120,9 @@ func checkClusterNetwork(ctx context.Context, cl *kube.Client) (c clusterNetwork
 		return c, "", nil
 	}
 	c.applicable = true
+	if c.platform, err = readPlatform(ctx, cl); err != nil {
+		return c, "", err
+	}
 	cfg, err := cl.Dynamic.Resource(networkConfigGVR).Get(ctx, "cluster", metav1.GetOptions{})
 	if err != nil {
 		return c, "", fmt.Errorf("reading network.config.openshift.io/cluster: %w", err)
@@ -183,4 +192,25 @@ func (m ClusterCheck) Plan(ctx context.Context, req modules.PlanRequest) modules
 func (m ClusterCheck) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	res, diags := m.check(ctx, req.Config)
 	return modules.ApplyResponse{Result: res, Diagnostics: diags}
+}
+
+// readPlatform reads the infrastructure platform; "" when the cluster does
+// not publish one (no Infrastructure API or object).
+func readPlatform(ctx context.Context, cl *kube.Client) (string, error) {
+	ok, err := served(cl, kube.InfrastructureGVR)
+	if err != nil || !ok {
+		return "", err
+	}
+	infra, err := cl.Dynamic.Resource(kube.InfrastructureGVR).Get(ctx, "cluster", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading infrastructure.config.openshift.io/cluster: %w", err)
+	}
+	if t, _, _ := unstructured.NestedString(infra.Object, "status", "platformStatus", "type"); t != "" {
+		return t, nil
+	}
+	p, _, _ := unstructured.NestedString(infra.Object, "status", "platform")
+	return p, nil
 }

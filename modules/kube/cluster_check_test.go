@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/test/kubetest"
 )
 
@@ -101,6 +102,21 @@ func TestClusterCheck(t *testing.T) {
 				"cidr": cty.StringVal("10.132.0.0/14"), "host_prefix": cty.NumberIntVal(23),
 			})}), p.Result.GetAttr("hybrid_cluster_networks"))
 			assert.Equal(t, cty.NumberIntVal(9898), p.Result.GetAttr("hybrid_overlay_vxlan_port"))
+			assert.True(t, p.Result.GetAttr("platform").IsNull(), "no Infrastructure API: no platform")
 		})
 	}
+
+	// The platform, from the Infrastructure object (the test installs its
+	// CRD): platformStatus.type, else the older status.platform.
+	require.NoError(t, c.InstallCRDs(schemalessCRD(kube.InfrastructureGVR, "Infrastructure")))
+	assert.True(t, plan(t, m, cfg).Result.GetAttr("platform").IsNull(), "no Infrastructure object: no platform")
+	createObject(t, dc, kube.InfrastructureGVR, "Infrastructure", "cluster", map[string]any{
+		"status": map[string]any{"platform": "VSphere"}})
+	assert.Equal(t, cty.StringVal("VSphere"), plan(t, m, cfg).Result.GetAttr("platform"), "status.platform")
+	infra, err := dc.Resource(kube.InfrastructureGVR).Get(ctx, "cluster", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, unstructured.SetNestedField(infra.Object, "AWS", "status", "platformStatus", "type"))
+	_, err = dc.Resource(kube.InfrastructureGVR).Update(ctx, infra, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, cty.StringVal("AWS"), plan(t, m, cfg).Result.GetAttr("platform"), "platformStatus.type wins")
 }

@@ -173,6 +173,15 @@ func checkJoined(t *testing.T, env *harness.Env, h *harness.Host) {
 		cni, err := s.ReadFile(ctx, `C:\k\cni\config\cni.conf`, 1<<20)
 		require.NoError(t, err)
 		assert.Contains(t, string(cni), `"Exceptions": ["`+serviceCIDR(t, env)+`"]`, "CNI NAT exception for the cluster's service network")
+		// The cluster reaches the kubelet and the exporter through the
+		// firewall, as WMCO opens them.
+		for name, port := range map[string]string{"wsu-kubelet": "10250", "wsu-windows-exporter": "9182"} {
+			r, err := s.FirewallRule(ctx, name)
+			require.NoError(t, err)
+			assert.Truef(t, r.Exists && r.Enabled, "firewall rule %s", name)
+			assert.Equalf(t, "in allow tcp "+port+" (domain, private, public), enabled", r.String(), "firewall rule %s", name)
+			assert.Equalf(t, "wsu", r.Group, "firewall rule %s carries wsu's group (remove deletes it)", name)
+		}
 		for _, p := range []string{`C:\k\kubelet.conf`, `C:\k\kube-proxy.conf`, `C:\k\cni\config\cni.conf`, `C:\k\bootstrap-kubeconfig`, `C:\k\kubeconfig`} {
 			fi, err := s.Stat(ctx, p)
 			require.NoError(t, err)
@@ -284,6 +293,12 @@ func TestJoinRerunRemove(t *testing.T) {
 		now, err := env.Snapshot(h)
 		require.NoError(t, err)
 		assert.Equal(t, before, now, "a plan changes nothing")
+
+		// On AWS the node must register the instance metadata name, which
+		// only node_name can carry: the plan fails, saying where to read it.
+		aws := run(t, env, nil, "plan", "join", "-var", "platform=AWS")
+		assert.Equal(t, 1, aws.ExitCode, "plan on AWS without node_name\n%s", aws.Failures())
+		assert.Contains(t, aws.Stdout+aws.Stderr, "169.254.169.254/latest/meta-data/local-hostname")
 	})
 
 	t.Run("join", func(t *testing.T) {

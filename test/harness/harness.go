@@ -446,7 +446,7 @@ func (e *Env) Snapshot(h *Host) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, table := range []string{"services", "registry", "hns"} {
+	for _, table := range []string{"services", "registry", "hns", "firewall"} {
 		b, err := os.ReadFile(filepath.Join(h.Root, "state", table+".json"))
 		switch {
 		case errors.Is(err, os.ErrNotExist):
@@ -458,7 +458,7 @@ func (e *Env) Snapshot(h *Host) (map[string]string, error) {
 		if err := json.Unmarshal(b, &v); err != nil {
 			return nil, fmt.Errorf("%s: %w", table, err)
 		}
-		// An empty service or HNS table is the same host as none at all;
+		// An empty service, HNS or firewall table is the same host as none at all;
 		// an empty registry key is not the same as a missing one.
 		flatten(snap, "state:"+table, v, table == "registry")
 	}

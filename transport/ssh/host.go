@@ -27,9 +27,10 @@ type Host struct {
 }
 
 var (
-	_ host.Host    = (*Host)(nil)
-	_ host.Lossy   = (*Host)(nil)
-	_ host.Metered = (*Host)(nil)
+	_ host.Host     = (*Host)(nil)
+	_ host.Lossy    = (*Host)(nil)
+	_ host.Metered  = (*Host)(nil)
+	_ host.Firewall = (*Host)(nil)
 
 	_ host.KeyAuthenticated = (*Host)(nil)
 	_ host.Rebooter         = (*Host)(nil)
@@ -299,6 +300,18 @@ func (h *Host) EnableOptionalFeature(ctx context.Context, name string) (host.Fea
 	return do1(ctx, h, "feature.enable", host.FeatureOpTimeout, func(ctx context.Context) (host.FeatureInfo, error) {
 		return h.agent.client.EnableOptionalFeature(ctx, name)
 	})
+}
+
+func (h *Host) FirewallRule(ctx context.Context, name string) (host.FirewallRule, error) {
+	return do1(ctx, h, "fw.rule.get", 0, func(ctx context.Context) (host.FirewallRule, error) { return h.agent.client.FirewallRule(ctx, name) })
+}
+
+func (h *Host) SetFirewallRule(ctx context.Context, rule host.FirewallRule) error {
+	return h.call(ctx, "fw.rule.set", 0, func(ctx context.Context) error { return h.agent.client.SetFirewallRule(ctx, rule) })
+}
+
+func (h *Host) DeleteFirewallRule(ctx context.Context, name string) error {
+	return h.call(ctx, "fw.rule.delete", 0, func(ctx context.Context) error { return h.agent.client.DeleteFirewallRule(ctx, name) })
 }
 
 func (h *Host) FileACL(ctx context.Context, path string) (host.ACL, error) {

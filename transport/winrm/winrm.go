@@ -128,6 +128,7 @@ var (
 	_ host.Lossy   = (*Host)(nil)
 	_ host.Metered = (*Host)(nil)
 	// The agent client's, promoted.
+	_ host.Firewall         = (*Host)(nil)
 	_ host.Rebooter         = (*Host)(nil)
 	_ host.OptionalFeatures = (*Host)(nil)
 )

@@ -21,6 +21,7 @@ const (
 	tACLs      = "acls"
 	tCerts     = "certs"
 	tSystem    = "system"
+	tFirewall  = "firewall"
 )
 
 type svcRecord struct {

@@ -68,6 +68,7 @@ type args struct {
 	Endpoint  host.HNSEndpoint     `json:"endpoint"`
 	ID        string               `json:"id"`
 	ACL       host.ACL             `json:"acl"`
+	Rule      host.FirewallRule    `json:"rule"`
 }
 
 func main() {
@@ -206,6 +207,14 @@ func do(h host.Host, name string, a args) (any, error) {
 		return nil, h.SetFileACL(ctx, a.Path, a.ACL)
 	case "acl-roundtrip":
 		return windows.DescriptorRoundTrip(a.ACL)
+	case "fw-get":
+		return h.(host.Firewall).FirewallRule(ctx, a.Name)
+	case "fw-set":
+		return nil, h.(host.Firewall).SetFirewallRule(ctx, a.Rule)
+	case "fw-roundtrip":
+		return windows.FirewallRuleRoundTrip(ctx, a.Rule)
+	case "fw-delete":
+		return nil, h.(host.Firewall).DeleteFirewallRule(ctx, a.Name)
 	case "reg-get":
 		return h.RegistryGet(ctx, a.Key, a.Name)
 	case "reg-set":
