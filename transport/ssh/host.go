@@ -27,10 +27,11 @@ type Host struct {
 }
 
 var (
-	_ host.Host     = (*Host)(nil)
-	_ host.Lossy    = (*Host)(nil)
-	_ host.Metered  = (*Host)(nil)
-	_ host.Firewall = (*Host)(nil)
+	_ host.Host      = (*Host)(nil)
+	_ host.Lossy     = (*Host)(nil)
+	_ host.Metered   = (*Host)(nil)
+	_ host.Firewall  = (*Host)(nil)
+	_ host.CertStore = (*Host)(nil)
 
 	_ host.KeyAuthenticated = (*Host)(nil)
 	_ host.Rebooter         = (*Host)(nil)
@@ -300,6 +301,18 @@ func (h *Host) EnableOptionalFeature(ctx context.Context, name string) (host.Fea
 	return do1(ctx, h, "feature.enable", host.FeatureOpTimeout, func(ctx context.Context) (host.FeatureInfo, error) {
 		return h.agent.client.EnableOptionalFeature(ctx, name)
 	})
+}
+
+func (h *Host) Certificates(ctx context.Context, store string) ([]string, error) {
+	return do1(ctx, h, "cert.list", 0, func(ctx context.Context) ([]string, error) { return h.agent.client.Certificates(ctx, store) })
+}
+
+func (h *Host) AddCertificate(ctx context.Context, store string, der []byte) error {
+	return h.call(ctx, "cert.add", 0, func(ctx context.Context) error { return h.agent.client.AddCertificate(ctx, store, der) })
+}
+
+func (h *Host) DeleteCertificate(ctx context.Context, store, thumbprint string) error {
+	return h.call(ctx, "cert.delete", 0, func(ctx context.Context) error { return h.agent.client.DeleteCertificate(ctx, store, thumbprint) })
 }
 
 func (h *Host) FirewallRule(ctx context.Context, name string) (host.FirewallRule, error) {

@@ -129,6 +129,7 @@ var (
 	_ host.Metered = (*Host)(nil)
 	// The agent client's, promoted.
 	_ host.Firewall         = (*Host)(nil)
+	_ host.CertStore        = (*Host)(nil)
 	_ host.Rebooter         = (*Host)(nil)
 	_ host.OptionalFeatures = (*Host)(nil)
 )
