@@ -142,6 +142,11 @@ func (c Config) Error(attr, summary, detail string) *hcl.Diagnostic {
 	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: c.Range(attr)}
 }
 
+// Warning builds a warning diagnostic located at an argument.
+func (c Config) Warning(attr, summary, detail string) *hcl.Diagnostic {
+	return &hcl.Diagnostic{Severity: hcl.DiagWarning, Summary: summary, Detail: detail, Subject: c.Range(attr)}
+}
+
 // ValidateRequest asks a module to check its configuration statically.
 type ValidateRequest struct {
 	Config Config

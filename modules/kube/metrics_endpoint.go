@@ -121,6 +121,41 @@ type metricsTarget struct {
 	ns, svc, node, addr, slice string
 	port                       int32
 	absent                     bool
+	// unlisted says why the address cannot be an endpoint ("" when it
+	// can): the Service is published without this node.
+	unlisted string
+}
+
+// endpointAddressProblem is why the API server refuses addr as an endpoint
+// address (its rule for Endpoints and EndpointSlices), "" when it accepts
+// it. A Windows node's InternalIP never falls here; a host reached over
+// loopback (the test bed's) does.
+func endpointAddressProblem(addr string) string {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return ""
+	}
+	a = a.Unmap()
+	switch {
+	case a.IsUnspecified():
+		return "is unspecified"
+	case a.IsLoopback():
+		return "is in the loopback range (127.0.0.0/8, ::1/128)"
+	case a.IsLinkLocalUnicast():
+		return "is in the link-local range (169.254.0.0/16, fe80::/10)"
+	case a.IsLinkLocalMulticast():
+		return "is in the link-local multicast range (224.0.0.0/24, ff02::/10)"
+	}
+	return ""
+}
+
+// unlistedWarning says the node's address is left out of the Service.
+func (t metricsTarget) unlistedWarning(cfg modules.Config) hcl.Diagnostics {
+	if t.unlisted == "" || t.absent {
+		return nil
+	}
+	return hcl.Diagnostics{cfg.Warning("address", "Node address not published",
+		fmt.Sprintf("The node's address %s %s, which the API server refuses as an endpoint: the Service %s/%s is published without this node, so Prometheus cannot scrape it through the Service. Give the node a routable address (node_ip).", t.addr, t.unlisted, t.ns, t.svc))}
 }
 
 func readTarget(cfg modules.Config) metricsTarget {
@@ -134,6 +169,7 @@ func readTarget(cfg modules.Config) metricsTarget {
 	p, _ := get(cfg, "port").AsBigFloat().Int64()
 	t.port = int32(p) //nolint:gosec // Validate bounds it
 	t.slice = t.svc + "-" + t.node
+	t.unlisted = endpointAddressProblem(t.addr)
 	return t
 }
 
@@ -242,16 +278,7 @@ func (m MetricsEndpoint) observe(ctx context.Context, cfg modules.Config, cl *ku
 // diff is the change, shared by Plan and Apply.
 func (t metricsTarget) diff(o observed) *modules.Change {
 	if t.absent {
-		if o.slice == nil || o.slice.Labels[sliceManagedBy] != ManagedBy {
-			return nil
-		}
-		var addrs []string
-		for _, e := range o.slice.Endpoints {
-			addrs = append(addrs, e.Addresses...)
-		}
-		return &modules.Change{Action: modules.Delete, Subject: t.ns + "/" + t.slice, Fields: []modules.FieldChange{
-			{Name: "addresses", Old: strList(addrs), New: cty.NullVal(cty.List(cty.String))},
-		}}
+		return t.sliceDeletion(o)
 	}
 	var fields []modules.FieldChange
 	if o.svc == nil || serviceDiffers(o.svc, t.wantService()) {
@@ -261,7 +288,12 @@ func (t metricsTarget) diff(o observed) *modules.Change {
 		}
 		fields = append(fields, modules.FieldChange{Name: "service", Old: old, New: cty.StringVal(fmt.Sprintf("%s/%s port %s %d/TCP", t.ns, t.svc, metricsPortName, t.port))})
 	}
-	if o.slice == nil || sliceDiffers(o.slice, t.wantSlice(o.node)) {
+	switch {
+	case t.unlisted != "":
+		if del := t.sliceDeletion(o); del != nil {
+			fields = append(fields, del.Fields...)
+		}
+	case o.slice == nil || sliceDiffers(o.slice, t.wantSlice(o.node)):
 		old := cty.NullVal(cty.List(cty.String))
 		if o.slice != nil && len(o.slice.Endpoints) > 0 {
 			old = strList(o.slice.Endpoints[0].Addresses)
@@ -272,10 +304,24 @@ func (t metricsTarget) diff(o observed) *modules.Change {
 		return nil
 	}
 	action := modules.Update
-	if o.slice == nil {
+	if o.slice == nil && t.unlisted == "" {
 		action = modules.Create
 	}
 	return &modules.Change{Action: action, Subject: t.ns + "/" + t.slice, Fields: fields}
+}
+
+// sliceDeletion is the removal of the node's slice, if wsu's is there.
+func (t metricsTarget) sliceDeletion(o observed) *modules.Change {
+	if o.slice == nil || o.slice.Labels[sliceManagedBy] != ManagedBy {
+		return nil
+	}
+	var addrs []string
+	for _, e := range o.slice.Endpoints {
+		addrs = append(addrs, e.Addresses...)
+	}
+	return &modules.Change{Action: modules.Delete, Subject: t.ns + "/" + t.slice, Fields: []modules.FieldChange{
+		{Name: "addresses", Old: strList(addrs), New: cty.NullVal(cty.List(cty.String))},
+	}}
 }
 
 func (m MetricsEndpoint) prepare(ctx context.Context, cfg modules.Config) (*kube.Client, metricsTarget, observed, bool, hcl.Diagnostics) {
@@ -299,7 +345,7 @@ func (m MetricsEndpoint) Plan(ctx context.Context, req modules.PlanRequest) modu
 		}
 		return modules.PlanResponse{Result: unknownResult(metricsEndpointResults), Diagnostics: diags}
 	}
-	return modules.PlanResponse{Change: t.diff(o), Result: t.result()}
+	return modules.PlanResponse{Change: t.diff(o), Result: t.result(), Diagnostics: append(diags, t.unlistedWarning(req.Config)...)}
 }
 
 func (m MetricsEndpoint) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
@@ -308,27 +354,23 @@ func (m MetricsEndpoint) Apply(ctx context.Context, req modules.ApplyRequest) mo
 	if diags.HasErrors() || !known {
 		return modules.ApplyResponse{Result: unknownResult(metricsEndpointResults), Diagnostics: append(diags, requireKnown(cfg, "namespace", "node_name", "address")...)}
 	}
+	// The warning about an unlisted address is Plan's, which every apply runs first.
 	if t.diff(o) == nil {
-		return modules.ApplyResponse{Result: t.result()}
+		return modules.ApplyResponse{Result: t.result(), Diagnostics: diags}
 	}
 	if err := t.write(ctx, cl, o); err != nil {
-		return modules.ApplyResponse{Result: unknownResult(metricsEndpointResults), Diagnostics: apiError(cfg, "namespace", "Cannot publish the metrics endpoint", err)}
+		return modules.ApplyResponse{Result: unknownResult(metricsEndpointResults), Diagnostics: append(diags, apiError(cfg, "namespace", "Cannot publish the metrics endpoint", err)...)}
 	}
-	return modules.ApplyResponse{Result: t.result()}
+	return modules.ApplyResponse{Result: t.result(), Diagnostics: diags}
 }
 
 // write makes the cluster what diff said: the Service first (Prometheus
 // finds slices through it), then the node's slice.
 func (t metricsTarget) write(ctx context.Context, cl *kube.Client, o observed) error {
-	slices := cl.Kube.DiscoveryV1().EndpointSlices(t.ns)
 	if t.absent {
-		err := slices.Delete(ctx, t.slice, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &o.slice.UID}})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return err
+		return t.deleteSlice(ctx, cl, o)
 	}
-	if o.node == nil {
+	if o.node == nil && t.unlisted == "" {
 		return fmt.Errorf("node %s does not exist: its endpoint is published once it has registered", t.node)
 	}
 	svcs := cl.Kube.CoreV1().Services(t.ns)
@@ -345,6 +387,10 @@ func (t metricsTarget) write(ctx context.Context, cl *kube.Client, o observed) e
 			return err
 		}
 	}
+	if t.unlisted != "" {
+		return t.deleteSlice(ctx, cl, o)
+	}
+	slices := cl.Kube.DiscoveryV1().EndpointSlices(t.ns)
 	ws := t.wantSlice(o.node)
 	if o.slice == nil {
 		_, err := slices.Create(ctx, ws, metav1.CreateOptions{})
@@ -352,5 +398,17 @@ func (t metricsTarget) write(ctx context.Context, cl *kube.Client, o observed) e
 	}
 	ws.ResourceVersion = o.slice.ResourceVersion
 	_, err := slices.Update(ctx, ws, metav1.UpdateOptions{})
+	return err
+}
+
+// deleteSlice removes wsu's slice for the node, if there is one.
+func (t metricsTarget) deleteSlice(ctx context.Context, cl *kube.Client, o observed) error {
+	if o.slice == nil || o.slice.Labels[sliceManagedBy] != ManagedBy {
+		return nil
+	}
+	err := cl.Kube.DiscoveryV1().EndpointSlices(t.ns).Delete(ctx, t.slice, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &o.slice.UID}})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
 	return err
 }

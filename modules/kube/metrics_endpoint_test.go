@@ -3,6 +3,7 @@ package kube
 import (
 	"testing"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/zclconf/go-cty/cty"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/wsu-project/wsu/modules"
+	"github.com/wsu-project/wsu/modules/moduletest"
 )
 
 // Two nodes publish their exporters under one Service; a re-run changes
@@ -89,4 +91,37 @@ func TestMetricsEndpointForeignService(t *testing.T) {
 	cfg := kcfg(t, c, m, map[string]cty.Value{"namespace": cty.StringVal(ns), "node_name": cty.StringVal("mwin-3"), "address": cty.StringVal("10.0.0.13")})
 	pr := plan(t, m, cfg)
 	requireDiag(t, pr.Diagnostics, cfg, "Service not managed by wsu", "service")
+}
+
+// An address the API server refuses as an endpoint (loopback, link-local,
+// unspecified) is left out with a warning at the address, and a slice
+// published for an earlier address is taken back; the Service stays.
+func TestMetricsEndpointUnlistedAddress(t *testing.T) {
+	c := cluster(t)
+	const ns = "metrics-3"
+	require.NoError(t, c.EnsureNamespace(ctx, ns))
+	_, err := c.CreateNode(ctx, "mwin-4", nil)
+	require.NoError(t, err)
+	m := MetricsEndpoint{testClusters}
+	cfg := func(addr string) modules.Config {
+		return kcfg(t, c, m, map[string]cty.Value{"namespace": cty.StringVal(ns), "node_name": cty.StringVal("mwin-4"), "address": cty.StringVal(addr)})
+	}
+	converge(t, m, cfg("10.0.0.14"))
+
+	for _, addr := range []string{"127.0.10.2", "169.254.3.4", "0.0.0.0", "::1"} {
+		c := cfg(addr)
+		pr := plan(t, m, c)
+		moduletest.RequireDiag(t, pr.Diagnostics, c, hcl.DiagWarning, "Node address not published", "address")
+		assert.False(t, pr.Diagnostics.HasErrors(), "%s: a warning, not an error", addr)
+	}
+	ch, _ := converge(t, m, cfg("127.0.10.2"))
+	require.NotNil(t, ch)
+	f := field(t, ch, "addresses")
+	assert.Equal(t, strs("10.0.0.14"), f.Old, "the earlier address is taken out")
+	_, err = c.Client.DiscoveryV1().EndpointSlices(ns).Get(ctx, "windows-exporter-mwin-4", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "no slice for a loopback address: %v", err)
+	_, err = c.Client.CoreV1().Services(ns).Get(ctx, "windows-exporter", metav1.GetOptions{})
+	assert.NoError(t, err, "the Service stays")
+	ch, _ = converge(t, m, cfg("127.0.10.2"))
+	assert.Nil(t, ch, "nothing more to do")
 }

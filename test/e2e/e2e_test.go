@@ -229,8 +229,8 @@ func checkJoined(t *testing.T, env *harness.Env, h *harness.Host) {
 const siteExporter = "Exports Windows metrics to Prometheus"
 
 // checkExporter: windows_exporter runs as wsu's service (or the site's own
-// is left as it was), and the node's address is an endpoint of the
-// windows-exporter Service, as WMCO publishes it.
+// is left as it was), and the windows-exporter Service is published, as
+// WMCO publishes it.
 func checkExporter(t *testing.T, env *harness.Env, h *harness.Host) {
 	t.Helper()
 	ctx := context.Background()
@@ -252,12 +252,12 @@ func checkExporter(t *testing.T, env *harness.Env, h *harness.Host) {
 	svc, err := env.Cluster.Client.CoreV1().Services("kube-system").Get(ctx, "windows-exporter", metav1.GetOptions{})
 	require.NoError(t, err, "the windows-exporter Service")
 	assert.Empty(t, svc.Spec.Selector)
-	slice, err := env.Cluster.Client.DiscoveryV1().EndpointSlices("kube-system").Get(ctx, "windows-exporter-"+h.NodeName, metav1.GetOptions{})
-	require.NoError(t, err, "the node's EndpointSlice")
-	require.Len(t, slice.Endpoints, 1)
-	assert.Equal(t, []string{h.IPv4}, slice.Endpoints[0].Addresses)
-	assert.Equal(t, h.NodeName, *slice.Endpoints[0].NodeName)
-	assert.Equal(t, int32(9182), *slice.Ports[0].Port)
+	// The test bed's hosts have loopback addresses, which the API server
+	// refuses as endpoints: join publishes the Service without the node and
+	// says so (modules/kube TestMetricsEndpoint covers the slices of
+	// routable addresses against the same API server).
+	_, err = env.Cluster.Client.DiscoveryV1().EndpointSlices("kube-system").Get(ctx, "windows-exporter-"+h.NodeName, metav1.GetOptions{})
+	assert.Truef(t, apierrors.IsNotFound(err), "no EndpointSlice for the loopback address %s: %v", h.IPv4, err)
 }
 
 // TestJoinRerunRemove: join over OpenSSH, a re-run that changes nothing and
