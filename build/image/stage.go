@@ -2,6 +2,7 @@ package image
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -95,6 +96,13 @@ func (o *StageOptions) buildAgents(ctx context.Context, work string) (string, er
 			return "", err
 		}
 		replace[filepath.Join(o.Repo, "cmd", "wsu", "agents", name)] = out
+		// The sum recorded beside the agent (as make agents writes it) must
+		// be this build's, not a stale one left in the tree by make.
+		rec, err := agentRecord(out)
+		if err != nil {
+			return "", err
+		}
+		replace[filepath.Join(o.Repo, "cmd", "wsu", "agents", name+".sha256")] = rec
 	}
 	data, err := json.Marshal(map[string]any{"Replace": replace})
 	if err != nil {
@@ -102,6 +110,17 @@ func (o *StageOptions) buildAgents(ctx context.Context, work string) (string, er
 	}
 	path := filepath.Join(work, "overlay.json")
 	return path, os.WriteFile(path, data, 0o644)
+}
+
+// agentRecord writes the record transport/agentbin reads beside an
+// embedded agent (NAME.sha256: hex sum and size) and returns its path.
+func agentRecord(agent string) (string, error) {
+	data, err := os.ReadFile(agent)
+	if err != nil {
+		return "", err
+	}
+	rec := agent + ".sha256"
+	return rec, os.WriteFile(rec, fmt.Appendf(nil, "%x %d\n", sha256.Sum256(data), len(data)), 0o644)
 }
 
 // goBuild builds pkg for goos/goarch into out: static, -trimpath, stripped,

@@ -183,10 +183,14 @@ func TestSiteExamplePlan(t *testing.T) {
 			assert.Equal(t, engine.StatusChanged, result(h, addr).Status, addr)
 		}
 
-		// Into the join: cluster_flavour = "kubeadm" from the var file
-		// reached check-runtime through join, and the host is Windows.
-		assert.Equal(t, engine.StatusSkipped, result(h, `include.join.include.runtime.task["cluster network"]`).Status)
-		assert.Equal(t, engine.StatusOK, result(h, `include.join.include.runtime.task["windows host"]`).Status)
+		// Into the join, whose first step, the preflight, reads the API
+		// server's clock and address: with no cluster here, that is where
+		// the plan stops for the host, saying why.
+		pf := result(h, `include.join.include.preflight.task["preflight"]`)
+		assert.Equal(t, engine.StatusFailed, pf.Status)
+		require.NotEmpty(t, pf.Diagnostics)
+		assert.Equal(t, "Cannot connect to the cluster", pf.Diagnostics[0].Summary)
+		assert.Contains(t, pf.Diagnostics[0].Detail, "/etc/wsu/admin.kubeconfig", "the var file's kubeconfig reached the join")
 	}
 
 	for _, f := range failures {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -27,6 +28,7 @@ import (
 	"github.com/wsu-project/wsu/agent/platform/sim"
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/kube"
+	"github.com/wsu-project/wsu/playbooks"
 	"github.com/wsu-project/wsu/test/harness"
 	"github.com/wsu-project/wsu/test/payloadtest"
 )
@@ -580,7 +582,7 @@ func TestPreflightRefusals(t *testing.T) {
 			assert.NotEqual(t, 0, r.ExitCode, "the join is refused")
 			assert.Contains(t, r.Stdout+r.Stderr, tt.want)
 			assert.Contains(t, r.Stdout+r.Stderr, "preflight.hcl", "the message points at the preflight task")
-			assert.Contains(t, r.Stdout+r.Stderr, tt.wantAttrs, "and at the argument")
+			assert.Contains(t, r.Stdout+r.Stderr, fmt.Sprintf("preflight.hcl line %d", argumentLine(t, "preflight.hcl", tt.wantAttrs)), "and at the argument %s", tt.wantAttrs)
 			after, err := env.Snapshot(h)
 			require.NoError(t, err)
 			assert.Equal(t, before, after, "nothing on the host changed")
@@ -593,4 +595,19 @@ func TestPreflightRefusals(t *testing.T) {
 	r, err := env.Run(ctx, io.Discard, "plan", "join")
 	require.NoError(t, err)
 	assert.Contains(t, r.Stdout, "6 checks passed", "plan shows the preflight results:\n%s", tail(r.Stdout, 40))
+}
+
+// argumentLine is the line of a stock playbook where the argument name is
+// set (name = ...), for checking where a diagnostic points.
+func argumentLine(t *testing.T, file, name string) int {
+	t.Helper()
+	src, err := fs.ReadFile(playbooks.FS, file)
+	require.NoError(t, err)
+	for i, line := range strings.Split(string(src), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == name && f[1] == "=" {
+			return i + 1
+		}
+	}
+	t.Fatalf("%s sets no argument %s", file, name)
+	return 0
 }

@@ -68,17 +68,17 @@ const (
 const mib = 1 << 20
 
 // RealisticSizes pads the payload to about the size of a real one (~300
-// MB), for the benchmarks. The CNI plugins are 4 MiB each, near the real
-// ones, since the stand-in binary alone is larger than 2 MiB.
+// MB), for the benchmarks. The CNI plugins are 5 MiB each, near the real
+// ones, since the stand-in binary alone is larger than 4 MiB.
 var RealisticSizes = map[string]int64{
 	Kubelet:       120 * mib,
 	HybridOverlay: 60 * mib,
 	KubeProxy:     50 * mib,
 	Containerd:    40 * mib,
 	CSIProxy:      20 * mib,
-	WinOverlay:    4 * mib,
-	WinBridge:     4 * mib,
-	HostLocal:     4 * mib,
+	WinOverlay:    5 * mib,
+	WinBridge:     5 * mib,
+	HostLocal:     5 * mib,
 }
 
 // component is one payload file and where it comes from.
