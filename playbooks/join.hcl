@@ -427,6 +427,7 @@ include "overlay" {
   vars = {
     kubeconfig                = var.kubeconfig
     node_name                 = include.kubelet.node_name
+    api_server                = include.ignition.api_server
     service_cidr              = include.runtime.service_cidr
     hybrid_overlay_vxlan_port = var.hybrid_overlay_vxlan_port != null ? var.hybrid_overlay_vxlan_port : include.runtime.hybrid_overlay_vxlan_port
     service_recovery          = var.service_recovery

@@ -30,6 +30,7 @@ import (
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/playbooks"
 	"github.com/wsu-project/wsu/test/harness"
+	"github.com/wsu-project/wsu/test/kubetest"
 	"github.com/wsu-project/wsu/test/payloadtest"
 )
 
@@ -100,7 +101,8 @@ func requireSuccess(t *testing.T, r *harness.Result) {
 }
 
 // wantServices are the reference's services, in the form join creates them.
-func wantServices(h *harness.Host) map[string]host.ServiceConfig {
+// apiServer is the URL nodes use (cluster-info's).
+func wantServices(h *harness.Host, apiServer string) map[string]host.ServiceConfig {
 	return map[string]host.ServiceConfig{
 		"containerd": {BinaryPath: `C:\k\containerd\containerd.exe`,
 			Args: []string{"--config", `C:\k\containerd\containerd_conf.toml`, "--log-file", `C:\var\log\containerd\containerd.log`, "--run-service", "--log-level", "info"}},
@@ -110,7 +112,8 @@ func wantServices(h *harness.Host) map[string]host.ServiceConfig {
 				"--windows-service", "--node-labels=node.openshift.io/os_id=Windows", "--windows-priorityclass=ABOVE_NORMAL_PRIORITY_CLASS",
 				"--v=2", "--hostname-override=" + h.NodeName, "--node-ip=" + h.IPv4}},
 		"hybrid-overlay-node": {BinaryPath: `C:\k\hybrid-overlay-node.exe`, Dependencies: []string{"kubelet"},
-			Args: []string{"--node", h.NodeName, "--k8s-kubeconfig", `C:\k\kubeconfig`, "--windows-service", "--logfile", `C:\var\log\hybrid-overlay\hybrid-overlay.log`}},
+			Args: []string{"--node", h.NodeName, `--bootstrap-kubeconfig=C:\k\kubeconfig`, `--cert-dir=C:\k\cni\config`, "--cert-duration=24h",
+				"--windows-service", "--logfile", `C:\var\log\hybrid-overlay\hybrid-overlay.log`, "--k8s-apiserver=" + apiServer, "--k8s-cacert", `C:\k\bootstrap-ca.crt`}},
 		"kube-proxy": {BinaryPath: `C:\k\kube-log-runner.exe`, Dependencies: []string{"hybrid-overlay-node"},
 			Args: []string{`-log-file=C:\var\log\kube-proxy\kube-proxy.log`, `C:\k\kube-proxy.exe`, "--config", `C:\k\kube-proxy.conf`, "--windows-service"}},
 		"csi-proxy": {BinaryPath: `C:\k\csi-proxy.exe`,
@@ -142,7 +145,7 @@ func checkJoined(t *testing.T, env *harness.Env, h *harness.Host) {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
-		for name, want := range wantServices(h) {
+		for name, want := range wantServices(h, env.Cluster.Config.Host) {
 			info, err := s.QueryService(ctx, name)
 			require.NoError(t, err)
 			require.Truef(t, info.Exists, "service %s missing", name)
@@ -184,7 +187,8 @@ func checkJoined(t *testing.T, env *harness.Env, h *harness.Host) {
 			assert.Equalf(t, "in allow tcp "+port+" (domain, private, public), enabled", r.String(), "firewall rule %s", name)
 			assert.Equalf(t, "wsu", r.Group, "firewall rule %s carries wsu's group (remove deletes it)", name)
 		}
-		for _, p := range []string{`C:\k\kubelet.conf`, `C:\k\kube-proxy.conf`, `C:\k\cni\config\cni.conf`, `C:\k\bootstrap-kubeconfig`, `C:\k\kubeconfig`} {
+		for _, p := range []string{`C:\k\kubelet.conf`, `C:\k\kube-proxy.conf`, `C:\k\cni\config\cni.conf`, `C:\k\bootstrap-kubeconfig`, `C:\k\kubeconfig`,
+			`C:\k\bootstrap-ca.crt`, `C:\k\cni\config\ovnkube-client-current.pem`} {
 			fi, err := s.Stat(ctx, p)
 			require.NoError(t, err)
 			assert.Truef(t, fi.Exists, "%s missing", p)
@@ -209,7 +213,17 @@ func checkJoined(t *testing.T, env *harness.Env, h *harness.Host) {
 	csrs, err := env.Cluster.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	approved := map[string]bool{}
+	ovnIdentity := 0
 	for _, c := range csrs.Items {
+		if c.Spec.SignerName == certificatesv1.KubeAPIServerClientSignerName && c.Spec.Username == "system:node:"+h.NodeName {
+			// hybrid-overlay-node's own identity, approved by the cluster's
+			// OVN-Kubernetes identity approver (the test bed's stand-in).
+			ovnIdentity++
+			if assert.NotEmpty(t, c.Status.Conditions) {
+				assert.Equal(t, kubetest.OVNIdentityApprovalReason, c.Status.Conditions[0].Reason, "hybrid-overlay identity approved by the OVN-K approver")
+			}
+			continue
+		}
 		if !strings.Contains(string(c.Spec.Username), h.NodeName) && c.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName {
 			continue
 		}
@@ -222,6 +236,7 @@ func checkJoined(t *testing.T, env *harness.Env, h *harness.Host) {
 	}
 	assert.True(t, approved[certificatesv1.KubeAPIServerClientKubeletSignerName], "client CSR approved")
 	assert.True(t, approved[certificatesv1.KubeletServingSignerName], "serving CSR approved")
+	assert.Equal(t, 1, ovnIdentity, "hybrid-overlay-node asked once for its own identity, with the kubelet's credentials")
 
 	checkExporter(t, env, h)
 }
@@ -487,7 +502,7 @@ func servicePIDs(t *testing.T, env *harness.Env, h *harness.Host) map[string]int
 	t.Helper()
 	pids := map[string]int{}
 	require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
-		for name := range wantServices(h) {
+		for name := range wantServices(h, env.Cluster.Config.Host) {
 			info, err := s.QueryService(context.Background(), name)
 			if err != nil {
 				return err
