@@ -272,6 +272,23 @@ include "preflight" {
   }
 }
 
+# Stale CNI state (host-local IPAM leases of pods that are gone) makes new
+# pods fail to get addresses; WMCO removes C:\var\lib\cni before each
+# configuration. wsu does so on the first configuration only (no kubelet
+# service of its own yet, so no pod ran under it): on a re-run of a running
+# node the directory holds its live pods' leases.
+play "stale cni state" {
+  hosts = "windows"
+
+  task "stale cni state" {
+    when = include.preflight.first_configuration
+    win_directory {
+      path  = "C:\\var\\lib\\cni"
+      state = "absent"
+    }
+  }
+}
+
 # The cluster-wide proxy, as machine environment variables, and the
 # Containers feature, before the runtime starts. Windows services take
 # their environment from the service control manager, which reads it at

@@ -8,6 +8,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -319,6 +320,8 @@ func TestJoinRerunRemove(t *testing.T) {
 	})
 
 	t.Run("join", func(t *testing.T) {
+		// A former installation's CNI state: the first join clears it.
+		plantCNILease(t, env, h, "stale")
 		r := run(t, env, nil, "apply", "join")
 		requireSuccess(t, r)
 		recap, ok := r.Recap(h.Name)
@@ -326,14 +329,18 @@ func TestJoinRerunRemove(t *testing.T) {
 		assert.Zero(t, recap.Failed+recap.Unreachable)
 		assert.NotZero(t, recap.Changed)
 		checkJoined(t, env, h)
+		assert.Empty(t, cniLeases(t, env, h), `the first join removes C:\var\lib\cni`)
 	})
 	if t.Failed() {
 		return
 	}
 
 	t.Run("rerun", func(t *testing.T) {
+		// A running pod's lease: a re-run of the joined node keeps it.
+		plantCNILease(t, env, h, "live")
 		r := run(t, env, nil, "apply", "join")
 		requireSuccess(t, r)
+		assert.Equal(t, []string{"live"}, cniLeases(t, env, h), "a re-run keeps the pods' IPAM state")
 		assert.Empty(t, r.Changed(h.Name), "a re-run changes nothing")
 		recap, _ := r.Recap(h.Name)
 		assert.Zero(t, recap.Changed)
@@ -367,6 +374,42 @@ func TestJoinRerunRemove(t *testing.T) {
 			return err
 		}))
 	})
+}
+
+// cniLeaseDir is where host-local IPAM keeps the overlay network's leases.
+const cniLeaseDir = `C:\var\lib\cni\networks\OVNKubernetesHybridOverlayNetwork`
+
+// plantCNILease writes a host-local lease file named name.
+func plantCNILease(t *testing.T, env *harness.Env, h *harness.Host, name string) {
+	t.Helper()
+	require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
+		ctx := context.Background()
+		if err := s.MkdirAll(ctx, cniLeaseDir, 0o755); err != nil {
+			return err
+		}
+		return s.WriteFile(ctx, cniLeaseDir+`\`+name, strings.NewReader("pod container id\r\neth0"), 0o644)
+	}))
+}
+
+// cniLeases lists the lease files there.
+func cniLeases(t *testing.T, env *harness.Env, h *harness.Host) []string {
+	t.Helper()
+	var names []string
+	require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
+		lp, err := s.LocalPath(cniLeaseDir)
+		if err != nil {
+			return err
+		}
+		entries, err := os.ReadDir(lp)
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}))
+	return names
 }
 
 // TestUpgradeOneHostAtATime: three joined hosts (and one that cannot be
