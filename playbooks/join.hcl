@@ -120,6 +120,18 @@ variable "trusted_ca_bundle" {
   description = "PEM CA bundle installed into the node's LocalMachine Root store. null: on OpenShift the cluster proxy's trusted CA bundle, elsewhere none; \"\" removes the certificates wsu added."
 }
 
+variable "defender_excluded_processes" {
+  type        = list(string)
+  default     = ["C:\\k\\containerd\\containerd.exe"]
+  description = "Processes Windows Defender does not scan, where Defender is installed (service WinDefend), written as local policy: containerd's, as WMCO excludes it. [] adds none."
+}
+
+variable "defender_excluded_paths" {
+  type        = list(string)
+  default     = ["C:\\ProgramData\\containerd"]
+  description = "Directories Windows Defender does not scan, where Defender is installed: containerd's root and state. [] adds none."
+}
+
 variable "service_recovery" {
   type        = bool
   default     = true
@@ -367,6 +379,9 @@ include "runtime" {
     pause_image       = var.pause_image
     registry_mirrors  = var.registry_mirrors
     trusted_ca_bundle = var.trusted_ca_bundle
+
+    defender_excluded_processes = var.defender_excluded_processes
+    defender_excluded_paths     = var.defender_excluded_paths
   }
 }
 

@@ -330,6 +330,7 @@ func TestJoinRerunRemove(t *testing.T) {
 		assert.NotZero(t, recap.Changed)
 		checkJoined(t, env, h)
 		assert.Empty(t, cniLeases(t, env, h), `the first join removes C:\var\lib\cni`)
+		assert.Empty(t, defenderPolicy(t, env, h), "no Defender (no WinDefend service): no exclusion policy")
 	})
 	if t.Failed() {
 		return
@@ -374,6 +375,43 @@ func TestJoinRerunRemove(t *testing.T) {
 			return err
 		}))
 	})
+}
+
+// defenderKey is where Group Policy keeps Windows Defender's exclusions.
+const defenderKey = `HKLM\SOFTWARE\Policies\Microsoft\Windows Defender\`
+
+// defenderPolicy is the Defender exclusion policy values join writes that
+// exist on h, as "<key under defenderKey>\<name>" → "<type> <data>".
+func defenderPolicy(t *testing.T, env *harness.Env, h *harness.Host) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	values := map[string][]string{
+		`Exclusions`:           {"Exclusions_Processes", "Exclusions_Paths"},
+		`Exclusions\Processes`: {`C:\k\containerd\containerd.exe`},
+		`Exclusions\Paths`:     {`C:\ProgramData\containerd`},
+	}
+	require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
+		for key, names := range values {
+			for _, n := range names {
+				v, err := s.RegistryGet(context.Background(), defenderKey+key, n)
+				if err != nil {
+					return err
+				}
+				if v.Exists {
+					got[key+`\`+n] = fmt.Sprintf("%s %s", v.Type, regData(v))
+				}
+			}
+		}
+		return nil
+	}))
+	return got
+}
+
+func regData(v host.RegistryValue) string {
+	if v.Type == host.RegDWORD || v.Type == host.RegQWORD {
+		return fmt.Sprint(v.Integer)
+	}
+	return v.String
 }
 
 // cniLeaseDir is where host-local IPAM keeps the overlay network's leases.
