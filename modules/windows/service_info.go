@@ -16,7 +16,10 @@ import (
 // (Windows Defender's WinDefend, say).
 type ServiceInfo struct{}
 
-var _ modules.Module = ServiceInfo{}
+var (
+	_ modules.Module    = ServiceInfo{}
+	_ modules.Validator = ServiceInfo{}
+)
 
 var serviceInfoResults = []modules.Attribute{
 	{Name: "exists", Type: cty.Bool, Description: "Whether the service is installed."},
@@ -30,12 +33,12 @@ func (ServiceInfo) Schema() modules.Schema {
 		Name:    "win_service_info",
 		Summary: "Read whether a Windows service exists, its state and whether wsu installed it.",
 		Description: "A read: the plan queries the service control manager, so the results are known at plan " +
-			"time and the task never shows a change. A service that does not exist is not an error " +
-			"(`exists = false`); a host that cannot be asked is.",
+			"time and the task shows no change (unless `name` is known only after apply: then apply reads). " +
+			"A service that does not exist is not an error (`exists = false`); a host that cannot be asked is.",
 		Target: modules.TargetHost,
 		Attributes: []modules.Attribute{
 			{Name: "name", Type: cty.String, Required: true,
-				Description: "Service name (the key name, not the display name)."},
+				Description: "Service name (the key name, not the display name); at most 256 characters, no slashes."},
 		},
 		Results: serviceInfoResults,
 		Example: `task "defender" {
@@ -44,6 +47,10 @@ func (ServiceInfo) Schema() modules.Schema {
   }
 }`,
 	}
+}
+
+func (ServiceInfo) Validate(req modules.ValidateRequest) hcl.Diagnostics {
+	return validateServiceName(req.Config, "name")
 }
 
 func (ServiceInfo) read(ctx context.Context, cfg modules.Config, h host.Host) (cty.Value, hcl.Diagnostics) {
@@ -64,14 +71,23 @@ func (ServiceInfo) read(ctx context.Context, cfg modules.Config, h host.Host) (c
 	return result(serviceInfoResults, vals), nil
 }
 
+// Plan reads the service; with the name not known yet it plans the read
+// for apply.
 func (m ServiceInfo) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
+	if !req.Config.Value.IsWhollyKnown() {
+		return modules.PlanResponse{Result: unknownResult(serviceInfoResults),
+			Change: &modules.Change{Action: modules.Run, Subject: "read service " + knownAfterApply}}
+	}
 	res, diags := m.read(ctx, req.Config, req.Host)
 	return modules.PlanResponse{Result: res, Diagnostics: diags}
 }
 
-// Apply is never called for a read (Plan returns no change); it reads again
-// so that a caller that does call it gets the same answer.
+// Apply reads the service: a name that was unknown at plan time, or a
+// caller that applies a read anyway gets the same answer as a plan.
 func (m ServiceInfo) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
+	if diags := requireKnown(req.Config, "name"); diags.HasErrors() {
+		return modules.ApplyResponse{Result: unknownResult(serviceInfoResults), Diagnostics: diags}
+	}
 	res, diags := m.read(ctx, req.Config, req.Host)
 	return modules.ApplyResponse{Result: res, Diagnostics: diags}
 }

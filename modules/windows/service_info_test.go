@@ -3,11 +3,13 @@ package windows
 import (
 	"testing"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/modules"
 )
 
 // win_service_info reports what is there, at plan time, and never plans a
@@ -38,7 +40,18 @@ func TestServiceInfo(t *testing.T) {
 		assert.Equal(t, tc.state, resp.Result.GetAttr("state"), tc.name)
 		assert.Equal(t, tc.path, resp.Result.GetAttr("path"), tc.name)
 	}
-	// An unknown name (an earlier task's result) defers the read.
+	// An unknown name (an earlier task's result) defers the read to apply.
 	resp := plan(t, m, h, cfgFor(t, m, map[string]cty.Value{"name": cty.UnknownVal(cty.String)}))
 	assert.False(t, resp.Result.GetAttr("exists").IsKnown())
+	require.NotNil(t, resp.Change)
+	ar := apply(t, m, h, cfgFor(t, m, map[string]cty.Value{"name": cty.StringVal("WinDefend")}), resp.Change)
+	require.False(t, ar.Diagnostics.HasErrors(), "%v", ar.Diagnostics)
+	assert.Equal(t, cty.True, ar.Result.GetAttr("exists"))
+}
+
+func TestServiceInfoValidate(t *testing.T) {
+	m := ServiceInfo{}
+	cfg := cfgFor(t, m, map[string]cty.Value{"name": cty.StringVal("kube/proxy")})
+	requireDiag(t, m.Validate(modules.ValidateRequest{Config: cfg}), cfg, hcl.DiagError, "Invalid service name", "name")
+	assert.Empty(t, m.Validate(modules.ValidateRequest{Config: cfgFor(t, m, map[string]cty.Value{"name": cty.StringVal("WinDefend")})}))
 }
