@@ -227,6 +227,27 @@ func ClusterInfo(ctx context.Context, kc kubernetes.Interface) (server string, c
 	return server, ca, nil
 }
 
+// KubeconfigServer is the server URL and CA bundle of a kubeconfig's
+// current context's cluster (or of its only cluster).
+func KubeconfigServer(kubeconfig []byte) (server string, ca []byte, err error) {
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		return "", nil, err
+	}
+	c, ok := cfg.Clusters[""]
+	if ctx := cfg.Contexts[cfg.CurrentContext]; ctx != nil {
+		c, ok = cfg.Clusters[ctx.Cluster]
+	} else if len(cfg.Clusters) == 1 {
+		for _, only := range cfg.Clusters {
+			c, ok = only, true
+		}
+	}
+	if !ok || c == nil {
+		return "", nil, errors.New("the kubeconfig names no cluster")
+	}
+	return c.Server, c.CertificateAuthorityData, nil
+}
+
 // BootstrapKubeconfig is the kubeconfig a kubelet bootstraps with: the
 // server, the CA that verifies it and a bearer token.
 func BootstrapKubeconfig(server string, ca []byte, token string) ([]byte, error) {

@@ -116,3 +116,25 @@ func TestBootstrapKubeconfig(t *testing.T) {
 		assert.ErrorContains(t, err, tt.err)
 	}
 }
+
+// KubeconfigServer reads the current context's cluster, else the only one.
+func TestKubeconfigServer(t *testing.T) {
+	kc, err := BootstrapKubeconfig("https://api-int.example:6443", []byte("CA"), "id.secret")
+	require.NoError(t, err)
+	server, ca, err := KubeconfigServer(kc)
+	require.NoError(t, err)
+	assert.Equal(t, "https://api-int.example:6443", server)
+	assert.Equal(t, []byte("CA"), ca)
+
+	only := []byte("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://one:6443\n")
+	server, ca, err = KubeconfigServer(only)
+	require.NoError(t, err)
+	assert.Equal(t, "https://one:6443", server, "no current context: the only cluster")
+	assert.Empty(t, ca)
+
+	two := []byte("apiVersion: v1\nkind: Config\nclusters:\n- name: a\n  cluster:\n    server: https://a\n- name: b\n  cluster:\n    server: https://b\n")
+	_, _, err = KubeconfigServer(two)
+	assert.ErrorContains(t, err, "names no cluster", "two clusters and no context: which one is unknown")
+	_, _, err = KubeconfigServer([]byte("{not yaml"))
+	assert.Error(t, err)
+}

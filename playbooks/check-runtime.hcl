@@ -58,6 +58,18 @@ variable "image_pull_progress_timeout" {
   description = "containerd cancels an image pull that makes no progress for this long (WMCO's value; Windows images are large)."
 }
 
+variable "defender_excluded_processes" {
+  type        = list(string)
+  default     = ["C:\\k\\containerd\\containerd.exe"]
+  description = "Processes Windows Defender does not scan, where Defender is installed (service WinDefend): containerd's, as WMCO excludes it. [] adds none."
+}
+
+variable "defender_excluded_paths" {
+  type        = list(string)
+  default     = ["C:\\ProgramData\\containerd"]
+  description = "Directories Windows Defender does not scan, where Defender is installed: containerd's root and state (image layers, container scratch). [] adds none."
+}
+
 variable "service_cidr" {
   type        = string
   default     = null
@@ -164,6 +176,47 @@ play "check-runtime" {
       skip_invalid = var.registry_mirrors == null
     }
     notify = ["restart containerd"]
+  }
+
+  # Defender scanning every layer file containerd unpacks slows pulls and
+  # container starts a lot. WMCO adds a process exclusion before containerd
+  # starts where Defender runs (Add-MpPreference, PowerShell). wsu writes
+  # the exclusions as local policy, the registry values Group Policy's
+  # "Process Exclusions" and "Path Exclusions" write, and only where the
+  # WinDefend service exists (see docs/windows-node.md).
+  task "defender" {
+    when = var.manage_containerd
+    win_service_info {
+      name = "WinDefend"
+    }
+  }
+
+  task "defender exclusion policies" {
+    for_each = { for k, v in { Exclusions_Processes = var.defender_excluded_processes, Exclusions_Paths = var.defender_excluded_paths } : k => v if length(v) > 0 && try(task.defender.exists, false) }
+    win_registry {
+      key   = "HKLM\\SOFTWARE\\Policies\\Microsoft\\Windows Defender\\Exclusions"
+      name  = each.key
+      type  = "REG_DWORD"
+      value = 1
+    }
+  }
+
+  task "defender excluded processes" {
+    for_each = toset(try(task.defender.exists, false) ? var.defender_excluded_processes : [])
+    win_registry {
+      key   = "HKLM\\SOFTWARE\\Policies\\Microsoft\\Windows Defender\\Exclusions\\Processes"
+      name  = each.key
+      value = "0"
+    }
+  }
+
+  task "defender excluded paths" {
+    for_each = toset(try(task.defender.exists, false) ? var.defender_excluded_paths : [])
+    win_registry {
+      key   = "HKLM\\SOFTWARE\\Policies\\Microsoft\\Windows Defender\\Exclusions\\Paths"
+      name  = each.key
+      value = "0"
+    }
   }
 
   task "containerd service" {

@@ -84,6 +84,15 @@ play "extract-ignition" {
     }
   }
 
+  # hybrid-overlay-node's --k8s-cacert: the CA that verifies the API
+  # server, as the bootstrap kubeconfig holds it (WMCO's bootstrap-ca.crt).
+  task "bootstrap ca" {
+    win_file {
+      path    = "C:\\k\\bootstrap-ca.crt"
+      content = var.cluster_flavour == "openshift" ? task.ignition.api_ca : task.bootstrap_token.ca
+    }
+  }
+
   task "cloud config" {
     when = var.cluster_flavour == "openshift" && try(task.ignition.cloud_config_name, null) != null
     win_file {
@@ -104,6 +113,11 @@ output "cloud_config" {
 
 output "kubelet_verbosity" {
   value = var.cluster_flavour == "openshift" ? try(task.ignition.kubelet_verbosity, null) : null
+}
+
+output "api_server" {
+  description = "The API server URL nodes use (the bootstrap kubeconfig's), for hybrid-overlay-node's --k8s-apiserver."
+  value       = var.cluster_flavour == "openshift" ? try(task.ignition.api_server, null) : try(task.bootstrap_token.api_server, null)
 }
 
 output "bootstrap_requester" {

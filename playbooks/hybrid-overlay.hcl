@@ -1,6 +1,15 @@
 # hybrid-overlay: OVN-Kubernetes' hybrid overlay on the node. Starting it
 # reconfigures the node's network, which may drop the connection for a
 # while; the engine reconnects and carries on.
+#
+# It has its own per-node identity, as WMCO gives it: with the kubelet's
+# credentials (C:\k\kubeconfig, system:node:<node>) it asks for a client
+# certificate for system:ovn-node:<node> (signer
+# kubernetes.io/kube-apiserver-client, 24 h, kept in C:\k\cni\config and
+# renewed by itself), which the cluster's OVN-Kubernetes identity CSR
+# approver (ovnkube-identity) approves, and then talks to --k8s-apiserver
+# as that identity, verifying it with C:\k\bootstrap-ca.crt
+# (extract-ignition writes it).
 
 variable "kubeconfig" {
   type        = string
@@ -11,6 +20,11 @@ variable "kubeconfig" {
 variable "node_name" {
   type        = string
   description = "The Node's name."
+}
+
+variable "api_server" {
+  type        = string
+  description = "API server URL the node uses (hybrid-overlay-node --k8s-apiserver); C:\\k\\bootstrap-ca.crt must verify it."
 }
 
 variable "service_cidr" {
@@ -55,7 +69,8 @@ play "hybrid-overlay" {
       name = "hybrid-overlay-node"
       path = "C:\\k\\hybrid-overlay-node.exe"
       args = concat(
-        ["--node", var.node_name, "--k8s-kubeconfig", "C:\\k\\kubeconfig", "--windows-service", "--logfile", "C:\\var\\log\\hybrid-overlay\\hybrid-overlay.log"],
+        ["--node", var.node_name, "--bootstrap-kubeconfig=C:\\k\\kubeconfig", "--cert-dir=C:\\k\\cni\\config", "--cert-duration=24h",
+        "--windows-service", "--logfile", "C:\\var\\log\\hybrid-overlay\\hybrid-overlay.log", "--k8s-apiserver=${var.api_server}", "--k8s-cacert", "C:\\k\\bootstrap-ca.crt"],
         var.hybrid_overlay_vxlan_port != null ? ["--hybrid-overlay-vxlan-port", tostring(var.hybrid_overlay_vxlan_port)] : [],
       )
       dependencies = ["kubelet"]

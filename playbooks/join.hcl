@@ -120,6 +120,18 @@ variable "trusted_ca_bundle" {
   description = "PEM CA bundle installed into the node's LocalMachine Root store. null: on OpenShift the cluster proxy's trusted CA bundle, elsewhere none; \"\" removes the certificates wsu added."
 }
 
+variable "defender_excluded_processes" {
+  type        = list(string)
+  default     = ["C:\\k\\containerd\\containerd.exe"]
+  description = "Processes Windows Defender does not scan, where Defender is installed (service WinDefend), written as local policy: containerd's, as WMCO excludes it. [] adds none."
+}
+
+variable "defender_excluded_paths" {
+  type        = list(string)
+  default     = ["C:\\ProgramData\\containerd"]
+  description = "Directories Windows Defender does not scan, where Defender is installed: containerd's root and state. [] adds none."
+}
+
 variable "service_recovery" {
   type        = bool
   default     = true
@@ -272,6 +284,23 @@ include "preflight" {
   }
 }
 
+# Stale CNI state (host-local IPAM leases of pods that are gone) makes new
+# pods fail to get addresses; WMCO removes C:\var\lib\cni before each
+# configuration. wsu does so on the first configuration only (no kubelet
+# service of its own yet, so no pod ran under it): on a re-run of a running
+# node the directory holds its live pods' leases.
+play "stale cni state" {
+  hosts = "windows"
+
+  task "stale cni state" {
+    when = include.preflight.first_configuration
+    win_directory {
+      path  = "C:\\var\\lib\\cni"
+      state = "absent"
+    }
+  }
+}
+
 # The cluster-wide proxy, as machine environment variables, and the
 # Containers feature, before the runtime starts. Windows services take
 # their environment from the service control manager, which reads it at
@@ -350,6 +379,9 @@ include "runtime" {
     pause_image       = var.pause_image
     registry_mirrors  = var.registry_mirrors
     trusted_ca_bundle = var.trusted_ca_bundle
+
+    defender_excluded_processes = var.defender_excluded_processes
+    defender_excluded_paths     = var.defender_excluded_paths
   }
 }
 
@@ -427,6 +459,7 @@ include "overlay" {
   vars = {
     kubeconfig                = var.kubeconfig
     node_name                 = include.kubelet.node_name
+    api_server                = include.ignition.api_server
     service_cidr              = include.runtime.service_cidr
     hybrid_overlay_vxlan_port = var.hybrid_overlay_vxlan_port != null ? var.hybrid_overlay_vxlan_port : include.runtime.hybrid_overlay_vxlan_port
     service_recovery          = var.service_recovery

@@ -72,3 +72,11 @@ play "preflight" {
     }
   }
 }
+
+# No kubelet service of wsu's yet: no pod has run under this configuration,
+# so CNI state on the node is a former installation's. False when the
+# preflight did not run (--tags): nothing is cleared on a guess.
+output "first_configuration" {
+  description = "Whether the node has no kubelet service from an earlier join (join clears stale CNI state then)."
+  value       = try(!contains(task.preflight.installed, "kubelet"), false)
+}

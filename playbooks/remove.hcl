@@ -66,6 +66,12 @@ variable "firewall_ports" {
   description = "The firewall rules join opened, by name; only those carrying wsu's group are deleted."
 }
 
+variable "defender_exclusions" {
+  type        = map(list(string))
+  default     = { Processes = ["C:\\k\\containerd\\containerd.exe"], Paths = ["C:\\ProgramData\\containerd"] }
+  description = "The Windows Defender exclusions join wrote as local policy (join's defender_excluded_processes and defender_excluded_paths), by list; removed with containerd (remove_containerd). The Exclusions_Processes/Exclusions_Paths switches stay: other exclusions may use them."
+}
+
 variable "remove_containerd" {
   type        = bool
   default     = true
@@ -175,6 +181,15 @@ play "deconfigure" {
     for_each = toset(["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"])
     win_env {
       name  = each.key
+      state = "absent"
+    }
+  }
+
+  task "defender exclusions" {
+    for_each = { for e in flatten([for list, names in var.defender_exclusions : [for n in names : { list = list, name = n }]]) : "${e.list}/${e.name}" => e if var.remove_containerd }
+    win_registry {
+      key   = "HKLM\\SOFTWARE\\Policies\\Microsoft\\Windows Defender\\Exclusions\\${each.value.list}"
+      name  = each.value.name
       state = "absent"
     }
   }

@@ -42,6 +42,8 @@ var bootstrapTokenResults = []modules.Attribute{
 		Description: "The cluster CA bundle from `kube-public/cluster-info`; with kubeadm it also verifies clients of the kubelet (`C:\\k\\kubelet-ca.crt`)."},
 	{Name: "bootstrap_kubeconfig", Type: cty.String, Sensitive: true,
 		Description: "Kubeconfig for the kubelet's `--bootstrap-kubeconfig`: the server, the CA from `kube-public/cluster-info` and the token."},
+	{Name: "api_server", Type: cty.String,
+		Description: "The API server URL in `bootstrap_kubeconfig` (hybrid-overlay-node's `--k8s-apiserver`; `ca` verifies it)."},
 }
 
 func (BootstrapToken) Schema() modules.Schema {
@@ -120,6 +122,7 @@ func tokenResult(t *kube.BootstrapToken, server string, ca []byte) (cty.Value, e
 		"expiration":           cty.StringVal(t.Expiration.UTC().Format(time.RFC3339)),
 		"ca":                   cty.StringVal(strings.ToValidUTF8(string(ca), "\uFFFD")),
 		"bootstrap_kubeconfig": cty.StringVal(string(kc)),
+		"api_server":           cty.StringVal(server),
 	}), nil
 }
 

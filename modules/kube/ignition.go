@@ -49,6 +49,10 @@ var ignitionResults = []modules.Attribute{
 		Description: "The kubelet's bootstrap kubeconfig (`/etc/kubernetes/kubeconfig`; write it to `C:\\k\\bootstrap-kubeconfig`)."},
 	{Name: "kubelet_ca", Type: cty.String,
 		Description: "CA bundle that verifies clients of the kubelet (`C:\\k\\kubelet-ca.crt`)."},
+	{Name: "api_server", Type: cty.String,
+		Description: "The API server URL in `bootstrap_kubeconfig` (hybrid-overlay-node's `--k8s-apiserver`); null when it names none."},
+	{Name: "api_ca", Type: cty.String,
+		Description: "The CA bundle in `bootstrap_kubeconfig` that verifies the API server (`C:\\k\\bootstrap-ca.crt`, hybrid-overlay-node's `--k8s-cacert`); null when it holds none."},
 	{Name: "cloud_provider", Type: cty.String,
 		Description: "The kubelet's `--cloud-provider`; null when unset or empty."},
 	{Name: "cloud_config_name", Type: cty.String,
@@ -179,6 +183,9 @@ func ignitionResult(ign *kube.Ignition, from string) cty.Value {
 		"kubelet_verbosity":    optString(ign.KubeletVerbosity),
 		"spec_version":         cty.StringVal(ign.Version),
 		"from":                 cty.StringVal(from),
+	}
+	if server, ca, err := kube.KubeconfigServer(ign.BootstrapKubeconfig); err == nil {
+		vals["api_server"], vals["api_ca"] = optString(server), optString(validText(ca))
 	}
 	if ign.CloudConfigName != "" {
 		vals["cloud_config"] = cty.StringVal(validText(ign.CloudConfig))

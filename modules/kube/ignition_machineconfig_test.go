@@ -127,6 +127,8 @@ func TestIgnitionFromMachineConfig(t *testing.T) {
 	assert.Equal(t, strings.TrimSuffix(c.Config.Host, "/"), strings.TrimSuffix(server, "/"), "no Infrastructure: the URL wsu talks to")
 	assert.Equal(t, []byte("api CA"), ca)
 	assert.Equal(t, "sa-token", token)
+	assert.Equal(t, server, r["api_server"].AsString(), "hybrid-overlay-node's --k8s-apiserver: the bootstrap kubeconfig's")
+	assert.Equal(t, "api CA", r["api_ca"].AsString(), "and its CA (bootstrap-ca.crt)")
 
 	// With the Infrastructure object, nodes get the internal API URL.
 	require.NoError(t, c.InstallCRDs(schemalessCRD(kube.InfrastructureGVR, "Infrastructure")))

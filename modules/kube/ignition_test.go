@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/modules"
 )
 
@@ -94,6 +95,12 @@ func TestIgnitionFromMCSIsARead(t *testing.T) {
 			r := resp.Result.AsValueMap()
 			assert.Equal(t, string(ignFixture(t, "want-kubeconfig")), r["bootstrap_kubeconfig"].AsString())
 			assert.Equal(t, string(ignFixture(t, "want-kubelet-ca.crt")), r["kubelet_ca"].AsString())
+			server, ca, err := kube.KubeconfigServer(ignFixture(t, "want-kubeconfig"))
+			require.NoError(t, err)
+			assert.Equal(t, server, r["api_server"].AsString(), "the bootstrap kubeconfig's server")
+			assert.Equal(t, string(ca), r["api_ca"].AsString(), "and CA")
+			assert.NotEmpty(t, server)
+			assert.NotEmpty(t, ca)
 			assert.Equal(t, tt.wantCloud, r["cloud_provider"].AsString())
 			assert.Equal(t, "cloud.conf", r["cloud_config_name"].AsString())
 			assert.Equal(t, string(ignFixture(t, "want-cloud-aws.conf")), r["cloud_config"].AsString())

@@ -55,6 +55,7 @@ const DefaultMinBuild = 17763
 var results = []modules.Attribute{
 	{Name: "checks", Type: cty.Map(cty.String), Description: "Each check that passed, by name (`node_name`, `build`, `services`, `disk`, `clock`, `api_server`), with what it found."},
 	{Name: "api_server", Type: cty.String, Description: "The API server address (`host:port`) the node was asked to reach."},
+	{Name: "installed", Type: cty.List(cty.String), Description: "The `services` that exist already, installed by wsu (a node configured before): join clears stale CNI state only when the kubelet is not among them."},
 	{Name: "summary", Type: cty.String, Description: "The checks that passed, in a sentence."},
 }
 
@@ -129,12 +130,14 @@ type passed struct{ name, found string }
 
 // run is one preflight: the configuration, the host and what was found.
 type run struct {
-	cfg    modules.Config
-	h      host.Host
-	cl     *kube.Client
-	ok     []passed
-	diags  hcl.Diagnostics
-	server string // host:port
+	cfg   modules.Config
+	h     host.Host
+	cl    *kube.Client
+	ok    []passed
+	diags hcl.Diagnostics
+	// installed are the services of "services" that exist and are wsu's.
+	installed []string
+	server    string // host:port
 }
 
 func (r *run) pass(name, found string) { r.ok = append(r.ok, passed{name, found}) }
@@ -180,7 +183,8 @@ func (r *run) result() cty.Value {
 	if len(r.ok) == 0 {
 		summary = "no check passed"
 	}
-	vals := map[string]cty.Value{"checks": cty.MapValEmpty(cty.String), "summary": cty.StringVal(summary)}
+	vals := map[string]cty.Value{"checks": cty.MapValEmpty(cty.String), "summary": cty.StringVal(summary),
+		"installed": modutil.Strings(r.installed)}
 	if len(checks) > 0 {
 		vals["checks"] = cty.MapVal(checks)
 	}
@@ -240,6 +244,9 @@ func (r *run) services(ctx context.Context) {
 		if err != nil {
 			r.fail("services", "Cannot query service "+n, err.Error())
 			return
+		}
+		if info.Exists && strings.HasPrefix(info.Config.Description, windows.ManagedDescription) {
+			r.installed = append(r.installed, n)
 		}
 		if info.Exists && !strings.HasPrefix(info.Config.Description, windows.ManagedDescription) {
 			foreign = append(foreign, n)

@@ -101,9 +101,11 @@ func TestPreflight(t *testing.T) {
 		wantSummary string // "" passes
 		wantAttr    string
 		wantDetail  string
+		// wantInstalled: the services reported as wsu's, already there.
+		wantInstalled []string
 	}{
 		{name: "clean host"},
-		{name: "wsu's own kubelet (a re-run)", setup: service(windows.ManagedDescription)},
+		{name: "wsu's own kubelet (a re-run)", setup: service(windows.ManagedDescription), wantInstalled: []string{"kubelet"}},
 		{name: "upper-case node name", over: map[string]cty.Value{"node_name": cty.StringVal("WIN-01")},
 			wantSummary: "Invalid node name", wantAttr: "node_name", wantDetail: "upper-case"},
 		{name: "underscore in node name", over: map[string]cty.Value{"node_name": cty.StringVal("win_01")},
@@ -145,6 +147,11 @@ func TestPreflight(t *testing.T) {
 				checks := resp.Result.GetAttr("checks").AsValueMap()
 				assert.Len(t, checks, 6, "every check passed: %v", checks)
 				assert.Contains(t, resp.Result.GetAttr("summary").AsString(), "6 checks passed")
+				var installed []string
+				for _, v := range resp.Result.GetAttr("installed").AsValueSlice() {
+					installed = append(installed, v.AsString())
+				}
+				assert.Equal(t, tt.wantInstalled, installed, "the services wsu installed before")
 				return
 			}
 			require.Len(t, resp.Diagnostics, 1, "one error per problem: %v", resp.Diagnostics)

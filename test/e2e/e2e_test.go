@@ -8,6 +8,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -30,6 +31,7 @@ import (
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/playbooks"
 	"github.com/wsu-project/wsu/test/harness"
+	"github.com/wsu-project/wsu/test/kubetest"
 	"github.com/wsu-project/wsu/test/payloadtest"
 )
 
@@ -100,7 +102,8 @@ func requireSuccess(t *testing.T, r *harness.Result) {
 }
 
 // wantServices are the reference's services, in the form join creates them.
-func wantServices(h *harness.Host) map[string]host.ServiceConfig {
+// apiServer is the URL nodes use (cluster-info's).
+func wantServices(h *harness.Host, apiServer string) map[string]host.ServiceConfig {
 	return map[string]host.ServiceConfig{
 		"containerd": {BinaryPath: `C:\k\containerd\containerd.exe`,
 			Args: []string{"--config", `C:\k\containerd\containerd_conf.toml`, "--log-file", `C:\var\log\containerd\containerd.log`, "--run-service", "--log-level", "info"}},
@@ -110,7 +113,8 @@ func wantServices(h *harness.Host) map[string]host.ServiceConfig {
 				"--windows-service", "--node-labels=node.openshift.io/os_id=Windows", "--windows-priorityclass=ABOVE_NORMAL_PRIORITY_CLASS",
 				"--v=2", "--hostname-override=" + h.NodeName, "--node-ip=" + h.IPv4}},
 		"hybrid-overlay-node": {BinaryPath: `C:\k\hybrid-overlay-node.exe`, Dependencies: []string{"kubelet"},
-			Args: []string{"--node", h.NodeName, "--k8s-kubeconfig", `C:\k\kubeconfig`, "--windows-service", "--logfile", `C:\var\log\hybrid-overlay\hybrid-overlay.log`}},
+			Args: []string{"--node", h.NodeName, `--bootstrap-kubeconfig=C:\k\kubeconfig`, `--cert-dir=C:\k\cni\config`, "--cert-duration=24h",
+				"--windows-service", "--logfile", `C:\var\log\hybrid-overlay\hybrid-overlay.log`, "--k8s-apiserver=" + apiServer, "--k8s-cacert", `C:\k\bootstrap-ca.crt`}},
 		"kube-proxy": {BinaryPath: `C:\k\kube-log-runner.exe`, Dependencies: []string{"hybrid-overlay-node"},
 			Args: []string{`-log-file=C:\var\log\kube-proxy\kube-proxy.log`, `C:\k\kube-proxy.exe`, "--config", `C:\k\kube-proxy.conf`, "--windows-service"}},
 		"csi-proxy": {BinaryPath: `C:\k\csi-proxy.exe`,
@@ -142,7 +146,7 @@ func checkJoined(t *testing.T, env *harness.Env, h *harness.Host) {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
-		for name, want := range wantServices(h) {
+		for name, want := range wantServices(h, env.Cluster.Config.Host) {
 			info, err := s.QueryService(ctx, name)
 			require.NoError(t, err)
 			require.Truef(t, info.Exists, "service %s missing", name)
@@ -184,7 +188,8 @@ func checkJoined(t *testing.T, env *harness.Env, h *harness.Host) {
 			assert.Equalf(t, "in allow tcp "+port+" (domain, private, public), enabled", r.String(), "firewall rule %s", name)
 			assert.Equalf(t, "wsu", r.Group, "firewall rule %s carries wsu's group (remove deletes it)", name)
 		}
-		for _, p := range []string{`C:\k\kubelet.conf`, `C:\k\kube-proxy.conf`, `C:\k\cni\config\cni.conf`, `C:\k\bootstrap-kubeconfig`, `C:\k\kubeconfig`} {
+		for _, p := range []string{`C:\k\kubelet.conf`, `C:\k\kube-proxy.conf`, `C:\k\cni\config\cni.conf`, `C:\k\bootstrap-kubeconfig`, `C:\k\kubeconfig`,
+			`C:\k\bootstrap-ca.crt`, `C:\k\cni\config\ovnkube-client-current.pem`} {
 			fi, err := s.Stat(ctx, p)
 			require.NoError(t, err)
 			assert.Truef(t, fi.Exists, "%s missing", p)
@@ -209,7 +214,17 @@ func checkJoined(t *testing.T, env *harness.Env, h *harness.Host) {
 	csrs, err := env.Cluster.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	approved := map[string]bool{}
+	ovnIdentity := 0
 	for _, c := range csrs.Items {
+		if c.Spec.SignerName == certificatesv1.KubeAPIServerClientSignerName && c.Spec.Username == "system:node:"+h.NodeName {
+			// hybrid-overlay-node's own identity, approved by the cluster's
+			// OVN-Kubernetes identity approver (the test bed's stand-in).
+			ovnIdentity++
+			if assert.NotEmpty(t, c.Status.Conditions) {
+				assert.Equal(t, kubetest.OVNIdentityApprovalReason, c.Status.Conditions[0].Reason, "hybrid-overlay identity approved by the OVN-K approver")
+			}
+			continue
+		}
 		if !strings.Contains(string(c.Spec.Username), h.NodeName) && c.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName {
 			continue
 		}
@@ -222,6 +237,7 @@ func checkJoined(t *testing.T, env *harness.Env, h *harness.Host) {
 	}
 	assert.True(t, approved[certificatesv1.KubeAPIServerClientKubeletSignerName], "client CSR approved")
 	assert.True(t, approved[certificatesv1.KubeletServingSignerName], "serving CSR approved")
+	assert.Equal(t, 1, ovnIdentity, "hybrid-overlay-node asked once for its own identity, with the kubelet's credentials")
 
 	checkExporter(t, env, h)
 }
@@ -304,6 +320,8 @@ func TestJoinRerunRemove(t *testing.T) {
 	})
 
 	t.Run("join", func(t *testing.T) {
+		// A former installation's CNI state: the first join clears it.
+		plantCNILease(t, env, h, "stale")
 		r := run(t, env, nil, "apply", "join")
 		requireSuccess(t, r)
 		recap, ok := r.Recap(h.Name)
@@ -311,14 +329,19 @@ func TestJoinRerunRemove(t *testing.T) {
 		assert.Zero(t, recap.Failed+recap.Unreachable)
 		assert.NotZero(t, recap.Changed)
 		checkJoined(t, env, h)
+		assert.Empty(t, cniLeases(t, env, h), `the first join removes C:\var\lib\cni`)
+		assert.Empty(t, defenderPolicy(t, env, h), "no Defender (no WinDefend service): no exclusion policy")
 	})
 	if t.Failed() {
 		return
 	}
 
 	t.Run("rerun", func(t *testing.T) {
+		// A running pod's lease: a re-run of the joined node keeps it.
+		plantCNILease(t, env, h, "live")
 		r := run(t, env, nil, "apply", "join")
 		requireSuccess(t, r)
+		assert.Equal(t, []string{"live"}, cniLeases(t, env, h), "a re-run keeps the pods' IPAM state")
 		assert.Empty(t, r.Changed(h.Name), "a re-run changes nothing")
 		recap, _ := r.Recap(h.Name)
 		assert.Zero(t, recap.Changed)
@@ -352,6 +375,79 @@ func TestJoinRerunRemove(t *testing.T) {
 			return err
 		}))
 	})
+}
+
+// defenderKey is where Group Policy keeps Windows Defender's exclusions.
+const defenderKey = `HKLM\SOFTWARE\Policies\Microsoft\Windows Defender\`
+
+// defenderPolicy is the Defender exclusion policy values join writes that
+// exist on h, as "<key under defenderKey>\<name>" → "<type> <data>".
+func defenderPolicy(t *testing.T, env *harness.Env, h *harness.Host) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	values := map[string][]string{
+		`Exclusions`:           {"Exclusions_Processes", "Exclusions_Paths"},
+		`Exclusions\Processes`: {`C:\k\containerd\containerd.exe`},
+		`Exclusions\Paths`:     {`C:\ProgramData\containerd`},
+	}
+	require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
+		for key, names := range values {
+			for _, n := range names {
+				v, err := s.RegistryGet(context.Background(), defenderKey+key, n)
+				if err != nil {
+					return err
+				}
+				if v.Exists {
+					got[key+`\`+n] = fmt.Sprintf("%s %s", v.Type, regData(v))
+				}
+			}
+		}
+		return nil
+	}))
+	return got
+}
+
+func regData(v host.RegistryValue) string {
+	if v.Type == host.RegDWORD || v.Type == host.RegQWORD {
+		return fmt.Sprint(v.Integer)
+	}
+	return v.String
+}
+
+// cniLeaseDir is where host-local IPAM keeps the overlay network's leases.
+const cniLeaseDir = `C:\var\lib\cni\networks\OVNKubernetesHybridOverlayNetwork`
+
+// plantCNILease writes a host-local lease file named name.
+func plantCNILease(t *testing.T, env *harness.Env, h *harness.Host, name string) {
+	t.Helper()
+	require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
+		ctx := context.Background()
+		if err := s.MkdirAll(ctx, cniLeaseDir, 0o755); err != nil {
+			return err
+		}
+		return s.WriteFile(ctx, cniLeaseDir+`\`+name, strings.NewReader("pod container id\r\neth0"), 0o644)
+	}))
+}
+
+// cniLeases lists the lease files there.
+func cniLeases(t *testing.T, env *harness.Env, h *harness.Host) []string {
+	t.Helper()
+	var names []string
+	require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
+		lp, err := s.LocalPath(cniLeaseDir)
+		if err != nil {
+			return err
+		}
+		entries, err := os.ReadDir(lp)
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}))
+	return names
 }
 
 // TestUpgradeOneHostAtATime: three joined hosts (and one that cannot be
@@ -487,7 +583,7 @@ func servicePIDs(t *testing.T, env *harness.Env, h *harness.Host) map[string]int
 	t.Helper()
 	pids := map[string]int{}
 	require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
-		for name := range wantServices(h) {
+		for name := range wantServices(h, env.Cluster.Config.Host) {
 			info, err := s.QueryService(context.Background(), name)
 			if err != nil {
 				return err

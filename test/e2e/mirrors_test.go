@@ -27,11 +27,24 @@ import (
 // a trusted CA on a later run: one hosts.toml per mirrored registry,
 // the CA in the LocalMachine Root store, containerd restarted once; a
 // re-run changes nothing and restarts nothing.
+//
+// This host has Windows Defender (a WinDefend service): join excludes
+// containerd's process and directories from its scans, as local policy.
 func TestJoinWithMirrorsAndTrustedCA(t *testing.T) {
 	env := start(t, harness.Options{Hosts: 1})
 	h := env.Hosts[0]
+	require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
+		return s.CreateService(context.Background(), host.ServiceConfig{Name: "WinDefend", DisplayName: "Microsoft Defender Antivirus Service",
+			BinaryPath: `C:\ProgramData\Microsoft\Windows Defender\platform\MsMpEng.exe`, StartType: host.StartAutomatic})
+	}))
 	requireSuccess(t, run(t, env, nil, "apply", "join"))
 	checkJoined(t, env, h)
+	assert.Equal(t, map[string]string{
+		`Exclusions\Exclusions_Processes`:                     "REG_DWORD 1",
+		`Exclusions\Exclusions_Paths`:                         "REG_DWORD 1",
+		`Exclusions\Processes\C:\k\containerd\containerd.exe`: "REG_SZ 0",
+		`Exclusions\Paths\C:\ProgramData\containerd`:          "REG_SZ 0",
+	}, defenderPolicy(t, env, h), "containerd excluded from Defender's scans where Defender exists")
 	if t.Failed() {
 		return
 	}
@@ -100,6 +113,12 @@ trusted_ca_bundle = <<EOT
 	requireSuccess(t, again)
 	assert.Empty(t, again.Changed(h.Name), "a re-run changes nothing")
 	assert.Equal(t, after, servicePIDs(t, env, h), "and restarts nothing")
+
+	// remove takes the exclusions out with containerd; the policy switches
+	// stay (other exclusions may use them).
+	requireSuccess(t, run(t, env, nil, "apply", "remove"))
+	assert.Equal(t, map[string]string{`Exclusions\Exclusions_Processes`: "REG_DWORD 1", `Exclusions\Exclusions_Paths`: "REG_DWORD 1"},
+		defenderPolicy(t, env, h), "remove deletes wsu's Defender exclusions")
 }
 
 // e2eCA is a fresh CA certificate: PEM and thumbprint.

@@ -62,7 +62,7 @@ import (
 func TestServicesUnderWine(t *testing.T) {
 	w := newWineNode(t)
 	node := &harness.Host{NodeName: "wine-node", IPv4: "10.0.0.5"}
-	want := wantServices(node)
+	want := wantServices(node, "")
 	delete(want, "hybrid-overlay-node")
 
 	t0 := time.Now()

@@ -24,11 +24,16 @@ import (
 // The parts RunParts plays, as PartEvent.Part names them.
 const (
 	// PartCSRSigner stands in for kube-controller-manager's csrsigning
-	// controller for the two kubelet signers.
+	// controller for the two kubelet signers and the API server client
+	// signer.
 	PartCSRSigner = "csr-signer"
 	// PartOVNMaster stands in for the OVN-Kubernetes master's hybrid
 	// overlay subnet allocation.
 	PartOVNMaster = "ovn-master"
+	// PartOVNIdentity stands in for OVN-Kubernetes' identity CSR approver
+	// (ovnkube-identity) and the RBAC OVN-Kubernetes grants its node
+	// identity: it approves or denies system:ovn-node:<node> client CSRs.
+	PartOVNIdentity = "ovn-identity"
 )
 
 // HybridOverlaySubnetAnnotation is the node annotation holding the subnet
@@ -46,23 +51,26 @@ type PartsOptions struct {
 	// Nodes are node names the OVN master annotates whatever their labels;
 	// nodes labelled kubernetes.io/os=windows are always annotated.
 	Nodes []string
-	// NoSigner and NoOVNMaster leave a part out, for a test that plays it
-	// by hand. The signer is also left out of a cluster that runs the real
-	// one (WithControllerManager).
-	NoSigner, NoOVNMaster bool
+	// NoSigner, NoOVNMaster and NoOVNIdentity leave a part out, for a test
+	// that plays it by hand. The signer is also left out of a cluster that
+	// runs the real one (WithControllerManager).
+	NoSigner, NoOVNMaster, NoOVNIdentity bool
 }
 
 // PartEvent is one thing a part did.
 type PartEvent struct {
 	Time   time.Time
-	Part   string // PartCSRSigner or PartOVNMaster
+	Part   string // PartCSRSigner, PartOVNMaster or PartOVNIdentity
 	Object string // the CSR or Node name
-	// Detail is the CSR's signer name or the node's subnet.
+	// Detail is the CSR's signer name, the node's subnet or the verdict.
 	Detail string
 }
 
-// kubeletSigners are the signers whose CSRs the signer part issues.
-var kubeletSigners = []string{certificatesv1.KubeAPIServerClientKubeletSignerName, certificatesv1.KubeletServingSignerName}
+// signedSigners are the signers whose CSRs the signer part issues: the
+// kubelet's two and the API server client signer (OVN-Kubernetes' node
+// identity).
+var signedSigners = []string{certificatesv1.KubeAPIServerClientKubeletSignerName, certificatesv1.KubeletServingSignerName,
+	certificatesv1.KubeAPIServerClientSignerName}
 
 // PartEvents returns what the parts have done so far, oldest first.
 func (c *Cluster) PartEvents() []PartEvent {
@@ -80,13 +88,16 @@ func (c *Cluster) record(e PartEvent) {
 
 // RunParts plays, until ctx ends, the controllers a node join waits for
 // and that this test bed lacks: the CSR signer (unless kube-controller-manager
-// runs, whose signer does it) (it issues every approved,
-// unsigned CSR of the kubelet client and serving signers, never one that
-// is pending or denied) and the OVN-Kubernetes master (it annotates each
-// Windows node, once, with a distinct /24 of the hybrid cluster network).
-// They are stand-ins, logged through the cluster's logf as such and
-// recorded for PartEvents. Approval stays with the test or wsu. Only one
-// RunParts may run at a time; it returns nil when ctx ends.
+// runs, whose signer does it) (it issues every approved, unsigned CSR of
+// the kubelet client and serving signers and the API server client signer,
+// never one that is pending or denied), the OVN-Kubernetes master (it
+// annotates each Windows node, once, with a distinct /24 of the hybrid
+// cluster network) and OVN-Kubernetes' identity approver (it approves or
+// denies system:ovn-node:<node> CSRs by ovnIdentityVerdict, and grants
+// group system:ovn-nodes its RBAC). They are stand-ins, logged through the
+// cluster's logf as such and recorded for PartEvents. Approving kubelet
+// CSRs stays with the test or wsu. Only one RunParts may run at a time; it
+// returns nil when ctx ends.
 func (c *Cluster) RunParts(ctx context.Context, opts PartsOptions) error {
 	c.partsMu.Lock()
 	if c.partsRunning {
@@ -120,14 +131,25 @@ func (c *Cluster) RunParts(ctx context.Context, opts PartsOptions) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer factory.Shutdown()
+	csrs := factory.Certificates().V1().CertificateSigningRequests().Informer()
 	if !opts.NoSigner && !c.HasControllerManager() {
-		inf := factory.Certificates().V1().CertificateSigningRequests().Informer()
 		q := newQueue()
-		if err := watchNames(inf, q, nil); err != nil {
+		if err := watchNames(csrs, q, nil); err != nil {
 			return err
 		}
 		wg.Add(1)
 		go func() { defer wg.Done(); work(ctx, q, c.signIfApproved) }()
+	}
+	if !opts.NoOVNIdentity {
+		if err := c.ensureOVNNodeRBAC(ctx); err != nil {
+			return err
+		}
+		q := newQueue()
+		if err := watchNames(csrs, q, nil); err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); work(ctx, q, c.approveOVNIdentity) }()
 	}
 	if ovn != nil {
 		nodes := factory.Core().V1().Nodes()
@@ -213,7 +235,7 @@ func (c *Cluster) signIfApproved(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if !slices.Contains(kubeletSigners, csr.Spec.SignerName) || len(csr.Status.Certificate) > 0 {
+	if !slices.Contains(signedSigners, csr.Spec.SignerName) || len(csr.Status.Certificate) > 0 {
 		return nil
 	}
 	for _, cond := range csr.Status.Conditions {

@@ -3,26 +3,43 @@
 // (agent/platform/sim), doing visibly what the real one does that a join
 // depends on, and nothing else:
 //
-//  1. wait for the Node annotation k8s.ovn.org/hybrid-overlay-node-subnet,
+//  1. get its own per-node identity, as the real one with
+//     --bootstrap-kubeconfig and --cert-dir: with the bootstrap kubeconfig
+//     (the kubelet's C:\k\kubeconfig, so the CSR comes from
+//     system:node:<node>) it requests, through client-go's certificate
+//     manager as upstream does, a client certificate with its own key for
+//     CN system:ovn-node:<node>, O system:ovn-nodes, signer
+//     kubernetes.io/kube-apiserver-client, usages digital signature and
+//     client auth, expirationSeconds from --cert-duration; waits for the
+//     cluster to approve and sign it; keeps it as ovnkube-client-current.pem
+//     in --cert-dir (a restart reuses a valid one); from then on talks to
+//     --k8s-apiserver as system:ovn-node:<node>, verifying the server with
+//     --k8s-cacert;
+//  2. wait for the Node annotation k8s.ovn.org/hybrid-overlay-node-subnet,
 //     which the OVN-Kubernetes master sets;
-//  2. after WSU_STANDIN_NETWORK_DELAY (default 1s; the real one reconfigures
+//  3. after WSU_STANDIN_NETWORK_DELAY (default 1s; the real one reconfigures
 //     the host's network here, which is when tests cut the connection)
 //     create the HNS networks BaseOVNKubernetesHybridOverlayNetwork
 //     (100.64.0.0/30, as upstream) and OVNKubernetesHybridOverlayNetwork
 //     (the node subnet), both type Overlay with the node's IP as management
 //     IP, unless they already exist with those subnets;
-//  3. set k8s.ovn.org/hybrid-overlay-distributed-router-gateway-mac;
-//  4. run until SIGTERM or SIGINT and exit 0.
+//  4. set k8s.ovn.org/hybrid-overlay-distributed-router-gateway-mac;
+//  5. run until SIGTERM or SIGINT and exit 0.
 //
-// Its arguments are the service's in playbooks/hybrid-overlay.hcl:
+// Its arguments are the service's in playbooks/hybrid-overlay.hcl (WMCO's):
 //
-//	--node NAME --k8s-kubeconfig C:\k\kubeconfig --windows-service
-//	--logfile C:\var\log\hybrid-overlay\hybrid-overlay.log [--hybrid-overlay-vxlan-port N]
+//	--node NAME --bootstrap-kubeconfig=C:\k\kubeconfig --cert-dir=C:\k\cni\config
+//	--cert-duration=24h --windows-service --logfile C:\var\log\hybrid-overlay\hybrid-overlay.log
+//	--k8s-apiserver=URL --k8s-cacert C:\k\bootstrap-ca.crt [--hybrid-overlay-vxlan-port N]
 //
-// Windows paths go through the simulation named by WSU_SIM_ROOT. A restart
-// finds its networks and creates no duplicates; an annotation or network
-// that cannot be reached yet (no kubeconfig, no Node, API server away) is
-// retried, as the real service is restarted by the SCM until it works.
+// Limits: the older --k8s-kubeconfig form is not taken; the certificate is
+// renewed by the certificate manager while it runs, but the real one's exit
+// on an expired certificate is not played. Windows paths go through the
+// simulation named by WSU_SIM_ROOT. A restart finds its networks and
+// creates no duplicates; a kubeconfig, certificate, annotation or network
+// that cannot be had yet (no kubeconfig, CSR not approved, no Node, API
+// server away) is waited for, as the real service is restarted by the SCM
+// until it works.
 package main
 
 import (
@@ -36,6 +53,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -68,9 +86,10 @@ const (
 const poll = 250 * time.Millisecond
 
 type config struct {
-	node, kubeconfig, logfile string
-	vxlanPort                 uint
-	delay                     time.Duration
+	node, bootstrapKubeconfig, certDir, apiServer, caCert, logfile string
+	certDuration                                                   time.Duration
+	vxlanPort                                                      uint
+	delay                                                          time.Duration
 }
 
 func main() {
@@ -135,7 +154,11 @@ func parseArgs(args []string) (config, error) {
 	fset := flag.NewFlagSet("hybrid-overlay-node", flag.ContinueOnError)
 	fset.SetOutput(io.Discard)
 	fset.StringVar(&cfg.node, "node", "", "the Node this host is")
-	fset.StringVar(&cfg.kubeconfig, "k8s-kubeconfig", "", "kubeconfig (Windows path)")
+	fset.StringVar(&cfg.bootstrapKubeconfig, "bootstrap-kubeconfig", "", "kubeconfig the certificate is requested with (Windows path)")
+	fset.StringVar(&cfg.certDir, "cert-dir", "", "directory of the node's client certificate (Windows path)")
+	fset.DurationVar(&cfg.certDuration, "cert-duration", 10*time.Minute, "requested certificate lifetime")
+	fset.StringVar(&cfg.apiServer, "k8s-apiserver", "", "API server URL")
+	fset.StringVar(&cfg.caCert, "k8s-cacert", "", "CA bundle verifying the API server (Windows path)")
 	fset.StringVar(&cfg.logfile, "logfile", "", "log file (Windows path)")
 	fset.UintVar(&cfg.vxlanPort, "hybrid-overlay-vxlan-port", 4789, "VXLAN UDP port")
 	fset.Bool("windows-service", false, "run as a Windows service")
@@ -148,8 +171,10 @@ func parseArgs(args []string) (config, error) {
 		return cfg, fmt.Errorf("unexpected arguments %q", fset.Args())
 	case cfg.node == "":
 		return cfg, errors.New("--node is required")
-	case cfg.kubeconfig == "":
-		return cfg, errors.New("--k8s-kubeconfig is required")
+	case cfg.bootstrapKubeconfig == "" || cfg.certDir == "":
+		return cfg, errors.New("--bootstrap-kubeconfig and --cert-dir are required (this stand-in takes only the per-node identity form)")
+	case !strings.HasPrefix(cfg.apiServer, "https://") || cfg.caCert == "":
+		return cfg, errors.New("--k8s-apiserver (https) and --k8s-cacert are required")
 	case cfg.vxlanPort > 65535: // upstream's own check
 		return cfg, fmt.Errorf("the hybrid overlay VXLAN port cannot be greater than 65535. Current value: %d", cfg.vxlanPort)
 	}
@@ -197,31 +222,6 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	case <-t.C:
 		return nil
-	}
-}
-
-// connect loads the kubeconfig, waiting for the kubelet to write it.
-func connect(ctx context.Context, h *sim.Host, cfg config, log *logger) (kubernetes.Interface, error) {
-	lp, err := h.LocalPath(cfg.kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("--k8s-kubeconfig: %w", err)
-	}
-	var last string
-	for {
-		rc, err := loadKubeconfig(h, lp)
-		if err == nil {
-			var c kubernetes.Interface
-			if c, err = kubernetes.NewForConfig(rc); err == nil {
-				return c, nil
-			}
-		}
-		if msg := err.Error(); msg != last {
-			log.printf("waiting for a usable kubeconfig %s: %v", cfg.kubeconfig, err)
-			last = msg
-		}
-		if err := sleep(ctx, poll); err != nil {
-			return nil, err
-		}
 	}
 }
 
