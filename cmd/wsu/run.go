@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -49,6 +50,7 @@ type runOptions struct {
 	detailedExitcode bool   // plan
 	check            bool   // apply --check: plan
 	diff             bool   // apply --diff
+	autoApprove      bool   // apply --auto-approve: no confirmation
 }
 
 func (o *runOptions) bind(cmd *cobra.Command) {
@@ -105,6 +107,10 @@ func (a *app) applyCommand() *cobra.Command {
 'wsu plan -out FILE', it applies exactly that plan, and refuses if anything it was
 based on (playbook files, variables, inventory, a host's state) has changed since.
 
+Given a playbook on a terminal, apply first shows the plan and asks for 'yes', as
+terraform apply does; it does not ask with --auto-approve, a saved plan, --output
+json or yaml, stdin not a terminal, or the environment variable CI set.
+
 --check is plan under Ansible's name. Exit codes: 0 success; 1 error, or a host
 failed or was unreachable.`,
 		Args: cobra.ExactArgs(1),
@@ -119,9 +125,7 @@ failed or was unreachable.`,
 	o.bind(cmd)
 	cmd.Flags().BoolVarP(&o.check, "check", "C", false, "plan only (Ansible's check mode)")
 	cmd.Flags().BoolVarP(&o.diff, "diff", "D", false, "show each change's field diff as it is applied")
-	// Terraform's -auto-approve: wsu apply does not ask, so it changes nothing.
-	cmd.Flags().Bool("auto-approve", false, "accepted for Terraform users; apply does not ask for confirmation")
-	cmd.Flags().MarkHidden("auto-approve")
+	cmd.Flags().BoolVar(&o.autoApprove, "auto-approve", false, "apply a playbook without showing the plan and asking for 'yes' first (as Terraform)")
 	return cmd
 }
 
@@ -176,6 +180,11 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		return a.list(run, o, v)
 	}
 	run.Request.Hooks = v
+	if mode == engine.ModeApply && opts.Saved == nil && a.asks(o) {
+		if proceed, err := a.approve(ctx, run); !proceed {
+			return err
+		}
+	}
 	run.Request.Diff = o.diff
 	if a.timingsFile != "" {
 		run.Request.Connector = a.timings.connector(run.Request.Connector)
@@ -204,6 +213,67 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		return exitError{2}
 	}
 	return nil
+}
+
+// asks reports whether apply of a playbook asks for confirmation: a person
+// at a terminal who did not say --auto-approve, reading human output, not
+// in CI.
+func (a *app) asks(o *runOptions) bool {
+	f, ok := a.stdin.(*os.File)
+	return !o.autoApprove && o.output == "human" && ok && term.IsTerminal(int(f.Fd())) && envValue(a.env, "CI") == ""
+}
+
+// approve plans, shows the plan and asks for "yes", as terraform apply
+// does. proceed is true when the answer was yes: the run then applies
+// exactly the plan shown (Request.Expect), refusing if it went stale
+// while the question was open. Otherwise err is the exit (nil when there
+// was nothing to apply).
+func (a *app) approve(ctx context.Context, run *setup.Run) (proceed bool, err error) {
+	req := run.Request
+	req.Mode = engine.ModePlan
+	res := engine.Run(ctx, req)
+	if v, ok := req.Hooks.(view.View); ok {
+		v.Diagnostics(res.SetupDiagnostics)
+		v.Close() // prints what the plan still holds
+	}
+	if res.Failed() {
+		return false, exitError{1}
+	}
+	deferred := 0
+	for _, r := range res.Recap {
+		deferred += r.Deferred
+	}
+	if res.NothingChecked != "" || res.Changes+deferred == 0 {
+		return false, nil // the plan said so
+	}
+	fmt.Fprint(a.stdout, "\nDo you want to perform these actions?\n  wsu will apply the changes described above to the hosts.\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ")
+	answer := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(a.stdin).ReadString('\n')
+		answer <- strings.TrimSpace(line)
+	}()
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(a.stdout)
+		return false, fmt.Errorf("apply cancelled: interrupted; nothing was changed")
+	case got := <-answer:
+		fmt.Fprintln(a.stdout)
+		if got != "yes" {
+			return false, fmt.Errorf("apply cancelled: only 'yes' approves (got %q); nothing was changed", got)
+		}
+	}
+	run.Request.Expect = res.Plan
+	return true, nil
+}
+
+// envValue is NAME's value in env, or "".
+func envValue(env []string, name string) string {
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
 }
 
 // inputs are the flags a saved plan records.
