@@ -175,6 +175,7 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 		Limit:     in.Limit,
 		Tags:      in.Tags,
 		SkipTags:  in.SkipTags,
+		StartAt:   in.StartAtTask,
 		Sources:   sources,
 		Expect:    o.Saved,
 		Secrets:   run.Secrets,

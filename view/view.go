@@ -236,7 +236,11 @@ func (h *Human) show(e engine.Event) {
 		if len(e.Batches) > 1 {
 			batches = fmt.Sprintf(", %d batches", len(e.Batches))
 		}
-		h.printf("\n%s %s\n", h.paint(cBold, "PLAY "+quote(e.Play)), h.paint(cDim, fmt.Sprintf("(%d %s%s)", n, plural(n, "host", "hosts"), batches)))
+		note := ""
+		if e.Message != "" {
+			note = "; " + e.Message // --start-at-task
+		}
+		h.printf("\n%s %s\n", h.paint(cBold, "PLAY "+quote(e.Play)), h.paint(cDim, fmt.Sprintf("(%d %s%s%s)", n, plural(n, "host", "hosts"), batches, note)))
 	case engine.EventPlayNotRun:
 		h.printf("\n%s %s\n", h.paint(cBold, "PLAY "+quote(e.Play)), h.paint(cYellow, "("+e.Message+")"))
 	case engine.EventTaskResult:

@@ -41,6 +41,7 @@ type runOptions struct {
 	limit            string
 	tags             []string
 	skipTags         []string
+	startAtTask      string // Ansible's --start-at-task
 	forks            int
 	output           string
 	noColor          bool
@@ -68,6 +69,7 @@ func (o *runOptions) bind(cmd *cobra.Command) {
 	f.StringVarP(&o.limit, "limit", "l", "", "further limit hosts to a pattern")
 	f.StringSliceVarP(&o.tags, "tags", "t", nil, "run only tasks with these tags")
 	f.StringSliceVar(&o.skipTags, "skip-tags", nil, "skip tasks with these tags")
+	f.StringVar(&o.startAtTask, "start-at-task", "", "as Ansible: start at the first task with this name (or address), skipping the tasks and plays before it")
 	f.IntVarP(&o.forks, "forks", "f", engine.DefaultForks, "how many hosts to work on at once")
 	f.StringVarP(&o.output, "output", "o", "human", "output format: human, json (one event per line) or yaml (one document per event)")
 	f.BoolVar(&o.noColor, "no-color", false, "no colours, even on a terminal")
@@ -280,7 +282,7 @@ func envValue(env []string, name string) string {
 func (o *runOptions) inputs(target string) planfile.Inputs {
 	return planfile.Inputs{
 		Playbook: target, Inventory: o.inventory, VarFiles: o.varFiles, Vars: o.vars, HostVars: o.hostVars,
-		Limit: o.limit, Tags: o.tags, SkipTags: o.skipTags, Local: o.local,
+		Limit: o.limit, Tags: o.tags, SkipTags: o.skipTags, StartAtTask: o.startAtTask, Local: o.local,
 		Kubeconfig: o.kubeconfig, KubeContext: o.kubeContext,
 	}
 }
@@ -335,7 +337,7 @@ func (a *app) newView(o *runOptions, run *setup.Run) view.View {
 // the options given are those).
 func inputFlags(flags *pflag.FlagSet, sensitiveVars bool) []string {
 	var given []string
-	for _, name := range []string{"inventory", "var", "var-file", "host-var", "extra-vars", "limit", "tags", "skip-tags", "local", "kubeconfig", "context"} {
+	for _, name := range []string{"inventory", "var", "var-file", "host-var", "extra-vars", "limit", "tags", "skip-tags", "start-at-task", "local", "kubeconfig", "context"} {
 		if name == "var" && sensitiveVars {
 			continue
 		}

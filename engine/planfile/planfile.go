@@ -57,7 +57,9 @@ type Inputs struct {
 	Limit    string   `json:"limit,omitempty"`
 	Tags     []string `json:"tags,omitempty"`
 	SkipTags []string `json:"skip_tags,omitempty"`
-	Local    bool     `json:"local,omitempty"`
+	// StartAtTask is --start-at-task.
+	StartAtTask string `json:"start_at_task,omitempty"`
+	Local       bool   `json:"local,omitempty"`
 	// Kubeconfig and KubeContext are --kubeconfig and --context: the
 	// cluster the plan read is the one apply acts on.
 	Kubeconfig  string `json:"kubeconfig,omitempty"`
