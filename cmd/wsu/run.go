@@ -28,7 +28,7 @@ import (
 
 // runOptions are the flags plan and apply share.
 type runOptions struct {
-	inventory        string
+	inventories      []string // -i, repeatable
 	kubeconfig       string
 	kubeContext      string
 	vars             []string
@@ -56,7 +56,7 @@ type runOptions struct {
 
 func (o *runOptions) bind(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVarP(&o.inventory, "inventory", "i", "", "inventory file (INI, YAML or HCL), a BYOH ConfigMap k8s://NAMESPACE/NAME, or a comma-separated host list like \"win01,win02,\"")
+	f.StringArrayVarP(&o.inventories, "inventory", "i", nil, "inventory file (INI, YAML or HCL), a BYOH ConfigMap k8s://NAMESPACE/NAME, or a comma-separated host list like \"win01,win02,\" or \"win[01:03],\"; repeatable: merged in order, later values win")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig for -i k8s://... and the cluster modules (default: KUBECONFIG, in-cluster, ~/.kube/config)")
 	f.StringVar(&o.kubeContext, "context", "", "kubeconfig context for -i k8s://... and the cluster modules (default: the kubeconfig's current context)")
 	f.StringArrayVar(&o.vars, "var", nil, "set a variable: -var 'name=value' (repeatable)")
@@ -281,10 +281,26 @@ func envValue(env []string, name string) string {
 // inputs are the flags a saved plan records.
 func (o *runOptions) inputs(target string) planfile.Inputs {
 	return planfile.Inputs{
-		Playbook: target, Inventory: o.inventory, VarFiles: o.varFiles, Vars: o.vars, HostVars: o.hostVars,
+		Playbook: target, Inventory: first(o.inventories), MoreInventories: rest(o.inventories), VarFiles: o.varFiles, Vars: o.vars, HostVars: o.hostVars,
 		Limit: o.limit, Tags: o.tags, SkipTags: o.skipTags, StartAtTask: o.startAtTask, Local: o.local,
 		Kubeconfig: o.kubeconfig, KubeContext: o.kubeContext,
 	}
+}
+
+// first and rest split a repeatable flag's values as planfile.Inputs keeps
+// -i: the first source, then the others.
+func first(list []string) string {
+	if len(list) == 0 {
+		return ""
+	}
+	return list[0]
+}
+
+func rest(list []string) []string {
+	if len(list) < 2 {
+		return nil
+	}
+	return list[1:]
 }
 
 // agentSource is this run's agent builds (each hashed once, whatever the
@@ -393,7 +409,7 @@ func (o *runOptions) expandExtraVars() error {
 // syntaxCheck is --syntax-check: validate with this run's inputs.
 func (a *app) syntaxCheck(o *runOptions, target string) error {
 	in := o.inputs(target)
-	diags, sources := a.validate(a.ctx, planfile.Inputs{Playbook: in.Playbook, Inventory: in.Inventory, Vars: in.Vars, VarFiles: in.VarFiles})
+	diags, sources := a.validate(a.ctx, planfile.Inputs{Playbook: in.Playbook, Inventory: in.Inventory, MoreInventories: in.MoreInventories, Vars: in.Vars, VarFiles: in.VarFiles})
 	_, noColorEnv := os.LookupEnv("NO_COLOR")
 	v := view.NewHuman(a.stderr, view.HumanOptions{Color: isTerminal(a.stderr) && !o.noColor && !noColorEnv, Sources: sources})
 	v.Diagnostics(diags)
