@@ -64,7 +64,7 @@ func (o *runOptions) bind(cmd *cobra.Command) {
 	f.StringArrayVar(&o.hostVars, "host-var", nil, "set an inventory variable on every host, over the inventory's: --host-var ansible_port=2222 (repeatable; for a BYOH ConfigMap, which holds only addresses and users)")
 	f.StringArrayVarP(&o.extraVars, "extra-vars", "e", nil, "as Ansible: 'name=value other=value' (like --var), @FILE (like --var-file) or a JSON object (repeatable)")
 	f.BoolVar(&o.listHosts, "list-hosts", false, "as Ansible: list each play's hosts, touching no host")
-	f.BoolVar(&o.listTasks, "list-tasks", false, "as Ansible: list each play's tasks that --tags and --skip-tags select, touching no host")
+	f.BoolVar(&o.listTasks, "list-tasks", false, "as Ansible: list each play's tasks that --tags, --skip-tags and --start-at-task select, touching no host")
 	f.BoolVar(&o.syntaxCheck, "syntax-check", false, "as Ansible: only check the playbook and the inputs given (wsu validate), touching no host")
 	f.StringVarP(&o.limit, "limit", "l", "", "further limit hosts to a pattern")
 	f.StringSliceVarP(&o.tags, "tags", "t", nil, "run only tasks with these tags")
