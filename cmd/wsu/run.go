@@ -345,6 +345,7 @@ func (a *app) newView(o *runOptions, run *setup.Run) view.View {
 		Sources:  run.Text,
 		Hidden:   run.Hidden,
 		Err:      a.stderr,
+		Clock:    a.clock,
 	})
 }
 
