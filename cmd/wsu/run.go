@@ -182,10 +182,12 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		return a.list(run, o, v)
 	}
 	run.Request.Hooks = v
+	approved := false
 	if mode == engine.ModeApply && opts.Saved == nil && a.asks(o) {
 		if proceed, err := a.approve(ctx, run); !proceed {
 			return err
 		}
+		approved = true
 	}
 	run.Request.Diff = o.diff
 	if a.timingsFile != "" {
@@ -196,7 +198,12 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 	if a.timingsFile != "" {
 		a.timings.mark(&a.timings.RunEnd)
 	}
-	v.Diagnostics(res.SetupDiagnostics)
+	if approved {
+		// The plan shown before the question showed its warnings.
+		v.Diagnostics(errorsOnly(res.SetupDiagnostics))
+	} else {
+		v.Diagnostics(res.SetupDiagnostics)
+	}
 	if res.Failed() {
 		return exitError{1}
 	}
@@ -266,6 +273,17 @@ func (a *app) approve(ctx context.Context, run *setup.Run) (proceed bool, err er
 	}
 	run.Request.Expect = res.Plan
 	return true, nil
+}
+
+// errorsOnly are the errors among diags.
+func errorsOnly(diags hcl.Diagnostics) hcl.Diagnostics {
+	var out hcl.Diagnostics
+	for _, d := range diags {
+		if d.Severity == hcl.DiagError {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // envValue is NAME's value in env, or "".
