@@ -67,6 +67,9 @@ type Request struct {
 	Limit    string
 	Tags     []string
 	SkipTags []string
+	// StartAt is Ansible's --start-at-task: the run starts at the first
+	// task so named (see startAt); "" starts at the beginning.
+	StartAt string
 	// Diff asks modules for content diffs in apply too (apply --diff); a
 	// plan always shows them.
 	Diff bool
@@ -194,6 +197,8 @@ type runner struct {
 	// secrets scrubs everything the run shows: events, the diagnostics it
 	// returns, plan summaries.
 	secrets *Scrubber
+	// start is --start-at-task, resolved; nil without it.
+	start *startAt
 	// notRunSent are the plays already reported as not run (a serial
 	// include's later batches meet them again).
 	notRunSent map[string]bool
@@ -252,6 +257,10 @@ func newRunner(req Request) (*runner, hcl.Diagnostics) {
 	}
 	r := &runner{req: req, inputs: in, hosts: map[string]*hostState{}, forks: req.Forks, result: &Result{}, secrets: secrets, notRunSent: map[string]bool{}}
 	r.root = newInstance(req.Playbook, "", nil, nil)
+	var d hcl.Diagnostics
+	if r.start, d = r.findStart(); d.HasErrors() {
+		return nil, secrets.Diagnostics(d)
+	}
 	inv := req.Inventory
 	if inv == nil {
 		inv = inventory.FromList("")
@@ -649,11 +658,15 @@ func (r *runner) rollout(inst *instance, play string, hostsExpr, serial, maxFail
 }
 
 func (r *runner) runPlay(ctx context.Context, inst *instance, p *playbook.Play) {
+	if r.start.skipsPlay(inst, p) {
+		r.markNotRun(p.Name, fmt.Sprintf("skipped: before --start-at-task %q", r.start.name))
+		return
+	}
 	ro, ok := r.rollout(inst, p.Name, p.Hosts, p.Serial, p.MaxFailPercentage)
 	if !ok {
 		return
 	}
-	r.emit(Event{Type: EventPlayStart, Play: p.Name, Hosts: ro.hosts, Batches: ro.batches, Count: len(p.Tasks)})
+	r.emit(Event{Type: EventPlayStart, Play: p.Name, Hosts: ro.hosts, Batches: ro.batches, Count: len(p.Tasks), Message: r.start.playNote(inst, p)})
 	for _, batch := range ro.batches {
 		if ctx.Err() != nil {
 			return
@@ -969,8 +982,8 @@ func Outline(req Request) ([]PlayOutline, hcl.Diagnostics) {
 				} else {
 					po.Hosts = hosts
 				}
-				for _, t := range it.Tasks {
-					if r.selected(t) {
+				for i, t := range it.Tasks {
+					if r.selected(t) && !r.start.skipsTask(inst, it, i) {
 						po.Tasks = append(po.Tasks, TaskOutline{Address: inst.path + fmt.Sprintf("task[%q]", t.Name), Module: t.Module, Tags: t.Tags})
 					}
 				}

@@ -23,6 +23,7 @@ const (
 	EventPlayStart    EventType = "play_start"
 	EventTaskStart    EventType = "task_start"
 	EventTaskResult   EventType = "task_result"
+	EventTaskRetry    EventType = "task_retry"
 	EventUnreachable  EventType = "host_unreachable"
 	EventReconnecting EventType = "host_reconnecting"
 	EventHostWarning  EventType = "host_warning"
@@ -69,10 +70,10 @@ type Event struct {
 	// Message is what a task asks to show (print's msg).
 	Message string `json:"message,omitempty"`
 	// Attempts is a task's attempts (task_result), or the number of the
-	// connection attempt that failed (host_connect_retry).
+	// attempt that failed (task_retry, host_connect_retry).
 	Attempts int `json:"attempts,omitempty"`
-	// RetryInMS is how long the transport waits before its next connection
-	// attempt (host_connect_retry).
+	// RetryInMS is how long wsu waits before the next attempt: the task's
+	// delay (task_retry) or the transport's (host_connect_retry).
 	RetryInMS   int64            `json:"retry_in_ms,omitempty"`
 	DurationMS  int64            `json:"duration_ms,omitempty"`
 	Hosts       []string         `json:"hosts,omitempty"`

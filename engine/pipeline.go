@@ -238,11 +238,25 @@ func (ti *taskInstance) attempts(ctx context.Context) (out outcome, ok bool) {
 			ti.giveUp(change, attempt, append(ti.warnings, diags...))
 			return outcome{}, false
 		}
+		ti.retrying(attempt, delay, diags)
 		select {
 		case <-ctx.Done():
 		case <-time.After(delay):
 		}
 	}
+}
+
+// retrying reports that attempt n failed and the task tries again after
+// delay: a task_retry event, its errors as warnings (the task has not
+// failed yet).
+func (ti *taskInstance) retrying(n int, delay time.Duration, diags hcl.Diagnostics) {
+	e := withType(ti.ev, EventTaskRetry)
+	e.Attempts, e.RetryInMS = n, delay.Milliseconds()
+	e.Diagnostics = DiagViews(diags)
+	for i := range e.Diagnostics {
+		e.Diagnostics[i].Severity = "warning"
+	}
+	ti.r.emit(e)
 }
 
 // attempt is one try: plan, apply when applying and there is a change,

@@ -480,6 +480,19 @@ play "p" {
 	res, rec := f.run(engine.ModeApply)
 	require.False(t, res.Failed(), "%v", res.Diagnostics)
 	assert.Equal(t, 3, rec.result(t, "localhost", "flaky").Attempts)
+	// Each failed attempt before the last is a task_retry, its errors as
+	// warnings (the task has not failed).
+	var retries []int
+	for _, e := range rec.events {
+		if e.Type == engine.EventTaskRetry {
+			assert.Equal(t, "flaky", e.Task)
+			require.NotEmpty(t, e.Diagnostics)
+			assert.Equal(t, "warning", e.Diagnostics[0].Severity)
+			assert.Equal(t, "Condition not met", e.Diagnostics[0].Summary)
+			retries = append(retries, e.Attempts)
+		}
+	}
+	assert.Equal(t, []int{1, 2}, retries)
 	assert.Equal(t, engine.StatusIgnored, rec.result(t, "localhost", "broken").Status)
 	assert.Equal(t, "still here", rec.result(t, "localhost", "still").Message)
 	assert.Equal(t, 1, res.Recap[0].Ignored)

@@ -43,7 +43,7 @@ func (r *runner) playOnHost(ctx context.Context, inst *instance, p *playbook.Pla
 		if ctx.Err() != nil || hs.failed || hs.unreachable {
 			return
 		}
-		if !r.selected(t) {
+		if !r.selected(t) || r.start.skipsTask(inst, p, i) {
 			continue
 		}
 		if changed := r.runTask(ctx, sc, playVars, t, hs, i, len(p.Tasks)); changed {

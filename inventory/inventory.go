@@ -92,7 +92,7 @@ func Load(arg string) (*Inventory, hcl.Diagnostics) {
 		}
 		return ParseINI(arg, src)
 	case strings.Contains(arg, ","):
-		return FromList(arg), nil
+		return ParseList(arg)
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, hcl.Diagnostics{{
 			Severity: hcl.DiagError,
@@ -154,28 +154,61 @@ func formatOf(name string, src []byte) format {
 	return formatINI
 }
 
-// FromList builds an inventory from an inline list such as "win01,win02," or
-// "localhost,". Names are taken literally (no range expansion, like Ansible's
-// host_list plugin); "name:port" sets ansible_port.
+// FromList is ParseList for a list known to be valid (errors dropped).
 func FromList(list string) *Inventory {
+	inv, _ := ParseList(list)
+	return inv
+}
+
+// ParseList builds an inventory from an inline list such as "win01,win02,"
+// or "localhost,". "name:port" sets ansible_port. An entry with a range,
+// win[1:3] or win[01:10:2], is expanded as in an INI or YAML inventory
+// (Ansible's advanced_host_list); a range that cannot be expanded is an
+// error naming the entry. Other names are taken literally (an IPv6
+// address keeps its colons).
+func ParseList(list string) (*Inventory, hcl.Diagnostics) {
 	b := newBuilder("", nil)
 	for _, name := range strings.Split(list, ",") {
 		name = strings.TrimSpace(name)
 		if name == "" {
 			continue
 		}
+		if strings.ContainsAny(name, "[]") {
+			hp, perr := expandHostPattern(name)
+			if perr == nil {
+				if bad := firstBadHost(hp.names); bad != "" {
+					perr = &patternError{summary: "Invalid host name", detail: fmt.Sprintf("%q cannot be a host name: %s.", bad, badName(bad, true))}
+				}
+			}
+			if perr != nil {
+				b.diags = append(b.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: perr.summary,
+					Detail: fmt.Sprintf("In the inline host list -i %q, entry %q: %s", list, name, perr.detail)})
+				continue
+			}
+			if !b.room(len(hp.names), hcl.Range{}) {
+				break
+			}
+			for _, n := range hp.names {
+				b.listHost(n, hp.port)
+			}
+			continue
+		}
 		var port string
 		if i := strings.IndexByte(name, ':'); i > 0 && strings.Count(name, ":") == 1 && isDigits(name[i+1:]) {
 			name, port = name[:i], name[i+1:]
 		}
-		h := b.host(name, hcl.Range{})
-		if port != "" {
-			h.Vars["ansible_port"] = Var{Value: cty.StringVal(port)}
-		}
-		b.addHost(groupUngrouped, name)
+		b.listHost(name, port)
 	}
-	inv, _ := b.finish()
-	return inv
+	return b.finish()
+}
+
+// listHost adds an inline list's host, ungrouped, with its port if any.
+func (b *builder) listHost(name, port string) {
+	h := b.host(name, hcl.Range{})
+	if port != "" {
+		h.Vars["ansible_port"] = Var{Value: cty.StringVal(port)}
+	}
+	b.addHost(groupUngrouped, name)
 }
 
 // Local is the one-host inventory of `--local`: the host "localhost" in

@@ -22,8 +22,8 @@ type secretFiles struct {
 
 func newSecretFiles(pb *playbook.Playbook, in planfile.Inputs) secretFiles {
 	sf := secretFiles{files: map[string]bool{}, sensitive: map[string]bool{}}
-	if in.Inventory != "" {
-		sf.files[in.Inventory] = true
+	for _, f := range in.InventorySources() {
+		sf.files[f] = true
 	}
 	for _, f := range in.VarFiles {
 		sf.files[f] = true

@@ -175,6 +175,7 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 		Limit:     in.Limit,
 		Tags:      in.Tags,
 		SkipTags:  in.SkipTags,
+		StartAt:   in.StartAtTask,
 		Sources:   sources,
 		Expect:    o.Saved,
 		Secrets:   run.Secrets,
@@ -372,12 +373,13 @@ func suggestStock(name string, stock fs.FS) string {
 // stock playbooks target (hosts = "windows").
 const LocalGroup = "windows"
 
-// loadInventory reads the inventory, or makes the one-host inventory Local
-// implies. With errors, the inventory is what could be read of it (or nil),
+// loadInventory reads the inventory (several -i sources merged in order,
+// as inventory.Merge does), or makes the one-host inventory Local implies. With errors, the inventory is what could be read of it (or nil),
 // for the scrubber to learn its secrets from. It adds what a saved plan fingerprints to sources ("inventory:"
 // keys) and the text diagnostics point into to text, by file name.
 func loadInventory(ctx context.Context, in planfile.Inputs, clusters *kube.Cache, sources, text map[string][]byte) (*inventory.Inventory, hcl.Diagnostics) {
-	if in.Inventory == "" {
+	sourcesGiven := in.InventorySources()
+	if len(sourcesGiven) == 0 {
 		if !in.Local {
 			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No inventory", Detail: "Give the hosts with -i INVENTORY (a file, a ConfigMap k8s://NAMESPACE/NAME, or a list like \"win01,win02,\"), or use --local to run on this machine."}}
 		}
@@ -385,17 +387,23 @@ func loadInventory(ctx context.Context, in planfile.Inputs, clusters *kube.Cache
 		inv.Hosts["localhost"].Vars["connection"] = inventory.Var{Value: cty.StringVal("local")}
 		return inv, nil
 	}
-	var inv *inventory.Inventory
+	var invs []*inventory.Inventory
 	var diags hcl.Diagnostics
-	if kubeinv.IsRef(in.Inventory) {
-		inv, diags = loadKubeInventory(ctx, in.Inventory, clusters, sources, text)
-	} else {
-		inv, diags = inventory.Load(in.Inventory)
-		if src, err := os.ReadFile(in.Inventory); err == nil {
-			abs, _ := filepath.Abs(in.Inventory)
-			sources["inventory:"+abs] = src
-			text[in.Inventory] = src
+	for _, ref := range sourcesGiven {
+		inv, d := loadInventorySource(ctx, ref, clusters, sources, text)
+		diags = append(diags, d...)
+		if inv != nil {
+			invs = append(invs, inv)
 		}
+	}
+	var inv *inventory.Inventory
+	switch {
+	case len(invs) == 1:
+		inv = invs[0]
+	case len(invs) > 1:
+		var d hcl.Diagnostics
+		inv, d = inventory.Merge(invs...)
+		diags = append(diags, d...)
 	}
 	if diags.HasErrors() {
 		return inv, diags // what could be read, for its secrets only
@@ -406,6 +414,21 @@ func loadInventory(ctx context.Context, in planfile.Inputs, clusters *kube.Cache
 		}
 	}
 	return inv, append(diags, setHostVars(inv, in.HostVars)...)
+}
+
+// loadInventorySource reads one -i source: a ConfigMap k8s://NS/NAME, a
+// file or an inline list.
+func loadInventorySource(ctx context.Context, ref string, clusters *kube.Cache, sources, text map[string][]byte) (*inventory.Inventory, hcl.Diagnostics) {
+	if kubeinv.IsRef(ref) {
+		return loadKubeInventory(ctx, ref, clusters, sources, text)
+	}
+	inv, diags := inventory.Load(ref)
+	if src, err := os.ReadFile(ref); err == nil {
+		abs, _ := filepath.Abs(ref)
+		sources["inventory:"+abs] = src
+		text[ref] = src
+	}
+	return inv, diags
 }
 
 // setHostVars sets each --host-var NAME=VALUE on every host, over what the

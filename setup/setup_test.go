@@ -38,11 +38,13 @@ func TestSavedPlanInputsRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	book := filepath.Join(dir, "hello.hcl")
 	require.NoError(t, os.WriteFile(book, []byte(printPlaybook), 0o644))
-	in := planfile.Inputs{Playbook: book, Inventory: "win01,win02,", Vars: []string{"msg=hi"}, Limit: "win02", Tags: []string{"x"}, KubeContext: "ctx-1"}
+	in := planfile.Inputs{Playbook: book, Inventory: "win01,win02,", MoreInventories: []string{"win[03:04],"}, Vars: []string{"msg=hi"}, Limit: "win02:win04", Tags: []string{"x"}, StartAtTask: "say", KubeContext: "ctx-1"}
 
 	run, diags := setup.Prepare(ctx, setup.Options{Inputs: in, Mode: engine.ModePlan})
 	require.False(t, diags.HasErrors(), "%v", diags)
 	assert.Equal(t, in, run.Inputs)
+	assert.Equal(t, []string{"win01", "win02", "win03", "win04"}, run.Request.Inventory.Order, "every -i, merged in order")
+	assert.Equal(t, "say", run.Request.StartAt)
 	res := engine.Run(ctx, run.Request)
 	require.False(t, res.Failed(), "%v", res.Diagnostics)
 	out := filepath.Join(dir, "hello.plan")

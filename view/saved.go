@@ -25,7 +25,7 @@ func (h *Human) SavedPlan(file string, p *planfile.Plan) {
 	line("made by", "wsu "+p.WSUVersion)
 	line("in", p.Dir)
 	line("playbook", p.Playbook)
-	line("inventory", p.Inventory)
+	line("inventory", strings.Join(p.InventorySources(), ", "))
 	if p.Local {
 		line("local", "yes (connection local)")
 	}
@@ -35,6 +35,7 @@ func (h *Human) SavedPlan(file string, p *planfile.Plan) {
 	line("limit", p.Limit)
 	line("tags", strings.Join(p.Tags, ","))
 	line("skip tags", strings.Join(p.SkipTags, ","))
+	line("start at", p.StartAtTask)
 	line("kubeconfig", p.Kubeconfig)
 	line("context", p.KubeContext)
 

@@ -37,9 +37,6 @@ func NewJSON(w io.Writer) *JSON { return &JSON{enc: json.NewEncoder(w)} }
 
 // Event implements engine.Hooks.
 func (j *JSON) Event(e engine.Event) {
-	if e.Type == engine.EventTaskStart {
-		return // progress only; results carry everything
-	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	_ = j.enc.Encode(e)
@@ -69,9 +66,13 @@ type Human struct {
 	hidden   func(file string, line int) bool
 	mode     engine.Mode
 
-	status   map[string]string // host -> current task, for the progress line
+	running  map[string]*runningTask // host -> its current task
 	statusOn bool
 	changes  map[string]int
+
+	clock      Clock
+	every      time.Duration // off a terminal: a line per running task this often
+	stopTicker func()        // set while the progress ticker runs
 
 	// order holds a plan's results until its play ends (see ordered).
 	order playOrder
@@ -92,6 +93,58 @@ type HumanOptions struct {
 	// Err receives diagnostics raised outside a run (loading, inputs);
 	// nil means the main writer.
 	Err io.Writer
+	// ProgressEvery is how often, off a terminal (Progress false), each
+	// task still running is reported with its elapsed time; 0 means
+	// DefaultProgressEvery, negative never. On a terminal the status line
+	// is redrawn every second instead.
+	ProgressEvery time.Duration
+	// Clock times tasks and ticks the progress; nil means the real clock.
+	Clock Clock
+}
+
+// DefaultProgressEvery is how often a running task is reported off a
+// terminal (a 15-minute node wait prints a line every 30 s).
+const DefaultProgressEvery = 30 * time.Second
+
+// Clock is the progress display's time: the seam a test replaces to tick
+// without waiting.
+type Clock interface {
+	Now() time.Time
+	// Every calls tick every d, from another goroutine, until stop is
+	// called; stop returns once no call is in progress.
+	Every(d time.Duration, tick func(now time.Time)) (stop func())
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) Every(d time.Duration, tick func(time.Time)) func() {
+	t := time.NewTicker(d)
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			select {
+			case now := <-t.C:
+				tick(now)
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		t.Stop()
+		close(done)
+		<-exited
+	}
+}
+
+// runningTask is a task a host is running, for progress.
+type runningTask struct {
+	label   string // task "name" (3/7)
+	start   time.Time
+	attempt int
 }
 
 // NewHuman returns a human view writing to w.
@@ -100,7 +153,16 @@ func NewHuman(w io.Writer, o HumanOptions) *Human {
 	if errw == nil {
 		errw = w
 	}
-	return &Human{w: w, errw: errw, color: o.Color, progress: o.Progress, diff: o.Diff, verbose: o.Verbose, sources: o.Sources, hidden: o.Hidden, status: map[string]string{}, changes: map[string]int{}}
+	clock := o.Clock
+	if clock == nil {
+		clock = realClock{}
+	}
+	every := o.ProgressEvery
+	if every == 0 {
+		every = DefaultProgressEvery
+	}
+	return &Human{w: w, errw: errw, color: o.Color, progress: o.Progress, diff: o.Diff, verbose: o.Verbose, sources: o.Sources, hidden: o.Hidden,
+		running: map[string]*runningTask{}, changes: map[string]int{}, clock: clock, every: every}
 }
 
 const (
@@ -133,16 +195,23 @@ func (h *Human) Event(e engine.Event) {
 	if e.Mode != "" {
 		h.mode = e.Mode
 	}
-	if e.Type == engine.EventTaskStart {
+	switch e.Type {
+	case engine.EventTaskStart:
 		h.order.started(e)
-		h.status[e.Host] = fmt.Sprintf("%s (%d/%d)", e.Task, e.Index, e.Count)
+		h.started(e)
+		h.drawStatus()
+		return
+	case engine.EventTaskRetry:
+		if rt := h.running[e.Host]; rt != nil {
+			rt.attempt = e.Attempts + 1
+		}
 		h.drawStatus()
 		return
 	}
 	if h.mode == engine.ModePlan {
 		if h.order.hold(e) {
 			if e.Type == engine.EventTaskResult || e.Type == engine.EventUnreachable {
-				delete(h.status, e.Host)
+				delete(h.running, e.Host)
 			}
 			h.drawStatus()
 			return
@@ -167,14 +236,18 @@ func (h *Human) show(e engine.Event) {
 		if len(e.Batches) > 1 {
 			batches = fmt.Sprintf(", %d batches", len(e.Batches))
 		}
-		h.printf("\n%s %s\n", h.paint(cBold, "PLAY "+quote(e.Play)), h.paint(cDim, fmt.Sprintf("(%d %s%s)", n, plural(n, "host", "hosts"), batches)))
+		note := ""
+		if e.Message != "" {
+			note = "; " + e.Message // --start-at-task
+		}
+		h.printf("\n%s %s\n", h.paint(cBold, "PLAY "+quote(e.Play)), h.paint(cDim, fmt.Sprintf("(%d %s%s%s)", n, plural(n, "host", "hosts"), batches, note)))
 	case engine.EventPlayNotRun:
 		h.printf("\n%s %s\n", h.paint(cBold, "PLAY "+quote(e.Play)), h.paint(cYellow, "("+e.Message+")"))
 	case engine.EventTaskResult:
-		delete(h.status, e.Host)
+		delete(h.running, e.Host)
 		h.taskResult(e)
 	case engine.EventUnreachable:
-		delete(h.status, e.Host)
+		delete(h.running, e.Host)
 		h.printf("  %s [%s] %s\n", h.paint(cRed, "unreachable"), e.Host, h.diagText(e.Diagnostics))
 	case engine.EventHostFailed, engine.EventDiagnostic, engine.EventPlayAborted:
 		where := ""
@@ -486,6 +559,73 @@ func (h *Human) Close() {
 		h.show(held)
 	}
 	h.clearStatus()
+	if stop := h.stopTicker; stop != nil {
+		h.stopTicker = nil
+		h.mu.Unlock() // a tick being handled finishes first
+		stop()
+		h.mu.Lock()
+	}
+}
+
+// started notes the task a host begins, and starts the progress ticker
+// with the first one.
+func (h *Human) started(e engine.Event) {
+	kind := "task"
+	if e.Handler {
+		kind = "handler"
+	}
+	label := fmt.Sprintf("%s %s", kind, quote(e.Task))
+	if e.Key != "" {
+		label += fmt.Sprintf("[%q]", e.Key)
+	}
+	if e.Count > 0 {
+		label += fmt.Sprintf(" (%d/%d)", e.Index, e.Count)
+	}
+	h.running[e.Host] = &runningTask{label: label, start: h.clock.Now(), attempt: 1}
+	if h.stopTicker != nil || (!h.progress && h.every < 0) {
+		return
+	}
+	period := h.every
+	if h.progress {
+		period = time.Second
+	}
+	h.stopTicker = h.clock.Every(period, h.tick)
+}
+
+// tick redraws the status line with the elapsed times on a terminal; off
+// one it reports each task running for at least the progress interval,
+// hosts in name order.
+func (h *Human) tick(now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.progress {
+		h.drawStatus()
+		return
+	}
+	for _, host := range h.runningHosts() {
+		rt := h.running[host]
+		if now.Sub(rt.start) >= h.every {
+			h.printf("  %s [%s] %s: %s\n", h.paint(cDim, "running "), host, rt.label, rt.elapsed(now))
+		}
+	}
+}
+
+// elapsed is how long the task has run, and its attempt after the first.
+func (rt *runningTask) elapsed(now time.Time) string {
+	s := now.Sub(rt.start).Round(time.Second).String() + " elapsed"
+	if rt.attempt > 1 {
+		s += fmt.Sprintf(", attempt %d", rt.attempt)
+	}
+	return s
+}
+
+func (h *Human) runningHosts() []string {
+	hosts := make([]string, 0, len(h.running))
+	for k := range h.running {
+		hosts = append(hosts, k)
+	}
+	sort.Strings(hosts)
+	return hosts
 }
 
 func (h *Human) clearStatus() {
@@ -496,15 +636,12 @@ func (h *Human) clearStatus() {
 }
 
 func (h *Human) drawStatus() {
-	if !h.progress || len(h.status) == 0 {
+	if !h.progress || len(h.running) == 0 {
 		return
 	}
-	hosts := make([]string, 0, len(h.status))
-	for k := range h.status {
-		hosts = append(hosts, k)
-	}
-	sort.Strings(hosts)
-	line := fmt.Sprintf("… %d running: %s: %s", len(hosts), hosts[0], h.status[hosts[0]])
+	hosts := h.runningHosts()
+	rt := h.running[hosts[0]]
+	line := fmt.Sprintf("… %d running: %s: %s, %s", len(hosts), hosts[0], rt.label, rt.elapsed(h.clock.Now()))
 	if len(line) > 100 {
 		line = line[:99] + "…"
 	}

@@ -237,3 +237,23 @@ func newPrivateKey(t *testing.T) []byte {
 	require.NoError(t, err)
 	return pem.EncodeToMemory(block)
 }
+
+// TestSeveralInventories: several -i merge in order as Ansible's do (a
+// later source's host and group vars win, groups merge), an inline list
+// expands ranges, and a range it cannot expand is refused before any host
+// is touched.
+func TestSeveralInventories(t *testing.T) {
+	site := writeFile(t, t.TempDir(), "site.ini", "[windows]\nwin01 max_pods=120\n\n[all:vars]\nntp_server=ntp.example.com\n")
+	code, out, errs := wsu(t, nil, "plan", "--no-color", "testdata/inventory/vars.hcl", "-i", "testdata/inventory/inventory.hcl", "-i", site, "-i", "lin[1:2],")
+	require.Equal(t, 0, code, out+errs)
+	assert.Contains(t, out, `win01: {"ansible_host":"10.0.0.11","ansible_user":"Administrator","connection":"ssh","max_pods":"120","ntp_server":"ntp.example.com"} groups=all,cluster,windows`)
+	assert.Contains(t, out, `win03.example.com: {"ansible_user":"Administrator","connection":"ssh","ntp_server":"ntp.example.com"} groups=all,cluster,windows`)
+	assert.Contains(t, out, `lin1: {"ntp_server":"ntp.example.com"} groups=all,ungrouped`)
+	assert.Contains(t, out, `lin2: {"ntp_server":"ntp.example.com"} groups=all,ungrouped`)
+	assert.Contains(t, out, "PLAY \"vars\" (5 hosts)")
+
+	code, out, errs = wsu(t, nil, "plan", "--no-color", "testdata/inventory/vars.hcl", "-i", "win[1:x],")
+	assert.Equal(t, 1, code, out)
+	assert.Contains(t, flat(errs), `In the inline host list -i "win[1:x],", entry "win[1:x]":`)
+	assert.NotContains(t, out, "groups=", "no host was run")
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/wsu-project/wsu/modules"
 	"github.com/wsu-project/wsu/transport/agentbin"
 	"github.com/wsu-project/wsu/version"
+	"github.com/wsu-project/wsu/view"
 )
 
 // exitError carries an exit code through cobra without printing anything
@@ -35,6 +36,9 @@ type app struct {
 	// agents say where a run finds its agent builds (main: agentOptions);
 	// nil: none, the local host in-process.
 	agents *agentbin.Options
+	// clock times the human view's progress; nil: the real clock (tests
+	// tick a fake one).
+	clock view.Clock
 
 	cpuProfile  string
 	profileFile *os.File

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -27,7 +28,7 @@ import (
 
 // runOptions are the flags plan and apply share.
 type runOptions struct {
-	inventory        string
+	inventories      []string // -i, repeatable
 	kubeconfig       string
 	kubeContext      string
 	vars             []string
@@ -40,6 +41,7 @@ type runOptions struct {
 	limit            string
 	tags             []string
 	skipTags         []string
+	startAtTask      string // Ansible's --start-at-task
 	forks            int
 	output           string
 	noColor          bool
@@ -49,11 +51,12 @@ type runOptions struct {
 	detailedExitcode bool   // plan
 	check            bool   // apply --check: plan
 	diff             bool   // apply --diff
+	autoApprove      bool   // apply --auto-approve: no confirmation
 }
 
 func (o *runOptions) bind(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVarP(&o.inventory, "inventory", "i", "", "inventory file (INI, YAML or HCL), a BYOH ConfigMap k8s://NAMESPACE/NAME, or a comma-separated host list like \"win01,win02,\"")
+	f.StringArrayVarP(&o.inventories, "inventory", "i", nil, "inventory file (INI, YAML or HCL), a BYOH ConfigMap k8s://NAMESPACE/NAME, or a comma-separated host list like \"win01,win02,\" or \"win[01:03],\"; repeatable: merged in order, later values win")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig for -i k8s://... and the cluster modules (default: KUBECONFIG, in-cluster, ~/.kube/config)")
 	f.StringVar(&o.kubeContext, "context", "", "kubeconfig context for -i k8s://... and the cluster modules (default: the kubeconfig's current context)")
 	f.StringArrayVar(&o.vars, "var", nil, "set a variable: -var 'name=value' (repeatable)")
@@ -61,11 +64,12 @@ func (o *runOptions) bind(cmd *cobra.Command) {
 	f.StringArrayVar(&o.hostVars, "host-var", nil, "set an inventory variable on every host, over the inventory's: --host-var ansible_port=2222 (repeatable; for a BYOH ConfigMap, which holds only addresses and users)")
 	f.StringArrayVarP(&o.extraVars, "extra-vars", "e", nil, "as Ansible: 'name=value other=value' (like --var), @FILE (like --var-file) or a JSON object (repeatable)")
 	f.BoolVar(&o.listHosts, "list-hosts", false, "as Ansible: list each play's hosts, touching no host")
-	f.BoolVar(&o.listTasks, "list-tasks", false, "as Ansible: list each play's tasks that --tags and --skip-tags select, touching no host")
+	f.BoolVar(&o.listTasks, "list-tasks", false, "as Ansible: list each play's tasks that --tags, --skip-tags and --start-at-task select, touching no host")
 	f.BoolVar(&o.syntaxCheck, "syntax-check", false, "as Ansible: only check the playbook and the inputs given (wsu validate), touching no host")
 	f.StringVarP(&o.limit, "limit", "l", "", "further limit hosts to a pattern")
 	f.StringSliceVarP(&o.tags, "tags", "t", nil, "run only tasks with these tags")
 	f.StringSliceVar(&o.skipTags, "skip-tags", nil, "skip tasks with these tags")
+	f.StringVar(&o.startAtTask, "start-at-task", "", "as Ansible: start at the first task with this name (or address), skipping the tasks and plays before it")
 	f.IntVarP(&o.forks, "forks", "f", engine.DefaultForks, "how many hosts to work on at once")
 	f.StringVarP(&o.output, "output", "o", "human", "output format: human, json (one event per line) or yaml (one document per event)")
 	f.BoolVar(&o.noColor, "no-color", false, "no colours, even on a terminal")
@@ -105,6 +109,10 @@ func (a *app) applyCommand() *cobra.Command {
 'wsu plan -out FILE', it applies exactly that plan, and refuses if anything it was
 based on (playbook files, variables, inventory, a host's state) has changed since.
 
+Given a playbook on a terminal, apply first shows the plan and asks for 'yes', as
+terraform apply does; it does not ask with --auto-approve, a saved plan, --output
+json or yaml, stdin not a terminal, or the environment variable CI set.
+
 --check is plan under Ansible's name. Exit codes: 0 success; 1 error, or a host
 failed or was unreachable.`,
 		Args: cobra.ExactArgs(1),
@@ -119,9 +127,7 @@ failed or was unreachable.`,
 	o.bind(cmd)
 	cmd.Flags().BoolVarP(&o.check, "check", "C", false, "plan only (Ansible's check mode)")
 	cmd.Flags().BoolVarP(&o.diff, "diff", "D", false, "show each change's field diff as it is applied")
-	// Terraform's -auto-approve: wsu apply does not ask, so it changes nothing.
-	cmd.Flags().Bool("auto-approve", false, "accepted for Terraform users; apply does not ask for confirmation")
-	cmd.Flags().MarkHidden("auto-approve")
+	cmd.Flags().BoolVar(&o.autoApprove, "auto-approve", false, "apply a playbook without showing the plan and asking for 'yes' first (as Terraform)")
 	return cmd
 }
 
@@ -176,6 +182,13 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		return a.list(run, o, v)
 	}
 	run.Request.Hooks = v
+	approved := false
+	if mode == engine.ModeApply && opts.Saved == nil && a.asks(o) {
+		if proceed, err := a.approve(ctx, run); !proceed {
+			return err
+		}
+		approved = true
+	}
 	run.Request.Diff = o.diff
 	if a.timingsFile != "" {
 		run.Request.Connector = a.timings.connector(run.Request.Connector)
@@ -185,7 +198,12 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 	if a.timingsFile != "" {
 		a.timings.mark(&a.timings.RunEnd)
 	}
-	v.Diagnostics(res.SetupDiagnostics)
+	if approved {
+		// The plan shown before the question showed its warnings.
+		v.Diagnostics(errorsOnly(res.SetupDiagnostics))
+	} else {
+		v.Diagnostics(res.SetupDiagnostics)
+	}
 	if res.Failed() {
 		return exitError{1}
 	}
@@ -206,13 +224,101 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 	return nil
 }
 
+// asks reports whether apply of a playbook asks for confirmation: a person
+// at a terminal who did not say --auto-approve, reading human output, not
+// in CI.
+func (a *app) asks(o *runOptions) bool {
+	f, ok := a.stdin.(*os.File)
+	return !o.autoApprove && o.output == "human" && ok && term.IsTerminal(int(f.Fd())) && envValue(a.env, "CI") == ""
+}
+
+// approve plans, shows the plan and asks for "yes", as terraform apply
+// does. proceed is true when the answer was yes: the run then applies
+// exactly the plan shown (Request.Expect), refusing if it went stale
+// while the question was open. Otherwise err is the exit (nil when there
+// was nothing to apply).
+func (a *app) approve(ctx context.Context, run *setup.Run) (proceed bool, err error) {
+	req := run.Request
+	req.Mode = engine.ModePlan
+	res := engine.Run(ctx, req)
+	if v, ok := req.Hooks.(view.View); ok {
+		v.Diagnostics(res.SetupDiagnostics)
+		v.Close() // prints what the plan still holds
+	}
+	if res.Failed() {
+		return false, exitError{1}
+	}
+	deferred := 0
+	for _, r := range res.Recap {
+		deferred += r.Deferred
+	}
+	if res.NothingChecked != "" || res.Changes+deferred == 0 {
+		return false, nil // the plan said so
+	}
+	fmt.Fprint(a.stdout, "\nDo you want to perform these actions?\n  wsu will apply the changes described above to the hosts.\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ")
+	answer := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(a.stdin).ReadString('\n')
+		answer <- strings.TrimSpace(line)
+	}()
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(a.stdout)
+		return false, fmt.Errorf("apply cancelled: interrupted; nothing was changed")
+	case got := <-answer:
+		fmt.Fprintln(a.stdout)
+		if got != "yes" {
+			return false, fmt.Errorf("apply cancelled: only 'yes' approves (got %q); nothing was changed", got)
+		}
+	}
+	run.Request.Expect = res.Plan
+	return true, nil
+}
+
+// errorsOnly are the errors among diags.
+func errorsOnly(diags hcl.Diagnostics) hcl.Diagnostics {
+	var out hcl.Diagnostics
+	for _, d := range diags {
+		if d.Severity == hcl.DiagError {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// envValue is NAME's value in env, or "".
+func envValue(env []string, name string) string {
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
 // inputs are the flags a saved plan records.
 func (o *runOptions) inputs(target string) planfile.Inputs {
 	return planfile.Inputs{
-		Playbook: target, Inventory: o.inventory, VarFiles: o.varFiles, Vars: o.vars, HostVars: o.hostVars,
-		Limit: o.limit, Tags: o.tags, SkipTags: o.skipTags, Local: o.local,
+		Playbook: target, Inventory: first(o.inventories), MoreInventories: rest(o.inventories), VarFiles: o.varFiles, Vars: o.vars, HostVars: o.hostVars,
+		Limit: o.limit, Tags: o.tags, SkipTags: o.skipTags, StartAtTask: o.startAtTask, Local: o.local,
 		Kubeconfig: o.kubeconfig, KubeContext: o.kubeContext,
 	}
+}
+
+// first and rest split a repeatable flag's values as planfile.Inputs keeps
+// -i: the first source, then the others.
+func first(list []string) string {
+	if len(list) == 0 {
+		return ""
+	}
+	return list[0]
+}
+
+func rest(list []string) []string {
+	if len(list) < 2 {
+		return nil
+	}
+	return list[1:]
 }
 
 // agentSource is this run's agent builds (each hashed once, whatever the
@@ -257,6 +363,7 @@ func (a *app) newView(o *runOptions, run *setup.Run) view.View {
 		Sources:  run.Text,
 		Hidden:   run.Hidden,
 		Err:      a.stderr,
+		Clock:    a.clock,
 	})
 }
 
@@ -265,7 +372,7 @@ func (a *app) newView(o *runOptions, run *setup.Run) view.View {
 // the options given are those).
 func inputFlags(flags *pflag.FlagSet, sensitiveVars bool) []string {
 	var given []string
-	for _, name := range []string{"inventory", "var", "var-file", "host-var", "extra-vars", "limit", "tags", "skip-tags", "local", "kubeconfig", "context"} {
+	for _, name := range []string{"inventory", "var", "var-file", "host-var", "extra-vars", "limit", "tags", "skip-tags", "start-at-task", "local", "kubeconfig", "context"} {
 		if name == "var" && sensitiveVars {
 			continue
 		}
@@ -321,7 +428,7 @@ func (o *runOptions) expandExtraVars() error {
 // syntaxCheck is --syntax-check: validate with this run's inputs.
 func (a *app) syntaxCheck(o *runOptions, target string) error {
 	in := o.inputs(target)
-	diags, sources := a.validate(a.ctx, planfile.Inputs{Playbook: in.Playbook, Inventory: in.Inventory, Vars: in.Vars, VarFiles: in.VarFiles})
+	diags, sources := a.validate(a.ctx, planfile.Inputs{Playbook: in.Playbook, Inventory: in.Inventory, MoreInventories: in.MoreInventories, Vars: in.Vars, VarFiles: in.VarFiles})
 	_, noColorEnv := os.LookupEnv("NO_COLOR")
 	v := view.NewHuman(a.stderr, view.HumanOptions{Color: isTerminal(a.stderr) && !o.noColor && !noColorEnv, Sources: sources})
 	v.Diagnostics(diags)

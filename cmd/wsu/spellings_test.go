@@ -109,3 +109,71 @@ current-context: prod
 	assert.Equal(t, 1, code, out)
 	assert.Contains(t, flat(errs), `context "prd" does not exist (its contexts: prod, staging)`)
 }
+
+// --start-at-task as Ansible: the run starts at the first task so named
+// (or so addressed); plays before it say they were skipped, its own play
+// says how many tasks before it were; an unknown name is refused with the
+// nearest one before any host is touched.
+func TestStartAtTask(t *testing.T) {
+	dir := t.TempDir()
+	pb := writeFile(t, dir, "p.hcl", `
+variable "root" {
+  type = string
+}
+play "prepare" {
+  hosts = "all"
+  task "install runtime" {
+    file {
+      path    = "${var.root}/runtime"
+      content = "x"
+    }
+  }
+}
+play "join" {
+  hosts = "all"
+  task "configure kubelet" {
+    file {
+      path    = "${var.root}/kubelet"
+      content = "x"
+    }
+  }
+  task "wait for node" {
+    file {
+      path    = "${var.root}/node"
+      content = "x"
+    }
+  }
+}
+`)
+	root := t.TempDir()
+	args := []string{"apply", pb, "--local", "-var", "root=" + root}
+	code, out, errs := wsu(t, nil, append(args, "--start-at-task", "wait for node")...)
+	require.Equal(t, 0, code, out+errs)
+	assert.Contains(t, out, `PLAY "prepare" (skipped: before --start-at-task "wait for node")`)
+	assert.Contains(t, out, `PLAY "join" (1 host; starting at task "wait for node" (--start-at-task): the 1 task before it skipped)`)
+	assert.FileExists(t, filepath.Join(root, "node"))
+	assert.NoFileExists(t, filepath.Join(root, "runtime"))
+	assert.NoFileExists(t, filepath.Join(root, "kubelet"))
+	assert.Contains(t, out, "changed=1 ")
+
+	// By address, as --list-tasks prints it; the list starts there too.
+	code, out, errs = wsu(t, nil, append(args, "--start-at-task", `task["configure kubelet"]`, "--list-tasks")...)
+	require.Equal(t, 0, code, out+errs)
+	assert.NotContains(t, out, `task["install runtime"]`)
+	assert.Contains(t, out, `task["configure kubelet"] (file)`)
+	code, out, errs = wsu(t, nil, "plan", pb, "--local", "-var", "root="+t.TempDir(), "--start-at-task", `task["configure kubelet"]`, "-o", "json")
+	require.Equal(t, 0, code, out+errs)
+	assert.Contains(t, out, `"type":"play_not_run","time":`)
+	assert.Contains(t, out, `"play":"prepare","message":"skipped: before --start-at-task \"task[\\\"configure kubelet\\\"]\""`)
+	assert.NotContains(t, out, `"task":"install runtime"`)
+
+	// Unknown: an error naming the nearest, nothing run.
+	fresh := t.TempDir()
+	code, out, errs = wsu(t, nil, "apply", pb, "--local", "-var", "root="+fresh, "--start-at-task", "wait for nodes")
+	assert.Equal(t, 1, code, out+errs)
+	assert.Contains(t, flat(errs), `Unknown task`)
+	assert.Contains(t, flat(errs), `--start-at-task wait for nodes: no task of the playbook is named so, nothing was run. Did you mean "wait for node"?`)
+	assert.NotContains(t, out, "PLAY")
+	entries, _ := os.ReadDir(fresh)
+	assert.Empty(t, entries, "no host was touched")
+}

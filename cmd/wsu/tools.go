@@ -26,6 +26,7 @@ import (
 func (a *app) validateCommand() *cobra.Command {
 	var noColor bool
 	var in planfile.Inputs
+	var inventories []string
 	cmd := &cobra.Command{
 		Use:   "validate PLAYBOOK",
 		Short: "Check a playbook without touching any host",
@@ -38,6 +39,7 @@ settings, and each play's hosts pattern against the inventory.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in.Playbook = args[0]
+			in.Inventory, in.MoreInventories = first(inventories), rest(inventories)
 			_, noColorEnv := os.LookupEnv("NO_COLOR")
 			diags, sources := a.validate(cmd.Context(), in)
 			v := view.NewHuman(a.stderr, view.HumanOptions{Color: isTerminal(a.stderr) && !noColor && !noColorEnv, Sources: sources})
@@ -51,7 +53,7 @@ settings, and each play's hosts pattern against the inventory.`,
 	}
 	f := cmd.Flags()
 	f.BoolVar(&noColor, "no-color", false, "no colours")
-	f.StringVarP(&in.Inventory, "inventory", "i", "", "also check this inventory's values and hosts against the playbook")
+	f.StringArrayVarP(&inventories, "inventory", "i", nil, "also check this inventory's values and hosts against the playbook (repeatable: merged in order)")
 	f.StringArrayVar(&in.Vars, "var", nil, "also check this variable value: -var 'name=value' (repeatable)")
 	f.StringArrayVar(&in.VarFiles, "var-file", nil, "also check the values in this variables file (repeatable)")
 	return cmd
@@ -61,7 +63,7 @@ settings, and each play's hosts pattern against the inventory.`,
 // everything that can be known without a host. Without -i, hosts patterns
 // are not matched (there is no inventory to match them against).
 func (a *app) validate(ctx context.Context, in planfile.Inputs) (hcl.Diagnostics, map[string][]byte) {
-	withInventory := in.Inventory != ""
+	withInventory := len(in.InventorySources()) > 0
 	in.Local = !withInventory // an inventory of its own is needed to prepare
 	run, diags := setup.Prepare(ctx, setup.Options{Inputs: in, Mode: engine.ModePlan, Environ: a.env})
 	if diags.HasErrors() {

@@ -42,10 +42,13 @@ type Plan struct {
 // fills it; package setup turns it into an engine request.
 type Inputs struct {
 	// Playbook is a file path, or wsu:NAME for a stock playbook.
-	Playbook  string   `json:"playbook"`
-	Inventory string   `json:"inventory,omitempty"`
-	VarFiles  []string `json:"var_files,omitempty"`
-	Vars      []string `json:"vars,omitempty"`
+	Playbook  string `json:"playbook"`
+	Inventory string `json:"inventory,omitempty"`
+	// MoreInventories are the further -i sources, merged over Inventory
+	// in order (see InventorySources).
+	MoreInventories []string `json:"more_inventories,omitempty"`
+	VarFiles        []string `json:"var_files,omitempty"`
+	Vars            []string `json:"vars,omitempty"`
 	// SensitiveVars name the -var options not saved because their
 	// variable is declared sensitive: apply takes them again (-var or
 	// WSU_VAR_), and the plan's value hashes prove they are the same.
@@ -57,11 +60,22 @@ type Inputs struct {
 	Limit    string   `json:"limit,omitempty"`
 	Tags     []string `json:"tags,omitempty"`
 	SkipTags []string `json:"skip_tags,omitempty"`
-	Local    bool     `json:"local,omitempty"`
+	// StartAtTask is --start-at-task.
+	StartAtTask string `json:"start_at_task,omitempty"`
+	Local       bool   `json:"local,omitempty"`
 	// Kubeconfig and KubeContext are --kubeconfig and --context: the
 	// cluster the plan read is the one apply acts on.
 	Kubeconfig  string `json:"kubeconfig,omitempty"`
 	KubeContext string `json:"kube_context,omitempty"`
+}
+
+// InventorySources are every -i source in the order given.
+func (in Inputs) InventorySources() []string {
+	var out []string
+	if in.Inventory != "" {
+		out = append(out, in.Inventory)
+	}
+	return append(out, in.MoreInventories...)
 }
 
 // Host is what was planned for one host.

@@ -201,16 +201,17 @@ func (m File) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 		if len(fields) > 0 {
 			change = &modules.Change{Action: modules.Update, Subject: fc.path, Fields: fields}
 			if req.Diff && fc.contentOK && oldSHA != fc.wantSHA.AsString() {
-				change.Content = oldContent(ctx, req.Host, fc.path, fi.Size, fc.content)
+				change.Content = OldContent(ctx, req.Host, fc.path, fi.Size, fc.content)
 			}
 		}
 	}
 	return modules.PlanResponse{Change: change, Result: res, Diagnostics: diags}
 }
 
-// oldContent reads a file's current content for a diff against want,
-// unless either side is larger than modules.MaxDiffBytes.
-func oldContent(ctx context.Context, h host.Host, path string, size int64, want string) *modules.ContentChange {
+// OldContent reads a file's current content for a diff against want,
+// unless either side is larger than modules.MaxDiffBytes (file and
+// win_copy share it).
+func OldContent(ctx context.Context, h host.Host, path string, size int64, want string) *modules.ContentChange {
 	if size > modules.MaxDiffBytes || len(want) > modules.MaxDiffBytes {
 		return &modules.ContentChange{New: want, Omitted: fmt.Sprintf("larger than %d KiB", modules.MaxDiffBytes>>10)}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/modules"
+	"github.com/wsu-project/wsu/modules/generic"
 )
 
 // Copy sends a file from the controller to a Windows host, stopping the
@@ -48,7 +50,10 @@ func (Copy) Schema() modules.Schema {
 			"re-running a payload copy costs one hash per file (none on the controller with " +
 			"`sha256`). A source is read once per run however many hosts it goes to. The content " +
 			"is streamed (never held in memory whole) to a temp file beside `dest`, which is then " +
-			"renamed over it.\n\n" +
+			"renamed over it. A plan (and `apply --diff`) shows a changed text file of at most " +
+			"64 KiB as a unified diff, as `win_file` does; larger and binary files by SHA-256 " +
+			"alone, and a source others may not read (mode 0600: a key, a kubeconfig) with no " +
+			"content.\n\n" +
 			"Windows refuses to replace an executable while a process runs it. When `dest` differs " +
 			"and `service` is running, the plan lists the service as restarted and apply stops it " +
 			"(waiting for its process to exit), writes the file and starts it again; the service " +
@@ -205,6 +210,9 @@ func (m Copy) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 		action = modules.Update
 	}
 	change := &modules.Change{Action: action, Subject: dest, Fields: contentFields(oldSHA, fi.Size, fi.Exists, wantSHA, wantSize)}
+	if req.Diff && srcOK {
+		change.Content = copyContent(ctx, h, local, dest, fi)
+	}
 	// Only an existing file can be some running process's image.
 	if fi.Exists {
 		restarts, d := m.restarts(ctx, h, cfg, svcV, dest)
@@ -215,6 +223,33 @@ func (m Copy) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 		change.Restarts = restarts
 	}
 	return modules.PlanResponse{Change: change, Result: res(cty.UnknownVal(cty.Number)), Diagnostics: diags}
+}
+
+// copyContent is dest's content before and after, for the content diff
+// of a plan or apply --diff: src is read only when it is at most
+// modules.MaxDiffBytes (a payload binary is compared by hash alone), and
+// the views show binary content as a note. A source others may not read
+// (a key, a kubeconfig: mode 0600) is private, and neither side is shown.
+func copyContent(ctx context.Context, h host.Host, local localFile, dest string, fi host.FileInfo) *modules.ContentChange {
+	if local.size > modules.MaxDiffBytes {
+		return &modules.ContentChange{Omitted: fmt.Sprintf("larger than %d KiB", modules.MaxDiffBytes>>10)}
+	}
+	f, err := openRegular(local.path)
+	if err != nil {
+		return &modules.ContentChange{Omitted: "the source could not be read"}
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || st.Mode().Perm()&0o004 == 0 {
+		return &modules.ContentChange{Omitted: "the source file is private (others may not read it)"}
+	}
+	want, err := io.ReadAll(io.LimitReader(f, modules.MaxDiffBytes+1))
+	if err != nil {
+		return &modules.ContentChange{Omitted: "the source could not be read"}
+	}
+	if !fi.Exists {
+		return &modules.ContentChange{New: string(want)}
+	}
+	return generic.OldContent(ctx, h, dest, fi.Size, string(want))
 }
 
 func nameOrUnknown(v cty.Value) string {

@@ -276,3 +276,39 @@ func TestCopyValidate(t *testing.T) {
 		{name: "service too long", attrs: map[string]cty.Value{"src": src, "dest": cty.StringVal(`C:\k\x`), "service": cty.StringVal(strings.Repeat("s", 257))}, wantSummary: "Invalid service name", wantAttr: "service"},
 	})
 }
+
+// A copied text file's change carries its content before and after for
+// the plan's unified diff (as win_file's), when asked (a plan, apply
+// --diff); a source larger than the bound, or private (mode 0600: a key,
+// a kubeconfig), is not read for it.
+func TestCopyContentDiff(t *testing.T) {
+	const dest = `C:\k\cni\config.json`
+	private := localSrc(t, "token: s3cret\n")
+	require.NoError(t, os.Chmod(private, 0o600))
+	tests := []struct {
+		name     string
+		src      string
+		existing *string
+		diff     bool
+		want     *modules.ContentChange
+	}{
+		{name: "update", src: localSrc(t, "a\nb\n"), existing: ptr("a\nc\n"), diff: true, want: &modules.ContentChange{Old: "a\nc\n", New: "a\nb\n"}},
+		{name: "create", src: localSrc(t, "a\n"), diff: true, want: &modules.ContentChange{New: "a\n"}},
+		{name: "not asked", src: localSrc(t, "a\nb\n"), existing: ptr("a\nc\n")},
+		{name: "large", src: localSrc(t, strings.Repeat("x", modules.MaxDiffBytes+1)), existing: ptr("a\n"), diff: true, want: &modules.ContentChange{Omitted: "larger than 64 KiB"}},
+		{name: "private", src: private, existing: ptr("token: old\n"), diff: true, want: &modules.ContentChange{Omitted: "the source file is private (others may not read it)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHost(t)
+			if tt.existing != nil {
+				writeFile(t, h, dest, *tt.existing)
+			}
+			cfg := cfgFor(t, Copy{}, map[string]cty.Value{"src": cty.StringVal(tt.src), "dest": cty.StringVal(dest)})
+			pr := Copy{}.Plan(ctx, modules.PlanRequest{Config: cfg, Host: route(t, h), Diff: tt.diff})
+			require.False(t, pr.Diagnostics.HasErrors(), pr.Diagnostics)
+			require.NotNil(t, pr.Change)
+			assert.Equal(t, tt.want, pr.Change.Content)
+		})
+	}
+}
