@@ -11,6 +11,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,6 +56,9 @@ type Options struct {
 	WSU string
 	// Payload is passed to payloadtest.Build.
 	Payload payloadtest.Options
+	// DNSSuffix is the hosts' primary DNS suffix (their FQDN is
+	// HOSTNAME.DNSSuffix); "" is "local".
+	DNSSuffix string
 	// HostEnv (NAME=VALUE) is set in every SSH session, so the agent and
 	// the services it starts see it, e.g. WSU_STANDIN_NETWORK_DELAY=0.
 	HostEnv []string
@@ -110,6 +114,7 @@ type Host struct {
 	Name     string // inventory name
 	NodeName string // the Node it becomes: the host name, lower-cased
 	Hostname string // what the host reports
+	FQDN     string // Hostname and the primary DNS suffix (Options.DNSSuffix)
 	IPv4     string
 	Root     string // the sim state directory
 
@@ -229,6 +234,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 			env:      e,
 		}
 		h.NodeName = strings.ToLower(h.Hostname)
+		h.FQDN = h.Hostname + "." + cmp.Or(opts.DNSSuffix, "local")
 		if err := e.WithSim(h, func(*sim.Host) error { return nil }); err != nil {
 			return nil, err
 		}
@@ -268,8 +274,8 @@ func (e *Env) writeInventory(addr, keyFile, knownHosts string) error {
 	b.WriteString("# Simulated Windows hosts behind a local OpenSSH sshd (written by test/harness).\n[windows]\n")
 	for _, h := range e.Hosts {
 		dir := filepath.Dir(h.Root)
-		fmt.Fprintf(&b, "%s ansible_host=%s ansible_port=%s wsu_agent_path=%s wsu_agent_args=\"--platform sim --sim-root %s --sim-hostname %s --sim-ipv4 %s\"\n",
-			h.Name, host, port, filepath.Join(dir, "wsu"), h.Root, h.Hostname, h.IPv4)
+		fmt.Fprintf(&b, "%s ansible_host=%s ansible_port=%s wsu_agent_path=%s wsu_agent_args=\"--platform sim --sim-root %s --sim-hostname %s --sim-dns-suffix %s --sim-ipv4 %s\"\n",
+			h.Name, host, port, filepath.Join(dir, "wsu"), h.Root, h.Hostname, strings.TrimPrefix(h.FQDN, h.Hostname+"."), h.IPv4)
 	}
 	for _, name := range e.opts.Unreachable {
 		// A port nothing listens on: connections are refused at once.
@@ -318,7 +324,7 @@ ready_timeout   = %d
 // WithSim opens h's simulated host from this process and calls f. The
 // state stays owned by the SSH user, whose agent and services use it.
 func (e *Env) WithSim(h *Host, f func(*sim.Host) error) error {
-	s, err := sim.New(h.Root, sim.Options{Hostname: h.Hostname, IPv4: h.IPv4})
+	s, err := sim.New(h.Root, sim.Options{Hostname: h.Hostname, FQDN: h.FQDN, IPv4: h.IPv4})
 	if err == nil {
 		err = f(s)
 	}

@@ -106,8 +106,8 @@ func (e *Env) writeWinRMInventory() error {
 		// The agent path is the transport's default, C:\k\wsu\wsu-<version>.exe,
 		// on the simulated C: drive; the SimAgent adds --platform sim
 		// --sim-root, and the arguments give the host its identity.
-		fmt.Fprintf(&b, "%s ansible_host=%s ansible_port=%d winrm_ca_file=%s wsu_agent_args=\"--sim-hostname %s --sim-ipv4 %s\"\n",
-			h.Name, w.Server.Host, w.Server.Port, w.CAFile, h.Hostname, h.IPv4)
+		fmt.Fprintf(&b, "%s ansible_host=%s ansible_port=%d winrm_ca_file=%s wsu_agent_args=\"--sim-hostname %s --sim-dns-suffix %s --sim-ipv4 %s\"\n",
+			h.Name, w.Server.Host, w.Server.Port, w.CAFile, h.Hostname, strings.TrimPrefix(h.FQDN, h.Hostname+"."), h.IPv4)
 	}
 	for _, name := range e.opts.Unreachable {
 		fmt.Fprintf(&b, "%s ansible_host=127.0.0.1 ansible_port=%d\n", name, closedPort())
