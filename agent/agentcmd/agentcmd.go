@@ -45,7 +45,7 @@ Flags:
 // options are the parsed flags.
 type options struct {
 	platform, simRoot, simHostname, simDNSSuffix, simIPv4, cacheFile string
-	version                                            bool
+	version                                                          bool
 }
 
 // Main runs the agent with args (the command line after the program name,
