@@ -114,9 +114,6 @@ type metadataRead struct {
 }
 
 func (m InstanceMetadata) read(ctx context.Context, h host.Host, cfg modules.Config) (cty.Value, hcl.Diagnostics) {
-	if !cfg.Value.IsWhollyKnown() {
-		return unknownResult(metadataResults), nil
-	}
 	platform, _ := str(get(cfg, "platform"))
 	base, ok := str(get(cfg, "endpoint"))
 	if !ok {
@@ -203,12 +200,21 @@ func (r metadataRead) answer(ctx context.Context, req host.HTTPRequest) (string,
 
 func ok2xx(status int) bool { return status >= 200 && status < 300 }
 
+// Plan reads the service. A configuration known only at apply (a platform
+// an earlier task reads) is read then: a Run change says so.
 func (m InstanceMetadata) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
+	if !req.Config.Value.IsWhollyKnown() {
+		return modules.PlanResponse{Result: unknownResult(metadataResults),
+			Change: &modules.Change{Action: modules.Run, Subject: "read the instance metadata " + knownAfterApply}}
+	}
 	res, diags := m.read(ctx, req.Host, req.Config)
 	return modules.PlanResponse{Result: res, Diagnostics: diags}
 }
 
 func (m InstanceMetadata) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
+	if d := requireKnown(req.Config, "platform", "endpoint", "timeout"); d.HasErrors() {
+		return modules.ApplyResponse{Result: unknownResult(metadataResults), Diagnostics: d}
+	}
 	res, diags := m.read(ctx, req.Host, req.Config)
 	return modules.ApplyResponse{Result: res, Diagnostics: diags}
 }
