@@ -43,6 +43,7 @@ func TestCloudNodeNames(t *testing.T) {
 		assert.Contains(t, node.Spec.Taints, corev1.Taint{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: corev1.TaintEffectNoSchedule},
 			"--cloud-provider=external: the cloud controller initialises the node it finds by that name")
 		assert.Contains(t, md.Requests(), "GET /latest/meta-data/local-hostname token", "read with an IMDSv2 token")
+		upgradeFindsNode(t, env, awsVars)
 
 		requireSuccess(t, run(t, env, nil, append([]string{"apply", "remove"}, awsVars...)...))
 		_, err := env.Cluster.Client.CoreV1().Nodes().Get(context.Background(), awsName, metav1.GetOptions{})
@@ -54,10 +55,20 @@ func TestCloudNodeNames(t *testing.T) {
 		vars := []string{"--limit", onVSphere.Name, "-var", "platform=VSphere"}
 		requireSuccess(t, run(t, env, nil, append([]string{"apply", "join"}, vars...)...))
 		registered(t, env, "win-02.corp.example.com")
+		upgradeFindsNode(t, env, vars)
 		requireSuccess(t, run(t, env, nil, append([]string{"apply", "remove"}, vars...)...))
 		_, err := env.Cluster.Client.CoreV1().Nodes().Get(context.Background(), "win-02.corp.example.com", metav1.GetOptions{})
 		assert.Truef(t, apierrors.IsNotFound(err), "remove finds the Node by its FQDN: %v", err)
 	})
+}
+
+// upgradeFindsNode: an upgrade to the payload the node already runs finds
+// the Node by the same name (its version annotation is current), so it
+// plans no cordon, drain or change at all.
+func upgradeFindsNode(t *testing.T, env *harness.Env, vars []string) {
+	t.Helper()
+	plan := run(t, env, nil, append([]string{"plan", "upgrade", "--detailed-exitcode"}, vars...)...)
+	assert.Equalf(t, 0, plan.ExitCode, "plan upgrade of a current node: no change\n%s\n%s", plan.Failures(), tail(plan.Stdout, 12))
 }
 
 // registered: the Node exists under name, the kubelet was told that name,
