@@ -240,7 +240,8 @@ variable "metrics_namespace" {
 
 locals {
   platform = var.platform != null ? var.platform : coalesce(include.runtime.platform, "None")
-  # vSphere's cloud controller finds the node by its FQDN; elsewhere the
+  # vSphere's cloud controller finds the node by its FQDN, AWS's and GCP's
+  # by the instance metadata name (play "cloud node name"); elsewhere the
   # host name (configure-kubelet's default) or node_name.
   node_name = var.node_name != null ? var.node_name : (local.platform == "VSphere" ? lower(host.facts.fqdn) : try(task["instance metadata name"].node_name, null))
   # OpenShift's ignition names the cloud provider; elsewhere a platform the
