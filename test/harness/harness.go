@@ -226,15 +226,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	}
 
 	for i := 1; i <= opts.Hosts; i++ {
-		h := &Host{
-			Name:     fmt.Sprintf("win-%02d", i),
-			Hostname: fmt.Sprintf("WIN-%02d", i),
-			IPv4:     fmt.Sprintf("127.0.%d.%d", 10+i/250, 1+i%250),
-			Root:     filepath.Join(e.UserDir, fmt.Sprintf("win-%02d", i), "sim"),
-			env:      e,
-		}
-		h.NodeName = strings.ToLower(h.Hostname)
-		h.FQDN = h.Hostname + "." + cmp.Or(opts.DNSSuffix, "local")
+		h := e.newHost(i)
 		if err := e.WithSim(h, func(*sim.Host) error { return nil }); err != nil {
 			return nil, err
 		}
@@ -247,6 +239,30 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// newHost describes the i-th simulated host (from 1), for either transport.
+func (e *Env) newHost(i int) *Host {
+	h := &Host{
+		Name:     fmt.Sprintf("win-%02d", i),
+		Hostname: fmt.Sprintf("WIN-%02d", i),
+		IPv4:     fmt.Sprintf("127.0.%d.%d", 10+i/250, 1+i%250),
+		Root:     filepath.Join(e.UserDir, fmt.Sprintf("win-%02d", i), "sim"),
+		env:      e,
+	}
+	h.NodeName = strings.ToLower(h.Hostname)
+	h.FQDN = h.Hostname + "." + cmp.Or(e.opts.DNSSuffix, "local")
+	return h
+}
+
+// simIdentity is the agent's arguments giving the simulated host its
+// identity (the DNS suffix only when set: the agent's default is "local").
+func (e *Env) simIdentity(h *Host) string {
+	suffix := ""
+	if e.opts.DNSSuffix != "" {
+		suffix = " --sim-dns-suffix " + e.opts.DNSSuffix
+	}
+	return fmt.Sprintf("--sim-hostname %s%s --sim-ipv4 %s", h.Hostname, suffix, h.IPv4)
 }
 
 // appendKnownHostsFor records srv's host keys under another address.
@@ -274,8 +290,8 @@ func (e *Env) writeInventory(addr, keyFile, knownHosts string) error {
 	b.WriteString("# Simulated Windows hosts behind a local OpenSSH sshd (written by test/harness).\n[windows]\n")
 	for _, h := range e.Hosts {
 		dir := filepath.Dir(h.Root)
-		fmt.Fprintf(&b, "%s ansible_host=%s ansible_port=%s wsu_agent_path=%s wsu_agent_args=\"--platform sim --sim-root %s --sim-hostname %s --sim-dns-suffix %s --sim-ipv4 %s\"\n",
-			h.Name, host, port, filepath.Join(dir, "wsu"), h.Root, h.Hostname, strings.TrimPrefix(h.FQDN, h.Hostname+"."), h.IPv4)
+		fmt.Fprintf(&b, "%s ansible_host=%s ansible_port=%s wsu_agent_path=%s wsu_agent_args=\"--platform sim --sim-root %s %s\"\n",
+			h.Name, host, port, filepath.Join(dir, "wsu"), h.Root, e.simIdentity(h))
 	}
 	for _, name := range e.opts.Unreachable {
 		// A port nothing listens on: connections are refused at once.
