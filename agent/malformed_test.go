@@ -78,6 +78,9 @@ func TestMalformed(t *testing.T) {
 		{name: "wrong argument type", send: [][]byte{request(1, "fs.stat", `{"path":5}`)}, want: map[uint64]proto.Code{1: proto.CodeInvalid}},
 		{name: "unknown argument", send: [][]byte{request(1, "fs.stat", `{"pth":"/"}`)}, want: map[uint64]proto.Code{1: proto.CodeInvalid}},
 		{name: "arguments not an object", send: [][]byte{request(1, "fs.stat", `"/"`)}, want: map[uint64]proto.Code{1: proto.CodeInvalid}},
+		{name: "http request the checks refuse", send: [][]byte{request(1, "net.http", `{"url":"file:///etc/passwd"}`),
+			request(2, "net.http", `{"url":"http://127.0.0.1:1/","method":"DELETE"}`), request(3, "net.http", `{"url":"http://127.0.0.1:1/","limit":1048577}`)},
+			want: map[uint64]proto.Code{1: proto.CodeInvalid, 2: proto.CodeInvalid, 3: proto.CodeInvalid}},
 		{name: "write without stream", send: [][]byte{request(1, "fs.write", `{"path":"/tmp/x","mode":384}`)}, want: map[uint64]proto.Code{1: proto.CodeInvalid}},
 		{name: "no arguments", send: [][]byte{request(1, "proc.run", `null`)}, want: map[uint64]proto.Code{1: proto.CodeInternal}},
 		{name: "stream frames for unknown ids", send: [][]byte{

@@ -111,6 +111,13 @@ var handlers = map[string]handler{
 	proto.OpDial: with(func(r *request, a proto.DialArgs) (any, error) {
 		return nil, r.h.DialTCP(r.ctx, a.Address, a.Timeout)
 	}),
+	proto.OpHTTP: with(func(r *request, a host.HTTPRequest) (any, error) {
+		a, err := a.Normalize()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", proto.ErrInvalid, err)
+		}
+		return r.h.DoHTTP(r.ctx, a)
+	}),
 	proto.OpSysTime: func(r *request) (any, error) {
 		t, err := r.h.SystemTime(r.ctx)
 		return proto.TimeResult{Time: t}, err

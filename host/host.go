@@ -92,6 +92,10 @@ type Host interface {
 	// whether something listens there, as the host sees the network. A
 	// connection that cannot be made is an error wrapping ErrUnreachable.
 	DialTCP(ctx context.Context, address string, timeout time.Duration) error
+	// DoHTTP makes one bounded HTTP exchange from the host (HTTPRequest
+	// says how it is bounded). A connection that cannot be made is an
+	// error wrapping ErrUnreachable; a status is an answer, not an error.
+	DoHTTP(ctx context.Context, req HTTPRequest) (HTTPResponse, error)
 
 	Processes
 	Services

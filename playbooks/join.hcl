@@ -57,7 +57,13 @@ variable "node_name" {
 variable "platform" {
   type        = string
   default     = null
-  description = "Infrastructure platform (AWS, Azure, GCP, VSphere, None, ...), which decides the name the node registers under with an external cloud provider (WMCO's rules: VSphere the FQDN; AWS and GCP the instance metadata name, given as node_name); null: read from the cluster on OpenShift (Infrastructure status.platformStatus.type), else None. Set on another cluster with an external cloud controller, the kubelet also gets --cloud-provider=external."
+  description = "Infrastructure platform (AWS, Azure, GCP, VSphere, None, ...), which decides the name the node registers under with an external cloud provider (WMCO's rules: VSphere the FQDN; AWS and GCP the host name the instance metadata service gives, read on the node); null: read from the cluster on OpenShift (Infrastructure status.platformStatus.type), else None. Set on another cluster with an external cloud controller, the kubelet also gets --cloud-provider=external."
+}
+
+variable "instance_metadata_url" {
+  type        = string
+  default     = null
+  description = "Base URL of the instance metadata service the node's name is read from on AWS and GCP (win_instance_metadata); null: the platform's (http://169.254.169.254, http://metadata.google.internal)."
 }
 
 variable "node_ip" {
@@ -246,9 +252,10 @@ variable "metrics_namespace" {
 
 locals {
   platform = var.platform != null ? var.platform : coalesce(include.runtime.platform, "None")
-  # vSphere's cloud controller finds the node by its FQDN; elsewhere the
+  # vSphere's cloud controller finds the node by its FQDN, AWS's and GCP's
+  # by the instance metadata name (play "cloud node name"); elsewhere the
   # host name (configure-kubelet's default) or node_name.
-  node_name = var.node_name != null ? var.node_name : (local.platform == "VSphere" ? lower(host.facts.fqdn) : null)
+  node_name = var.node_name != null ? var.node_name : (local.platform == "VSphere" ? lower(host.facts.fqdn) : try(task["instance metadata name"].node_name, null))
   # OpenShift's ignition names the cloud provider; elsewhere a platform the
   # site names means an external cloud controller.
   cloud_provider = include.ignition.cloud_provider != null ? include.ignition.cloud_provider : (var.platform != null && var.platform != "None" ? "external" : null)
@@ -390,14 +397,15 @@ include "runtime" {
 # "uninitialized" taint (WMCO's rules, pkg/services). vSphere's is the FQDN
 # (host name and primary DNS suffix), which the facts carry; AWS's and
 # GCP's come from the instance metadata service, which only the node can
-# reach: node_name must carry it (see docs/windows-node.md).
+# reach: the node reads it (the plan shows the name). node_name overrides.
 play "cloud node name" {
   hosts = "windows"
 
-  task "node name from the instance metadata" {
-    assert {
-      that         = [var.node_name != null || !contains(["AWS", "GCP"], local.platform)]
-      fail_message = "on ${local.platform} the node must register the instance metadata name: set node_name to ${local.platform == "AWS" ? "the output of http://169.254.169.254/latest/meta-data/local-hostname" : "http://metadata.google.internal/computeMetadata/v1/instance/hostname (header Metadata-Flavor: Google; over 63 characters, the part before the first dot)"} read on the node"
+  task "instance metadata name" {
+    when = var.node_name == null && contains(["AWS", "GCP"], local.platform)
+    win_instance_metadata {
+      platform = local.platform
+      endpoint = var.instance_metadata_url
     }
   }
 }

@@ -21,7 +21,13 @@ variable "node_name" {
 variable "platform" {
   type        = string
   default     = null
-  description = "The platform given at join, for the node name: VSphere nodes are named by their FQDN (join reads the platform from the cluster on OpenShift; remove does not, so set it, or node_name)."
+  description = "The platform given at join, for the node name: VSphere nodes are named by their FQDN, AWS and GCP nodes by the host name their instance metadata service gives (join reads the platform from the cluster on OpenShift; remove does not, so set it, or node_name)."
+}
+
+variable "instance_metadata_url" {
+  type        = string
+  default     = null
+  description = "Base URL of the instance metadata service on AWS and GCP (join's); null: the platform's."
 }
 
 variable "drain_force" {
@@ -82,7 +88,22 @@ locals {
   # Stop order from the reference: exporter, kube-proxy, hybrid-overlay,
   # kubelet, then the runtime.
   services = concat(["windows_exporter", "kube-proxy", "hybrid-overlay-node", "csi-proxy", "kubelet"], var.remove_containerd ? ["containerd"] : [])
-  node     = var.node_name != null ? var.node_name : lower(var.platform == "VSphere" ? host.facts.fqdn : host.facts.hostname)
+  node = var.node_name != null ? var.node_name : (
+    var.platform == "VSphere" ? lower(host.facts.fqdn) : coalesce(try(task["instance metadata name"].node_name, null), lower(host.facts.hostname))
+  )
+}
+
+# The name join registered on AWS and GCP, read on the node as join does.
+play "cloud node name" {
+  hosts = "windows"
+
+  task "instance metadata name" {
+    when = var.node_name == null && contains(["AWS", "GCP"], coalesce(var.platform, "None"))
+    win_instance_metadata {
+      platform = var.platform
+      endpoint = var.instance_metadata_url
+    }
+  }
 }
 
 play "drain" {

@@ -15,6 +15,18 @@ variable "node_name" {
   description = "Node name override used at join; default: the host name, lower-cased."
 }
 
+variable "platform" {
+  type        = string
+  default     = null
+  description = "The platform given at join (join's), for the name of the Node to cordon and drain: VSphere nodes are named by their FQDN, AWS and GCP nodes by the host name their instance metadata service gives (this step does not read the cluster: set it, or node_name)."
+}
+
+variable "instance_metadata_url" {
+  type        = string
+  default     = null
+  description = "Base URL of the instance metadata service on AWS and GCP (join's); null: the platform's."
+}
+
 variable "drain_force" {
   type        = bool
   default     = true
@@ -45,7 +57,9 @@ variable "version_annotation" {
 }
 
 locals {
-  node    = coalesce(var.node_name, lower(host.facts.hostname))
+  node = var.node_name != null ? var.node_name : (
+    var.platform == "VSphere" ? lower(host.facts.fqdn) : coalesce(try(task["instance metadata name"].node_name, null), lower(host.facts.hostname))
+  )
   version = jsondecode(file("${var.payload_dir}/manifest.json")).version
   # Only a node whose version annotation differs from the payload's is
   # taken out of service; join below still converges every node.
@@ -54,6 +68,15 @@ locals {
 
 play "cordon" {
   hosts = "windows"
+
+  # The name join registered on AWS and GCP, read on the node as join does.
+  task "instance metadata name" {
+    when = var.node_name == null && contains(["AWS", "GCP"], coalesce(var.platform, "None"))
+    win_instance_metadata {
+      platform = var.platform
+      endpoint = var.instance_metadata_url
+    }
+  }
 
   task "current version" {
     k8s_node {

@@ -44,8 +44,8 @@ Flags:
 
 // options are the parsed flags.
 type options struct {
-	platform, simRoot, simHostname, simIPv4, cacheFile string
-	version                                            bool
+	platform, simRoot, simHostname, simDNSSuffix, simIPv4, cacheFile string
+	version                                                          bool
 }
 
 // Main runs the agent with args (the command line after the program name,
@@ -85,6 +85,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.platform, "platform", "native", "native, or sim (a simulated Windows host, for tests and the demo)")
 	fs.StringVar(&o.simRoot, "sim-root", "", "directory holding the simulated host's state (--platform sim)")
 	fs.StringVar(&o.simHostname, "sim-hostname", "sim-host", "hostname the simulated host reports")
+	fs.StringVar(&o.simDNSSuffix, "sim-dns-suffix", "local", "primary DNS suffix of the simulated host: its FQDN is HOSTNAME.SUFFIX")
 	fs.StringVar(&o.simIPv4, "sim-ipv4", "127.0.0.1", "IPv4 address the simulated host reports")
 	fs.StringVar(&o.cacheFile, "hash-cache", "", "file keeping sha256 results between runs (default: beside the agent binary on Windows, the user cache directory elsewhere, or the sim state)")
 	fs.BoolVar(&o.version, "version", false, "print the agent's version and exit")
@@ -161,7 +162,7 @@ func backend(o options) (host.Host, string, error) {
 		if o.simRoot == "" {
 			return nil, "", fmt.Errorf("--platform sim needs --sim-root DIR")
 		}
-		h, err := sim.New(o.simRoot, sim.Options{Hostname: o.simHostname, FQDN: o.simHostname + ".local", IPv4: o.simIPv4})
+		h, err := sim.New(o.simRoot, sim.Options{Hostname: o.simHostname, FQDN: o.simHostname + "." + o.simDNSSuffix, IPv4: o.simIPv4})
 		if err != nil {
 			return nil, "", err
 		}

@@ -66,7 +66,7 @@ func TestServesSim(t *testing.T) {
 	done := make(chan int, 1)
 	root := t.TempDir()
 	go func() {
-		code := Main(ctx, []string{"agent", "--platform=sim", "--sim-root", root, "--sim-hostname", "win07"}, toAgent, fromAgent, io.Discard)
+		code := Main(ctx, []string{"agent", "--platform=sim", "--sim-root", root, "--sim-hostname", "win07", "--sim-dns-suffix", "Corp.Example.com"}, toAgent, fromAgent, io.Discard)
 		fromAgent.Close()
 		done <- code
 	}()
@@ -78,6 +78,7 @@ func TestServesSim(t *testing.T) {
 	facts, err := c.Facts(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, "win07", facts.Hostname)
+	assert.Equal(t, "win07.Corp.Example.com", facts.FQDN, "host name and primary DNS suffix")
 	require.NoError(t, c.Close())
 	select {
 	case code := <-done:

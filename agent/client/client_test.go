@@ -352,6 +352,25 @@ func (f *fakeHost) DialTCP(_ context.Context, address string, timeout time.Durat
 	return nil
 }
 
+// DoHTTP answers 200 with the request body behind its X-Prefix header's
+// value; 10.0.0.9 cannot be reached. It records the request as the agent
+// hands it on: normalized.
+func (f *fakeHost) DoHTTP(_ context.Context, req host.HTTPRequest) (host.HTTPResponse, error) {
+	req, err := req.Normalize()
+	f.rec("DoHTTP", req)
+	if err != nil {
+		return host.HTTPResponse{}, err
+	}
+	if strings.Contains(req.URL, "//10.0.0.9") {
+		return host.HTTPResponse{}, fmt.Errorf("%s %s: %w: i/o timeout", req.Method, req.URL, host.ErrUnreachable)
+	}
+	body := append([]byte(req.Header["X-Prefix"]), req.Body...)
+	if len(body) == 0 {
+		body = nil // as JSON's omitempty delivers it
+	}
+	return host.HTTPResponse{Status: 200, Body: body}, nil
+}
+
 // SystemTime is a fixed instant in UTC (nanoseconds kept over the wire).
 func (f *fakeHost) SystemTime(context.Context) (time.Time, error) {
 	f.rec("SystemTime")
@@ -542,6 +561,16 @@ var windowsCases = []struct {
 	}},
 	{proto.OpDial + " timeout", func(ctx context.Context, h host.Host) (any, error) {
 		return nil, h.DialTCP(ctx, "10.0.0.9:6443", time.Second)
+	}},
+	{proto.OpHTTP, func(ctx context.Context, h host.Host) (any, error) {
+		return h.DoHTTP(ctx, host.HTTPRequest{Method: "PUT", URL: "http://169.254.169.254/latest/api/token",
+			Header: map[string]string{"X-Prefix": "tok:"}, Body: []byte{0, 1, 255}, Timeout: 2 * time.Second, Limit: 100})
+	}},
+	{proto.OpHTTP + " defaults", func(ctx context.Context, h host.Host) (any, error) {
+		return h.DoHTTP(ctx, host.HTTPRequest{URL: "http://metadata.google.internal/computeMetadata/v1/instance/hostname"})
+	}},
+	{proto.OpHTTP + " unreachable", func(ctx context.Context, h host.Host) (any, error) {
+		return h.DoHTTP(ctx, host.HTTPRequest{URL: "http://10.0.0.9/"})
 	}},
 	{proto.OpSysTime, func(ctx context.Context, h host.Host) (any, error) {
 		t, err := h.SystemTime(ctx)

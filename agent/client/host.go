@@ -158,6 +158,14 @@ func (c *Client) DialTCP(ctx context.Context, address string, timeout time.Durat
 	return err
 }
 
+// DoHTTP asks the agent to make an HTTP request from the host; the agent
+// bounds it by req.Timeout, the round trip is bounded by ctx only.
+func (c *Client) DoHTTP(ctx context.Context, req host.HTTPRequest) (host.HTTPResponse, error) {
+	var res host.HTTPResponse
+	_, err := c.roundTrip(ctx, proto.OpHTTP, req, nil, 0, &res)
+	return res, err
+}
+
 // SystemTime reads the host's clock. The answer is as old as the reply's
 // trip back: callers comparing clocks measure the round trip themselves.
 func (c *Client) SystemTime(ctx context.Context) (time.Time, error) {

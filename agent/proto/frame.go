@@ -17,8 +17,9 @@ import (
 // (flow control of inbound streams), net.dial and fs.native_path; 4 added
 // svc.dependents; 5 added fs.acl.get and fs.acl.set; 6 added
 // cert.list, cert.add, cert.delete, sys.reboot, feature.get, feature.enable,
-// sys.time, fs.free, fw.rule.get, fw.rule.set and fw.rule.delete.
-const Protocol = 6
+// sys.time, fs.free, fw.rule.get, fw.rule.set and fw.rule.delete; 7 added
+// net.http.
+const Protocol = 7
 
 // StreamWindow is how many bytes of a request's inbound stream the client
 // may send beyond what the agent has granted back in window frames. The

@@ -32,6 +32,7 @@ const (
 	OpKill = "proc.kill" // KillArgs → CountResult
 
 	OpDial = "net.dial" // DialArgs → nothing
+	OpHTTP = "net.http" // host.HTTPRequest → host.HTTPResponse
 
 	OpSysTime  = "sys.time" // nothing → TimeResult
 	OpDiskFree = "fs.free"  // PathArgs → host.DiskSpace
@@ -87,7 +88,7 @@ var Ops = []string{
 	OpFacts,
 	OpStat, OpSHA256, OpRead, OpWrite, OpMkdir, OpChmod, OpRemove, OpReadDir, OpNativePath, OpACLGet, OpACLSet,
 	OpRun, OpList, OpKill,
-	OpDial,
+	OpDial, OpHTTP,
 	OpSysTime, OpDiskFree,
 	OpSvcQuery, OpSvcCreate, OpSvcUpdate, OpSvcRecovery, OpSvcStart, OpSvcStop, OpSvcDelete, OpSvcWait, OpSvcDependents,
 	OpRegGet, OpRegSet, OpRegDelete,

@@ -33,6 +33,7 @@ import (
 	"github.com/wsu-project/wsu/test/harness"
 	"github.com/wsu-project/wsu/test/kubetest"
 	"github.com/wsu-project/wsu/test/payloadtest"
+	"github.com/wsu-project/wsu/test/standin/metadata"
 )
 
 // wsuBin is built once for every test of the package.
@@ -312,11 +313,15 @@ func TestJoinRerunRemove(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, before, now, "a plan changes nothing")
 
-		// On AWS the node must register the instance metadata name, which
-		// only node_name can carry: the plan fails, saying where to read it.
-		aws := run(t, env, nil, "plan", "join", "-var", "platform=AWS")
-		assert.Equal(t, 1, aws.ExitCode, "plan on AWS without node_name\n%s", aws.Failures())
-		assert.Contains(t, aws.Stdout+aws.Stderr, "169.254.169.254/latest/meta-data/local-hostname")
+		// On AWS the node must register the instance metadata name: a node
+		// that cannot reach the metadata service (a closed port on
+		// 127.0.0.1 here) fails the plan, saying what to do instead.
+		md := metadata.Start(metadata.Options{})
+		md.Close()
+		aws := run(t, env, nil, "plan", "join", "-var", "platform=AWS", "-var", "instance_metadata_url="+md.URL)
+		assert.Equal(t, 1, aws.ExitCode, "plan on AWS without a metadata service\n%s", aws.Failures())
+		assert.Contains(t, aws.Stdout+aws.Stderr, "Cannot read the instance metadata")
+		assert.Contains(t, aws.Stdout+aws.Stderr, "set node_name instead")
 	})
 
 	t.Run("join", func(t *testing.T) {

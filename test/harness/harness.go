@@ -11,6 +11,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,6 +56,9 @@ type Options struct {
 	WSU string
 	// Payload is passed to payloadtest.Build.
 	Payload payloadtest.Options
+	// DNSSuffix is the hosts' primary DNS suffix (their FQDN is
+	// HOSTNAME.DNSSuffix); "" is "local".
+	DNSSuffix string
 	// HostEnv (NAME=VALUE) is set in every SSH session, so the agent and
 	// the services it starts see it, e.g. WSU_STANDIN_NETWORK_DELAY=0.
 	HostEnv []string
@@ -110,6 +114,7 @@ type Host struct {
 	Name     string // inventory name
 	NodeName string // the Node it becomes: the host name, lower-cased
 	Hostname string // what the host reports
+	FQDN     string // Hostname and the primary DNS suffix (Options.DNSSuffix)
 	IPv4     string
 	Root     string // the sim state directory
 
@@ -221,14 +226,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	}
 
 	for i := 1; i <= opts.Hosts; i++ {
-		h := &Host{
-			Name:     fmt.Sprintf("win-%02d", i),
-			Hostname: fmt.Sprintf("WIN-%02d", i),
-			IPv4:     fmt.Sprintf("127.0.%d.%d", 10+i/250, 1+i%250),
-			Root:     filepath.Join(e.UserDir, fmt.Sprintf("win-%02d", i), "sim"),
-			env:      e,
-		}
-		h.NodeName = strings.ToLower(h.Hostname)
+		h := e.newHost(i)
 		if err := e.WithSim(h, func(*sim.Host) error { return nil }); err != nil {
 			return nil, err
 		}
@@ -241,6 +239,30 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// newHost describes the i-th simulated host (from 1), for either transport.
+func (e *Env) newHost(i int) *Host {
+	h := &Host{
+		Name:     fmt.Sprintf("win-%02d", i),
+		Hostname: fmt.Sprintf("WIN-%02d", i),
+		IPv4:     fmt.Sprintf("127.0.%d.%d", 10+i/250, 1+i%250),
+		Root:     filepath.Join(e.UserDir, fmt.Sprintf("win-%02d", i), "sim"),
+		env:      e,
+	}
+	h.NodeName = strings.ToLower(h.Hostname)
+	h.FQDN = h.Hostname + "." + cmp.Or(e.opts.DNSSuffix, "local")
+	return h
+}
+
+// simIdentity is the agent's arguments giving the simulated host its
+// identity (the DNS suffix only when set: the agent's default is "local").
+func (e *Env) simIdentity(h *Host) string {
+	suffix := ""
+	if e.opts.DNSSuffix != "" {
+		suffix = " --sim-dns-suffix " + e.opts.DNSSuffix
+	}
+	return fmt.Sprintf("--sim-hostname %s%s --sim-ipv4 %s", h.Hostname, suffix, h.IPv4)
 }
 
 // appendKnownHostsFor records srv's host keys under another address.
@@ -268,8 +290,8 @@ func (e *Env) writeInventory(addr, keyFile, knownHosts string) error {
 	b.WriteString("# Simulated Windows hosts behind a local OpenSSH sshd (written by test/harness).\n[windows]\n")
 	for _, h := range e.Hosts {
 		dir := filepath.Dir(h.Root)
-		fmt.Fprintf(&b, "%s ansible_host=%s ansible_port=%s wsu_agent_path=%s wsu_agent_args=\"--platform sim --sim-root %s --sim-hostname %s --sim-ipv4 %s\"\n",
-			h.Name, host, port, filepath.Join(dir, "wsu"), h.Root, h.Hostname, h.IPv4)
+		fmt.Fprintf(&b, "%s ansible_host=%s ansible_port=%s wsu_agent_path=%s wsu_agent_args=\"--platform sim --sim-root %s %s\"\n",
+			h.Name, host, port, filepath.Join(dir, "wsu"), h.Root, e.simIdentity(h))
 	}
 	for _, name := range e.opts.Unreachable {
 		// A port nothing listens on: connections are refused at once.
@@ -318,7 +340,7 @@ ready_timeout   = %d
 // WithSim opens h's simulated host from this process and calls f. The
 // state stays owned by the SSH user, whose agent and services use it.
 func (e *Env) WithSim(h *Host, f func(*sim.Host) error) error {
-	s, err := sim.New(h.Root, sim.Options{Hostname: h.Hostname, IPv4: h.IPv4})
+	s, err := sim.New(h.Root, sim.Options{Hostname: h.Hostname, FQDN: h.FQDN, IPv4: h.IPv4})
 	if err == nil {
 		err = f(s)
 	}

@@ -64,14 +64,7 @@ func (e *Env) startWinRM(ctx context.Context) (err error) {
 	}
 	e.winrm = map[*Host]*WinRMHost{}
 	for i := 1; i <= e.opts.Hosts; i++ {
-		h := &Host{
-			Name:     fmt.Sprintf("win-%02d", i),
-			Hostname: fmt.Sprintf("WIN-%02d", i),
-			IPv4:     fmt.Sprintf("127.0.%d.%d", 10+i/250, 1+i%250),
-			Root:     filepath.Join(e.UserDir, fmt.Sprintf("win-%02d", i), "sim"),
-			env:      e,
-		}
-		h.NodeName = strings.ToLower(h.Hostname)
+		h := e.newHost(i)
 		if err := e.WithSim(h, func(*sim.Host) error { return nil }); err != nil {
 			return err
 		}
@@ -106,8 +99,8 @@ func (e *Env) writeWinRMInventory() error {
 		// The agent path is the transport's default, C:\k\wsu\wsu-<version>.exe,
 		// on the simulated C: drive; the SimAgent adds --platform sim
 		// --sim-root, and the arguments give the host its identity.
-		fmt.Fprintf(&b, "%s ansible_host=%s ansible_port=%d winrm_ca_file=%s wsu_agent_args=\"--sim-hostname %s --sim-ipv4 %s\"\n",
-			h.Name, w.Server.Host, w.Server.Port, w.CAFile, h.Hostname, h.IPv4)
+		fmt.Fprintf(&b, "%s ansible_host=%s ansible_port=%d winrm_ca_file=%s wsu_agent_args=\"%s\"\n",
+			h.Name, w.Server.Host, w.Server.Port, w.CAFile, e.simIdentity(h))
 	}
 	for _, name := range e.opts.Unreachable {
 		fmt.Fprintf(&b, "%s ansible_host=127.0.0.1 ansible_port=%d\n", name, closedPort())

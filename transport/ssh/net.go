@@ -15,6 +15,18 @@ func (h *Host) DialTCP(ctx context.Context, address string, timeout time.Duratio
 	})
 }
 
+// DoHTTP is made by the agent, from the host (a metadata service only the
+// node reaches), bounded by op_timeout plus the request's own timeout.
+func (h *Host) DoHTTP(ctx context.Context, req host.HTTPRequest) (host.HTTPResponse, error) {
+	own := req.Timeout
+	if own == 0 {
+		own = host.DefaultHTTPTimeout
+	}
+	return do1(ctx, h, "net.http", own, func(ctx context.Context) (host.HTTPResponse, error) {
+		return h.agent.client.DoHTTP(ctx, req)
+	})
+}
+
 func (h *Host) SystemTime(ctx context.Context) (time.Time, error) {
 	return do1(ctx, h, "sys.time", 0, h.agent.client.SystemTime)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/notify"
+	"github.com/wsu-project/wsu/test/standin/metadata"
 	wsmantest "github.com/wsu-project/wsu/test/wsman"
 	"github.com/wsu-project/wsu/transport/agentbin"
 )
@@ -73,6 +74,14 @@ func exercise(t *testing.T, f *fixture, h host.Host) {
 	}
 	if v, ok, err := h.EnvGet(ctx, "WSU_WINRM_TEST"); err != nil || !ok || v != "yes" {
 		t.Fatalf("EnvGet = %q, %v, %v", v, ok, err)
+	}
+	// net.http reaches the agent through the WinRM host (the stand-in
+	// metadata service on 127.0.0.1, which the simulated host shares).
+	md := metadata.Start(metadata.Options{GCPHostname: "win-a.c.proj.internal"})
+	defer md.Close()
+	resp, err := h.DoHTTP(ctx, host.HTTPRequest{URL: md.URL + "/computeMetadata/v1/instance/hostname", Header: map[string]string{"Metadata-Flavor": "Google"}})
+	if err != nil || resp.Status != 200 || string(resp.Body) != "win-a.c.proj.internal" {
+		t.Fatalf("DoHTTP = %d %q, %v", resp.Status, resp.Body, err)
 	}
 }
 

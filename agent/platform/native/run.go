@@ -21,3 +21,8 @@ func (h *localHost) Run(ctx context.Context, req host.RunRequest) (host.RunResul
 func (h *localHost) DialTCP(ctx context.Context, address string, timeout time.Duration) error {
 	return osnet.DialTCP(ctx, address, timeout)
 }
+
+// DoHTTP makes the request from this machine, which is the host.
+func (h *localHost) DoHTTP(ctx context.Context, req host.HTTPRequest) (host.HTTPResponse, error) {
+	return osnet.DoHTTP(ctx, req)
+}

@@ -112,6 +112,12 @@ func (h *Host) DialTCP(ctx context.Context, address string, timeout time.Duratio
 	return osnet.DialTCP(ctx, address, timeout)
 }
 
+// DoHTTP makes the request from the machine running the simulation, which
+// shares its network (tests serve stand-ins on 127.0.0.1).
+func (h *Host) DoHTTP(ctx context.Context, req host.HTTPRequest) (host.HTTPResponse, error) {
+	return osnet.DoHTTP(ctx, req)
+}
+
 // NativePath is the file that simulates path (host.NativePather), so a
 // transport can reach it over SFTP.
 func (h *Host) NativePath(ctx context.Context, path string) (string, error) {

@@ -157,3 +157,8 @@ func isPowerShell(argv0 string) bool {
 func (h *winHost) DialTCP(ctx context.Context, address string, timeout time.Duration) error {
 	return osnet.DialTCP(ctx, address, timeout)
 }
+
+// DoHTTP makes the request with net/http over Winsock.
+func (h *winHost) DoHTTP(ctx context.Context, req host.HTTPRequest) (host.HTTPResponse, error) {
+	return osnet.DoHTTP(ctx, req)
+}

@@ -8,8 +8,11 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"io/fs"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,6 +164,19 @@ func TestWineAgent(t *testing.T) {
 	require.Error(t, err, "nothing listens on %s any more", closed)
 	assert.Contains(t, err.Error(), closed)
 	assert.ErrorIs(t, err, host.ErrUnreachable, "an answer about the port, not a failed agent")
+
+	// net.http through Wine's Winsock: IMDSv2's token exchange, as
+	// win_instance_metadata makes it.
+	md := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.Method+" "+r.Header.Get("X-aws-ec2-metadata-token-ttl-seconds"))
+	}))
+	defer md.Close()
+	resp, err := h.DoHTTP(ctx, host.HTTPRequest{Method: "PUT", URL: md.URL + "/latest/api/token",
+		Header: map[string]string{"X-aws-ec2-metadata-token-ttl-seconds": "60"}})
+	require.NoError(t, err)
+	assert.Equal(t, host.HTTPResponse{Status: 200, Body: []byte("PUT 60")}, resp)
+	_, err = h.DoHTTP(ctx, host.HTTPRequest{URL: "http://" + closed + "/"})
+	assert.ErrorIs(t, err, host.ErrUnreachable)
 
 	_, err = h.HNSNetworks(ctx)
 	assert.ErrorIs(t, err, host.ErrNotSupported)
