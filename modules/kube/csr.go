@@ -196,10 +196,18 @@ func expectation(ctx context.Context, cfg modules.Config) kube.Expectation {
 
 // survey reads the node's CSRs and decides what is left to do. clientCSR
 // is the client CSR this task approved earlier, if any: the join's one.
-func survey(ctx context.Context, cl *kube.Client, cfg modules.Config, clientCSR string) (csrPlan, error) {
+// approvedAt is when this task last approved one (zero: never); the survey
+// reads CSRs listed after it.
+func survey(ctx context.Context, cl *kube.Client, cfg modules.Config, clientCSR string, approvedAt time.Time) (csrPlan, error) {
 	want := expectation(ctx, cfg)
 	want.ClientCSR = clientCSR
-	s, err := kube.NodeCSRs(ctx, cl.Kube, want)
+	var s kube.NodeSurvey
+	var err error
+	if cl.CSRs != nil {
+		s, err = cl.CSRs.NodeCSRs(ctx, want, approvedAt) // the run's hosts share the list
+	} else {
+		s, err = kube.NodeCSRs(ctx, cl.Kube, want)
+	}
 	if err != nil {
 		return csrPlan{}, err
 	}
@@ -314,7 +322,7 @@ func (m CSRApprove) Plan(ctx context.Context, req modules.PlanRequest) modules.P
 	if !known || !cfg.Value.IsWhollyKnown() {
 		return pending(cty.UnknownVal(cty.List(cty.String)), nil)
 	}
-	p, err := survey(ctx, cl, cfg, "")
+	p, err := survey(ctx, cl, cfg, "", time.Time{})
 	switch {
 	case err != nil && transient(err):
 		return pending(cty.UnknownVal(cty.List(cty.String)), hcl.Diagnostics{{Severity: hcl.DiagWarning,
@@ -375,13 +383,14 @@ func (m CSRApprove) Apply(ctx context.Context, req modules.ApplyRequest) modules
 	timeout, interval := seconds(get(cfg, "timeout")), seconds(get(cfg, "interval"))
 
 	var (
-		approved  []string
-		clientCSR string       // the join's one client CSR, once approved here
-		rejected  rejectionLog // the latest verdict on each CSR left alone
-		last      csrPlan
+		approved   []string
+		clientCSR  string       // the join's one client CSR, once approved here
+		rejected   rejectionLog // the latest verdict on each CSR left alone
+		last       csrPlan
+		approvedAt time.Time // of the latest approval here
 	)
 	res, err := waitFor(ctx, timeout, interval, func(ctx context.Context) (bool, string, error) {
-		p, err := survey(ctx, cl, cfg, clientCSR)
+		p, err := survey(ctx, cl, cfg, clientCSR, approvedAt)
 		if err != nil {
 			return false, "", err
 		}
@@ -397,6 +406,7 @@ func (m CSRApprove) Apply(ctx context.Context, req modules.ApplyRequest) modules
 			case err != nil:
 				return false, "", err
 			}
+			approvedAt = time.Now()
 			approved = append(approved, c.Name)
 			if c.Kind == kube.CSRClient {
 				p.clientDone, clientCSR = true, c.Name
