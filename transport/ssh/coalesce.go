@@ -8,118 +8,105 @@ import (
 
 // Write coalescing under x/crypto/ssh.
 //
-// x/crypto/ssh writes every packet to its net.Conn as it seals it, through a
-// 4 KiB bufio.Writer that it flushes after each packet: a 32 KiB channel data
-// packet (the most OpenSSH accepts on a session channel) costs two write
-// system calls, and a 256 KiB fs.write frame sixteen. coalescingConn sits
-// between the SSH transport and the TCP connection and turns that into as
-// few large writes as the network takes: Write copies into a bounded buffer
-// and returns; one goroutine per connection writes whatever has gathered
-// while its previous write was in the kernel. Nothing waits for a timer, so
-// a lone small packet (a keepalive, an RPC) leaves at once.
+// x/crypto/ssh writes every packet to its net.Conn through a bufio.Writer
+// of bufio's default size (4096 bytes) that it flushes after each packet. A
+// packet larger than that — every 32 KiB channel data packet of a file
+// copy — reaches the connection as two writes: the buffer, filled and
+// flushed in the middle of the packet, and then the rest of the packet,
+// written directly. coalescingConn holds back a write of exactly the
+// buffer's size and sends it together with the next write, in one
+// writev(2): one system call per packet instead of two, and no copy.
 //
-// The semantics callers rely on are kept:
-//   - back-pressure: Write blocks while coalesceLimit bytes are pending, so
-//     memory per connection is bounded and a peer that stops reading stalls
-//     the writer as a full socket buffer would;
-//   - errors: the first failed write is returned by every later Write (the
-//     bytes pending then are lost, as they would be in a socket buffer of a
-//     broken connection);
-//   - close: Close lets what was written before it reach the kernel (for at
-//     most coalesceDrain, in case the peer reads nothing) and then closes
-//     the connection, which also ends a write blocked in the kernel.
+// A write of exactly 4096 bytes can also end a packet (not with AES-GCM or
+// ChaCha20-Poly1305, whose packets never total 4096 bytes, but possibly
+// with some MAC ciphers); then nothing follows at once, and the held bytes
+// are sent after coalesceHold. Nothing else is delayed. Errors are
+// returned by the write that fails, or, for held bytes sent late, by the
+// next Write; Close sends what is held first. Only x/crypto/ssh's
+// transport writes here, one packet at a time under its own lock.
 type coalescingConn struct {
 	net.Conn
 
-	mu      sync.Mutex
-	more    sync.Cond // pending grew, or closing
-	space   sync.Cond // pending was taken, or err set
-	pending []byte
-	spare   []byte // the buffer last written if it was large, reused for the next batch
-	err     error  // the first write error; sticky
-	closing bool
-	done    chan struct{} // closed when the writer goroutine has ended
+	mu    sync.Mutex
+	held  []byte
+	timer *time.Timer // sends held bytes nothing followed
+	err   error       // of sending held bytes late; sticky
 }
 
-// coalesceLimit bounds the bytes pending per connection (two buffers of it
-// at most: the one being written and the one filling; an idle connection
-// keeps neither). Two 32 KiB packets (four writes of x/crypto/ssh) per
-// write is most of the gain; the bound keeps 100 connections copying at
-// once within ~13 MB.
-const coalesceLimit = 64 << 10
+// coalesceSize is the size of x/crypto/ssh's write buffer: bufio.NewWriter's
+// default.
+const coalesceSize = 4096
 
-// coalesceDrain is how long Close waits for pending bytes to be written.
-const coalesceDrain = 2 * time.Second
+// coalesceHold is the longest a write of coalesceSize bytes is held back.
+const coalesceHold = time.Millisecond
 
 func newCoalescingConn(c net.Conn) *coalescingConn {
-	cc := &coalescingConn{Conn: c, done: make(chan struct{})}
-	cc.more.L, cc.space.L = &cc.mu, &cc.mu
-	go cc.writeLoop()
+	cc := &coalescingConn{Conn: c}
+	cc.timer = time.AfterFunc(time.Hour, cc.sendHeld)
+	cc.timer.Stop()
 	return cc
 }
 
-// Write queues p, waiting while the buffer is full. A p larger than the
-// limit is queued whole once nothing else is pending.
 func (c *coalescingConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for c.err == nil && !c.closing && len(c.pending) > 0 && len(c.pending)+len(p) > coalesceLimit {
-		c.space.Wait()
-	}
-	if c.closing {
-		return 0, net.ErrClosed
-	}
 	if c.err != nil {
 		return 0, c.err
 	}
-	c.pending = append(c.pending, p...)
-	c.more.Signal()
-	return len(p), nil
+	if len(c.held) > 0 {
+		c.timer.Stop()
+		bufs := net.Buffers{c.held, p}
+		n, err := bufs.WriteTo(c.Conn) // writev on a TCP connection
+		held := int64(len(c.held))
+		c.held = c.held[:0]
+		if err != nil {
+			return int(max(n-held, 0)), err
+		}
+		return len(p), nil
+	}
+	if len(p) == coalesceSize {
+		c.held = append(c.held[:0], p...)
+		c.timer.Reset(coalesceHold)
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
 }
 
-// writeLoop writes the pending bytes in batches until the connection is
-// closing and nothing is pending, or a write fails.
-func (c *coalescingConn) writeLoop() {
-	defer close(c.done)
+// sendHeld sends held bytes that no write followed.
+func (c *coalescingConn) sendHeld() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for {
-		for len(c.pending) == 0 && !c.closing {
-			c.more.Wait()
-		}
-		if len(c.pending) == 0 {
-			return
-		}
-		batch := c.pending
-		c.pending, c.spare = c.spare[:0], nil
-		c.space.Broadcast()
-		c.mu.Unlock()
-		_, err := c.Conn.Write(batch)
-		c.mu.Lock()
-		if len(batch) >= coalesceLimit/2 {
-			c.spare = batch // a bulk transfer: the next batch will be as large
-		}
-		if err != nil {
-			c.err, c.pending = err, nil
-			c.space.Broadcast()
-			return
-		}
-	}
+	c.flushLocked()
 }
 
-// Close writes what is pending (bounded by coalesceDrain) and closes the
-// connection. Writes after Close fail with net.ErrClosed.
+func (c *coalescingConn) flushLocked() {
+	if len(c.held) == 0 || c.err != nil {
+		return
+	}
+	_, c.err = c.Conn.Write(c.held)
+	c.held = c.held[:0]
+}
+
+// Close sends what is held (waiting at most coalesceHold for a peer that
+// does not read) and closes the connection. It never waits for a write in
+// progress: closing the connection is what ends a write blocked in the
+// kernel, as the SSH handshake's timeout relies on.
 func (c *coalescingConn) Close() error {
-	c.mu.Lock()
-	c.closing = true
-	c.more.Signal()
-	c.space.Broadcast()
-	c.mu.Unlock()
-	t := time.NewTimer(coalesceDrain)
-	defer t.Stop()
-	select {
-	case <-c.done:
-	case <-t.C:
+	if c.mu.TryLock() {
+		c.timer.Stop()
+		if len(c.held) > 0 && c.err == nil {
+			held := c.held
+			c.held, c.err = nil, net.ErrClosed
+			sent := make(chan struct{})
+			go func() { c.Conn.Write(held); close(sent) }()
+			t := time.NewTimer(coalesceHold)
+			select {
+			case <-sent:
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		c.mu.Unlock()
 	}
 	return c.Conn.Close()
 }

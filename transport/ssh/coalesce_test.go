@@ -1,163 +1,204 @@
+//go:build linux
+
 package ssh
 
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 )
 
-// gateConn is a net.Conn whose writes are recorded and, while the gate is
-// shut, wait for it: a kernel that is busy with the previous write.
-type gateConn struct {
-	net.Conn // nil: only Write and Close are used
-	gate     chan struct{}
-	mu       sync.Mutex
-	writes   [][]byte
-	failWith error
-	closed   bool
-}
-
-func newGateConn() *gateConn { return &gateConn{gate: make(chan struct{})} }
-
-func (g *gateConn) Write(p []byte) (int, error) {
-	g.mu.Lock()
-	g.writes = append(g.writes, bytes.Clone(p))
-	err := g.failWith
-	g.mu.Unlock()
-	<-g.gate
-	if err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
-func (g *gateConn) Close() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.closed = true
-	return nil
-}
-
-func (g *gateConn) recorded() ([][]byte, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([][]byte(nil), g.writes...), g.closed
-}
-
-// waitWrites waits until the conn has seen n writes begin.
-func (g *gateConn) waitWrites(t *testing.T, n int) {
+// tcpPair is a loopback TCP connection: ours, and what the peer read once
+// ours is closed.
+func tcpPair(t *testing.T) (net.Conn, func() []byte) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if w, _ := g.recorded(); len(w) >= n {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan []byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- nil
 			return
 		}
+		defer c.Close()
+		b, _ := io.ReadAll(c)
+		got <- b
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("fewer than %d writes reached the connection", n)
+	return c, func() []byte {
+		select {
+		case b := <-got:
+			return b
+		case <-time.After(30 * time.Second):
+			t.Fatal("the peer read nothing to the end")
+			return nil
+		}
+	}
+}
+
+// writeSyscalls is this process's count of write system calls (write,
+// writev and the like: /proc/self/io syscw).
+func writeSyscalls(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "syscw: "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no syscw in /proc/self/io")
+	return 0
 }
 
 // packet is a distinct payload per index, so order and loss show.
 func packet(i, size int) []byte { return bytes.Repeat([]byte{byte(i)}, size) }
 
-func TestCoalescingConnJoinsWritesMadeDuringAWrite(t *testing.T) {
-	g := newGateConn()
-	c := newCoalescingConn(g)
+// TestCoalescingConnSendsAPacketInOneWrite: x/crypto/ssh's two writes of a
+// 32 KiB packet (its 4096-byte buffer, then the rest) leave in one system
+// call, every byte in order.
+func TestCoalescingConnSendsAPacketInOneWrite(t *testing.T) {
+	const packets = 100
+	nc, received := tcpPair(t)
+	c := newCoalescingConn(nc)
 	var want []byte
-	for i := range 9 { // 4 + 32 KiB, like x/crypto/ssh's bufio split of a packet, and more
-		p := packet(i, 4<<10)
-		if i == 0 {
-			p = packet(i, 4)
+	before := writeSyscalls(t)
+	for i := range packets {
+		for _, p := range [][]byte{packet(i, coalesceSize), packet(i+packets, 32<<10+20-coalesceSize)} {
+			if _, err := c.Write(p); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, p...)
 		}
+	}
+	calls := writeSyscalls(t) - before
+	if calls > packets+packets/10 { // a few for the runtime's own writes
+		t.Errorf("%d packets (%d writes) took %d write system calls, want about %d", packets, 2*packets, calls, packets)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := received(); !bytes.Equal(got, want) {
+		t.Errorf("the peer received %d bytes differing from the %d written", len(got), len(want))
+	}
+}
+
+// TestCoalescingConnSendsALoneHeldWrite: a buffer-sized write that ends a
+// packet is not kept waiting for a write that never comes.
+func TestCoalescingConnSendsALoneHeldWrite(t *testing.T) {
+	ours, peer := net.Pipe()
+	defer peer.Close()
+	c := newCoalescingConn(ours)
+	defer c.Close()
+	want := packet(1, coalesceSize)
+	if _, err := c.Write(want); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(want))
+	peer.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.ReadFull(peer, got); err != nil {
+		t.Fatalf("the held write never arrived: %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Error("the held write arrived changed")
+	}
+}
+
+// TestCoalescingConnClosesAfterSendingWhatIsHeld: what was written before
+// Close reaches the peer, then the end of the stream.
+func TestCoalescingConnClosesAfterSendingWhatIsHeld(t *testing.T) {
+	nc, received := tcpPair(t)
+	c := newCoalescingConn(nc)
+	want := append(packet(1, 10), packet(2, coalesceSize)...)
+	for _, p := range [][]byte{want[:10], want[10:]} {
 		if _, err := c.Write(p); err != nil {
 			t.Fatal(err)
 		}
-		want = append(want, p...)
-		if i == 0 {
-			g.waitWrites(t, 1) // the first write is in the "kernel"
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := received(); !bytes.Equal(got, want) {
+		t.Errorf("the peer received %d bytes, want the %d written before Close", len(got), len(want))
+	}
+}
+
+// failConn fails every write.
+type failConn struct {
+	net.Conn
+	err error
+}
+
+func (f failConn) Write([]byte) (int, error) { return 0, f.err }
+func (f failConn) Close() error              { return nil }
+
+// TestCoalescingConnReportsErrors: a failed write is the caller's error,
+// and held bytes that failed to go out late fail the next Write.
+func TestCoalescingConnReportsErrors(t *testing.T) {
+	reset := errors.New("connection reset")
+	c := newCoalescingConn(failConn{err: reset})
+	if _, err := c.Write(packet(1, 10)); !errors.Is(err, reset) {
+		t.Errorf("Write: %v, want %v", err, reset)
+	}
+	if _, err := c.Write(packet(2, coalesceSize)); err != nil {
+		t.Fatalf("a held write failed before it was sent: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := c.Write(packet(3, 10))
+		if errors.Is(err, reset) {
+			break
 		}
-	}
-	close(g.gate)
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	writes, closed := g.recorded()
-	if len(writes) != 2 {
-		t.Errorf("9 writes reached the connection as %d writes, want 2 (the first, then the rest at once)", len(writes))
-	}
-	if got := bytes.Join(writes, nil); !bytes.Equal(got, want) {
-		t.Errorf("the connection received %d bytes differing from the %d written", len(got), len(want))
-	}
-	if !closed {
-		t.Error("Close did not close the connection")
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("Write after held bytes failed to go out: %v, want %v", err, reset)
+		}
+		time.Sleep(coalesceHold)
 	}
 }
 
-func TestCoalescingConnBoundsWhatIsPending(t *testing.T) {
-	g := newGateConn()
-	c := newCoalescingConn(g)
-	if _, err := c.Write(packet(1, 10)); err != nil {
-		t.Fatal(err)
-	}
-	g.waitWrites(t, 1)
-	if _, err := c.Write(packet(2, coalesceLimit-10)); err != nil {
-		t.Fatal(err)
-	}
-	returned := make(chan error, 1)
-	go func() { _, err := c.Write(packet(3, 20)); returned <- err }()
-	select {
-	case err := <-returned:
-		t.Fatalf("a write past the limit returned (%v) while the connection took nothing", err)
-	case <-time.After(100 * time.Millisecond):
-	}
-	close(g.gate)
-	if err := <-returned; err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	writes, _ := g.recorded()
-	if n := len(bytes.Join(writes, nil)); n != coalesceLimit+20 {
-		t.Errorf("the connection received %d bytes, want %d", n, coalesceLimit+20)
-	}
-}
-
-func TestCoalescingConnReportsAWriteErrorOnLaterWrites(t *testing.T) {
-	g := newGateConn()
-	g.failWith = errors.New("connection reset")
-	close(g.gate)
-	c := newCoalescingConn(g)
-	if _, err := c.Write(packet(1, 10)); err != nil {
-		t.Fatal(err) // queued: the error is not known yet
-	}
-	<-c.done // the writer ended on the error
-	if _, err := c.Write(packet(2, 10)); !errors.Is(err, g.failWith) {
-		t.Errorf("Write after a failed write: %v, want %v", err, g.failWith)
-	}
-	c.Close()
-	if _, err := c.Write(packet(3, 10)); !errors.Is(err, net.ErrClosed) {
-		t.Errorf("Write after Close of a failed connection: %v, want net.ErrClosed", err)
-	}
-}
-
-func TestCoalescingConnCloseEndsAWriteThePeerNeverReads(t *testing.T) {
+// TestCoalescingConnCloseEndsABlockedWrite: Close does not wait for a write
+// stuck on a peer that reads nothing; closing is what ends it (the SSH
+// handshake's timeout closes the connection to stop a handshake).
+func TestCoalescingConnCloseEndsABlockedWrite(t *testing.T) {
 	ours, peer := net.Pipe() // a Write on a pipe waits for the peer's Read
 	defer peer.Close()
 	c := newCoalescingConn(ours)
-	if _, err := c.Write(packet(1, 10)); err != nil {
-		t.Fatal(err)
+	var wg sync.WaitGroup
+	var werr error
+	wg.Go(func() { _, werr = c.Write(packet(1, 10)) })
+	for c.mu.TryLock() { // until the write holds the lock
+		c.mu.Unlock()
+		time.Sleep(time.Millisecond)
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- c.Close() }()
 	select {
 	case <-closed:
-	case <-time.After(coalesceDrain + 10*time.Second):
-		t.Fatal("Close did not return though the peer never reads")
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close waited for a write the peer never reads")
 	}
-	<-c.done
-	if _, err := c.Write(packet(2, 10)); !errors.Is(err, net.ErrClosed) {
-		t.Errorf("Write after Close: %v, want net.ErrClosed", err)
+	wg.Wait()
+	if werr == nil {
+		t.Error("the blocked write succeeded though the connection was closed")
 	}
 }
