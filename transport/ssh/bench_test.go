@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -422,4 +423,50 @@ func BenchmarkUploadTuning(b *testing.B) {
 	for j, s := range settings {
 		b.ReportMetric(mbps(b.N, total[j]), strconv.Itoa(s.packet>>10)+"KiB/"+strconv.Itoa(s.conc)+"-MB/s")
 	}
+}
+
+// BenchmarkConnectionFootprint is the heap each connected host keeps once
+// it has written a file through its agent (the buffers a connection
+// holds between tasks): ten connections to the real sshd, a 1 MB file
+// written on each, then a full GC. heap-KiB/host is what 100 hosts of a
+// fleet multiply.
+func BenchmarkConnectionFootprint(b *testing.B) {
+	const hosts = 10
+	r := newBenchRig(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	local := filepath.Join(b.TempDir(), "1mb.bin")
+	if err := os.WriteFile(local, randomBytes(1<<20, 1), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	var perHost float64
+	for i := 0; i < b.N; i++ {
+		before := liveHeap()
+		var hs []*Host
+		for j := range hosts {
+			h := r.connectedHost(b, ctx)
+			f, err := os.Open(local)
+			if err != nil {
+				b.Fatal(err)
+			}
+			err = h.WriteFile(ctx, `C:\k\footprint-`+strconv.Itoa(j)+".bin", f, 0o644)
+			f.Close()
+			if err != nil {
+				b.Fatal(err)
+			}
+			hs = append(hs, h)
+		}
+		perHost += float64(liveHeap()-before) / hosts
+		for _, h := range hs {
+			h.Close()
+		}
+	}
+	b.ReportMetric(perHost/float64(b.N)/1024, "heap-KiB/host")
+}
+
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }
