@@ -30,10 +30,11 @@ const CSRListMaxAge = time.Second
 //     (spec.request is immutable), and the list is indexed by node name,
 //     so a survey touches only its node's CSRs.
 //
-// The verdicts are Judge's, on exactly the CSRs CSRConcernsNode picks from
-// the whole list. Approval does not use the shared list: ApproveCSR lists
-// afresh and judges again before it approves, so a list up to maxAge old
-// can delay an approval by a look but never widen what is approved.
+// A caller names the moment the list must postdate (its previous look, or
+// its start), so sharing never shows it an older world than it saw. The
+// verdicts are Judge's, on exactly the CSRs CSRConcernsNode picks from the
+// whole list. Approval does not use the shared list: ApproveCSR lists
+// afresh and judges again before it approves.
 type CSRList struct {
 	kc     kubernetes.Interface
 	maxAge time.Duration
@@ -59,8 +60,9 @@ func NewCSRList(kc kubernetes.Interface) *CSRList {
 }
 
 // NodeCSRs is the package's NodeCSRs answered from the shared list: the
-// Node is read afresh, the CSRs are at most maxAge old and listed after
-// since (a caller's own approval: its next look must see it).
+// Node is read afresh; the CSRs were listed after since (so the caller sees
+// every change made before then: its own approvals, what a test created)
+// and at most maxAge ago.
 func (l *CSRList) NodeCSRs(ctx context.Context, want Expectation, since time.Time) (NodeSurvey, error) {
 	node, err := GetNode(ctx, l.kc, want.NodeName)
 	if err != nil {

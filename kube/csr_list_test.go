@@ -109,9 +109,9 @@ func verdictsOf(s NodeSurvey) []string {
 	return out
 }
 
-// TestCSRListListsAfterTheCallersApproval: a caller that approved at
-// since never gets a list requested before it, however young.
-func TestCSRListListsAfterTheCallersApproval(t *testing.T) {
+// TestCSRListListsAfterSince: a caller never gets a list requested before
+// the moment it names (its previous look, its own approval), however young.
+func TestCSRListListsAfterSince(t *testing.T) {
 	kc := fake.NewSimpleClientset(fleetCSRs(t, 1)...)
 	var lists atomic.Int32
 	kc.PrependReactor("list", "certificatesigningrequests", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -129,9 +129,9 @@ func TestCSRListListsAfterTheCallersApproval(t *testing.T) {
 	_, err = l.NodeCSRs(ctx, want, time.Time{})
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, lists.Load(), "a young list is shared")
-	approved := clock
+	lookedAt := clock
 	clock = clock.Add(time.Millisecond)
-	_, err = l.NodeCSRs(ctx, want, approved)
+	_, err = l.NodeCSRs(ctx, want, lookedAt)
 	require.NoError(t, err)
-	assert.EqualValues(t, 2, lists.Load(), "after an approval the approver lists afresh")
+	assert.EqualValues(t, 2, lists.Load(), "a list from before the caller's last look is not reused")
 }

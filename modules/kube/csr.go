@@ -196,15 +196,17 @@ func expectation(ctx context.Context, cfg modules.Config) kube.Expectation {
 
 // survey reads the node's CSRs and decides what is left to do. clientCSR
 // is the client CSR this task approved earlier, if any: the join's one.
-// approvedAt is when this task last approved one (zero: never); the survey
-// reads CSRs listed after it.
-func survey(ctx context.Context, cl *kube.Client, cfg modules.Config, clientCSR string, approvedAt time.Time) (csrPlan, error) {
+// The CSRs it reads were listed after since: a look sees every change made
+// before it was asked for (Plan, the first look of Apply) or before the
+// previous look ended (Apply's later looks, whose approvals included), yet
+// the run's hosts polling at once share one list.
+func survey(ctx context.Context, cl *kube.Client, cfg modules.Config, clientCSR string, since time.Time) (csrPlan, error) {
 	want := expectation(ctx, cfg)
 	want.ClientCSR = clientCSR
 	var s kube.NodeSurvey
 	var err error
 	if cl.CSRs != nil {
-		s, err = cl.CSRs.NodeCSRs(ctx, want, approvedAt) // the run's hosts share the list
+		s, err = cl.CSRs.NodeCSRs(ctx, want, since)
 	} else {
 		s, err = kube.NodeCSRs(ctx, cl.Kube, want)
 	}
@@ -322,7 +324,7 @@ func (m CSRApprove) Plan(ctx context.Context, req modules.PlanRequest) modules.P
 	if !known || !cfg.Value.IsWhollyKnown() {
 		return pending(cty.UnknownVal(cty.List(cty.String)), nil)
 	}
-	p, err := survey(ctx, cl, cfg, "", time.Time{})
+	p, err := survey(ctx, cl, cfg, "", time.Now())
 	switch {
 	case err != nil && transient(err):
 		return pending(cty.UnknownVal(cty.List(cty.String)), hcl.Diagnostics{{Severity: hcl.DiagWarning,
@@ -383,14 +385,15 @@ func (m CSRApprove) Apply(ctx context.Context, req modules.ApplyRequest) modules
 	timeout, interval := seconds(get(cfg, "timeout")), seconds(get(cfg, "interval"))
 
 	var (
-		approved   []string
-		clientCSR  string       // the join's one client CSR, once approved here
-		rejected   rejectionLog // the latest verdict on each CSR left alone
-		last       csrPlan
-		approvedAt time.Time // of the latest approval here
+		approved  []string
+		clientCSR string       // the join's one client CSR, once approved here
+		rejected  rejectionLog // the latest verdict on each CSR left alone
+		last      csrPlan
+		since     = time.Now() // a look sees the CSRs as of then, or later
 	)
 	res, err := waitFor(ctx, timeout, interval, func(ctx context.Context) (bool, string, error) {
-		p, err := survey(ctx, cl, cfg, clientCSR, approvedAt)
+		p, err := survey(ctx, cl, cfg, clientCSR, since)
+		defer func() { since = time.Now() }()
 		if err != nil {
 			return false, "", err
 		}
@@ -406,7 +409,6 @@ func (m CSRApprove) Apply(ctx context.Context, req modules.ApplyRequest) modules
 			case err != nil:
 				return false, "", err
 			}
-			approvedAt = time.Now()
 			approved = append(approved, c.Name)
 			if c.Kind == kube.CSRClient {
 				p.clientDone, clientCSR = true, c.Name
