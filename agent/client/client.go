@@ -110,8 +110,14 @@ func Dial(ctx context.Context, r io.Reader, w io.Writer) (*Client, error) {
 	}
 }
 
+// startReadBuffer is the client's read buffer: kept by every connected
+// host, so small. The greeting's noise (at most 16 KiB) and base64 lines
+// of any length are read in pieces, and a data frame's payload is read
+// past the buffer, straight into the frame.
+const startReadBuffer = 16 << 10
+
 func start(r io.Reader, w io.Writer) (*Client, *proto.Decoder, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
+	br := bufio.NewReaderSize(r, startReadBuffer)
 	_, mode, err := proto.ClientStart(br, w)
 	if err != nil {
 		return nil, nil, fmt.Errorf("agent start-up: %w", err)
