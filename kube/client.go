@@ -25,6 +25,9 @@ type Client struct {
 	Config  *rest.Config
 	Kube    kubernetes.Interface
 	Dynamic dynamic.Interface
+	// CSRs is the run's shared list of CSRs for pollers (nil: list
+	// through Kube each time).
+	CSRs *CSRList
 	// Source says where the configuration came from ("kubeconfig /x",
 	// "in-cluster"), for error messages.
 	Source string
@@ -166,7 +169,7 @@ func NewClient(cfg *rest.Config, source string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}
-	return &Client{Config: cfg, Kube: kc, Dynamic: dc, Source: source}, nil
+	return &Client{Config: cfg, Kube: kc, Dynamic: dc, CSRs: NewCSRList(kc), Source: source}, nil
 }
 
 // Cache holds one Client per kubeconfig and context, so that every task of a

@@ -110,8 +110,14 @@ func Dial(ctx context.Context, r io.Reader, w io.Writer) (*Client, error) {
 	}
 }
 
+// startReadBuffer is the client's read buffer: kept by every connected
+// host, so small. The greeting's noise (at most 16 KiB) and base64 lines
+// of any length are read in pieces, and a data frame's payload is read
+// past the buffer, straight into the frame.
+const startReadBuffer = 16 << 10
+
 func start(r io.Reader, w io.Writer) (*Client, *proto.Decoder, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
+	br := bufio.NewReaderSize(r, startReadBuffer)
 	_, mode, err := proto.ClientStart(br, w)
 	if err != nil {
 		return nil, nil, fmt.Errorf("agent start-up: %w", err)
@@ -196,6 +202,27 @@ func (c *Client) send(f proto.Frame) error {
 	if err := c.enc.Encode(f); err != nil {
 		if errors.Is(err, proto.ErrProtocol) {
 			return err // refused before writing: the connection is fine
+		}
+		c.fail(fmt.Errorf("writing: %w", err))
+		return c.connErr()
+	}
+	return nil
+}
+
+// roomyFrame is a frame of upload's: b is proto.FrameRoom bytes of room,
+// then the payload.
+type roomyFrame struct {
+	kind proto.Kind
+	b    []byte
+}
+
+// sendIn is send for a frame in a buffer with room for its header.
+func (c *Client) sendIn(kind proto.Kind, id uint64, b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.enc.EncodeIn(kind, id, b); err != nil {
+		if errors.Is(err, proto.ErrProtocol) {
+			return err
 		}
 		c.fail(fmt.Errorf("writing: %w", err))
 		return c.connErr()
@@ -391,23 +418,25 @@ func (c *Client) forget(id uint64) {
 // failed); a read error from r aborts the stream and is returned. sent, if
 // not nil, is told the size of each data frame written.
 func (c *Client) upload(ctx context.Context, id uint64, cl *call, r io.Reader, sent func(int64)) error {
+	// Each chunk has the frame header's room before it, so it is sent
+	// as it was read (proto.Encoder.EncodeIn), not copied into a frame.
 	free := make(chan []byte, 2)
-	free <- make([]byte, chunkSize)
-	free <- make([]byte, chunkSize)
-	queue := make(chan proto.Frame, 3) // two chunks and the data_end: never blocks
+	free <- make([]byte, proto.FrameRoom+chunkSize)
+	free <- make([]byte, proto.FrameRoom+chunkSize)
+	queue := make(chan roomyFrame, 3) // two chunks and the data_end: never blocks
 	defer close(queue)
 	var stopped atomic.Bool // drop what is still queued
 	go func() {
 		for f := range queue {
 			if !stopped.Load() {
-				if err := c.send(f); err != nil {
+				if err := c.sendIn(f.kind, id, f.b); err != nil {
 					stopped.Store(true) // the connection failed; the caller sees c.dead
-				} else if f.Kind == proto.KindData && sent != nil {
-					sent(int64(len(f.Payload)))
+				} else if f.kind == proto.KindData && sent != nil {
+					sent(int64(len(f.b) - proto.FrameRoom))
 				}
 			}
-			if f.Kind == proto.KindData {
-				free <- f.Payload[:cap(f.Payload)]
+			if f.kind == proto.KindData {
+				free <- f.b[:cap(f.b)]
 			}
 		}
 	}()
@@ -448,26 +477,26 @@ func (c *Client) upload(ctx context.Context, id uint64, cl *call, r io.Reader, s
 				return c.connErr()
 			}
 		}
-		buf = buf[:min(int64(len(buf)), credit)]
-		n, err := io.ReadFull(r, buf)
+		buf = buf[:proto.FrameRoom+min(chunkSize, credit)]
+		n, err := io.ReadFull(r, buf[proto.FrameRoom:])
 		if n > 0 {
 			c.mu.Lock()
 			cl.credit -= int64(n)
 			c.mu.Unlock()
 		}
 		if n > 0 {
-			queue <- proto.Frame{Kind: proto.KindData, ID: id, Payload: buf[:n]}
+			queue <- roomyFrame{proto.KindData, buf[:proto.FrameRoom+n]}
 		}
 		switch {
 		case err == io.EOF || err == io.ErrUnexpectedEOF:
-			queue <- proto.Frame{Kind: proto.KindDataEnd, ID: id}
+			queue <- roomyFrame{proto.KindDataEnd, make([]byte, proto.FrameRoom)}
 			return nil
 		case err != nil:
 			msg := err.Error()
 			if len(msg) > maxAbortMessage {
 				msg = msg[:maxAbortMessage]
 			}
-			queue <- proto.Frame{Kind: proto.KindDataEnd, ID: id, Payload: []byte(msg)}
+			queue <- roomyFrame{proto.KindDataEnd, append(make([]byte, proto.FrameRoom, proto.FrameRoom+len(msg)), msg...)}
 			return fmt.Errorf("reading the content: %w", err)
 		}
 		if ctx.Err() != nil {

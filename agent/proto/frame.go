@@ -151,6 +151,29 @@ func AppendFrame(b []byte, f Frame) []byte {
 	return append(b, f.Payload...)
 }
 
+// FrameRoom is the room a frame's length and header take before its
+// payload: a payload read into b[FrameRoom:] is sent by EncodeIn without
+// being copied.
+const FrameRoom = 4 + headerLen
+
+// EncodeIn writes the frame of kind and id whose payload is b[FrameRoom:],
+// writing its length and header into b[:FrameRoom]: in binary mode with a
+// single Write and no copy, so a sender streaming large payloads keeps no
+// frame-sized buffer of the encoder's. In base64 mode it is Encode.
+func (e *Encoder) EncodeIn(kind Kind, id uint64, b []byte) error {
+	if len(b) < FrameRoom {
+		return protoErr("frame buffer of %d bytes has no room for the header", len(b))
+	}
+	f := Frame{Kind: kind, ID: id, Payload: b[FrameRoom:]}
+	if e.mode == ModeBase64 || !kind.valid() || len(f.Payload) > MaxPayload {
+		return e.Encode(f)
+	}
+	AppendFrame(b[:0], Frame{Kind: kind, ID: id})
+	binary.BigEndian.PutUint32(b, uint32(headerLen+len(f.Payload)))
+	_, err := e.w.Write(b)
+	return err
+}
+
 // Encode writes f with a single Write, so a frame is never split by another
 // writer sharing the transport.
 func (e *Encoder) Encode(f Frame) error {

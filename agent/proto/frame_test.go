@@ -166,3 +166,28 @@ func TestCodes(t *testing.T) {
 		})
 	}
 }
+
+// TestEncodeInWritesWhatEncodeWrites: a frame sent from a buffer with room
+// for its header is byte for byte the frame Encode writes, in both modes,
+// with one Write.
+func TestEncodeInWritesWhatEncodeWrites(t *testing.T) {
+	for _, mode := range []Mode{ModeBinary, ModeBase64} {
+		for _, f := range sampleFrames() {
+			want := encodeAll(t, mode, f)
+			w := &countingWriter{}
+			b := append(make([]byte, FrameRoom), f.Payload...)
+			require.NoError(t, NewEncoder(w, mode).EncodeIn(f.Kind, f.ID, b))
+			assert.Equal(t, want, w.Bytes(), "%s frame, %d bytes, mode %v", f.Kind, len(f.Payload), mode)
+			assert.Equal(t, 1, w.writes, "writes of one frame")
+		}
+	}
+	err := NewEncoder(io.Discard, ModeBinary).EncodeIn(KindData, 1, make([]byte, FrameRoom-1))
+	assert.ErrorIs(t, err, ErrProtocol, "a buffer without room for the header")
+}
+
+type countingWriter struct {
+	bytes.Buffer
+	writes int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) { w.writes++; return w.Buffer.Write(p) }

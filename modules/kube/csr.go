@@ -196,10 +196,20 @@ func expectation(ctx context.Context, cfg modules.Config) kube.Expectation {
 
 // survey reads the node's CSRs and decides what is left to do. clientCSR
 // is the client CSR this task approved earlier, if any: the join's one.
-func survey(ctx context.Context, cl *kube.Client, cfg modules.Config, clientCSR string) (csrPlan, error) {
+// The CSRs it reads were listed after since: a look sees every change made
+// before it was asked for (Plan, the first look of Apply) or before the
+// previous look ended (Apply's later looks, whose approvals included), yet
+// the run's hosts polling at once share one list.
+func survey(ctx context.Context, cl *kube.Client, cfg modules.Config, clientCSR string, since time.Time) (csrPlan, error) {
 	want := expectation(ctx, cfg)
 	want.ClientCSR = clientCSR
-	s, err := kube.NodeCSRs(ctx, cl.Kube, want)
+	var s kube.NodeSurvey
+	var err error
+	if cl.CSRs != nil {
+		s, err = cl.CSRs.NodeCSRs(ctx, want, since)
+	} else {
+		s, err = kube.NodeCSRs(ctx, cl.Kube, want)
+	}
 	if err != nil {
 		return csrPlan{}, err
 	}
@@ -314,7 +324,7 @@ func (m CSRApprove) Plan(ctx context.Context, req modules.PlanRequest) modules.P
 	if !known || !cfg.Value.IsWhollyKnown() {
 		return pending(cty.UnknownVal(cty.List(cty.String)), nil)
 	}
-	p, err := survey(ctx, cl, cfg, "")
+	p, err := survey(ctx, cl, cfg, "", time.Now())
 	switch {
 	case err != nil && transient(err):
 		return pending(cty.UnknownVal(cty.List(cty.String)), hcl.Diagnostics{{Severity: hcl.DiagWarning,
@@ -379,9 +389,11 @@ func (m CSRApprove) Apply(ctx context.Context, req modules.ApplyRequest) modules
 		clientCSR string       // the join's one client CSR, once approved here
 		rejected  rejectionLog // the latest verdict on each CSR left alone
 		last      csrPlan
+		since     = time.Now() // a look sees the CSRs as of then, or later
 	)
 	res, err := waitFor(ctx, timeout, interval, func(ctx context.Context) (bool, string, error) {
-		p, err := survey(ctx, cl, cfg, clientCSR)
+		p, err := survey(ctx, cl, cfg, clientCSR, since)
+		defer func() { since = time.Now() }()
 		if err != nil {
 			return false, "", err
 		}

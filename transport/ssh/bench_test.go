@@ -10,12 +10,16 @@ package ssh
 //	go test -run '^$' -bench 'Upload|WriteFile' -benchtime 3x ./transport/ssh
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -257,10 +261,91 @@ func BenchmarkWriteFile300MB(b *testing.B) {
 	h, local := r.connectedHost(b, ctx), bigFile(b)
 	b.ResetTimer()
 	var total time.Duration
+	before := readProcCost(b)
 	for i := 0; i < b.N; i++ {
 		total += agentWrite(b, ctx, h, local, `C:\k\agent-write.bin`)
 	}
+	cost := readProcCost(b).minus(before)
 	b.ReportMetric(mbps(b.N, total), "MB/s")
+	b.ReportMetric(cost.cpu.Seconds()*1000/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64(cost.writes)/float64(b.N), "write-syscalls/op")
+	b.ReportMetric(cost.peers.Seconds()*1000/float64(b.N), "sshd+agent-cpu-ms/op")
+}
+
+// procCost is what this process (wsu's side: not sshd, not the agent) has
+// spent so far: CPU time (user + system) and write system calls
+// (/proc/self/io syscw: write, writev and the like, all threads); and the
+// CPU time of the live processes below it (the test sshd, its sessions,
+// the agent), which read what wsu writes. Unlike wall time it does not
+// depend much on what else the machine is doing.
+type procCost struct {
+	cpu    time.Duration
+	writes int64
+	peers  time.Duration
+}
+
+func readProcCost(b *testing.B) procCost {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	c := procCost{cpu: time.Duration(ru.Utime.Nano() + ru.Stime.Nano())}
+	io, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(io), "\n") {
+		if v, ok := strings.CutPrefix(line, "syscw: "); ok {
+			c.writes, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	c.peers = descendantsCPU(b, os.Getpid())
+	return c
+}
+
+// descendantsCPU sums utime + stime (/proc/PID/stat, in USER_HZ = 100 ticks
+// a second) of the live processes below pid.
+func descendantsCPU(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	parent, ticks := map[int]int{}, map[int]int64{}
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid ... field 14 utime, 15 stime; comm may hold spaces.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		parent[p], _ = strconv.Atoi(f[1])
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks[p] = ut + st
+	}
+	var sum int64
+	for p, t := range ticks {
+		for q := parent[p]; q > 1; q = parent[q] {
+			if q == pid {
+				sum += t
+				break
+			}
+		}
+	}
+	return time.Duration(sum) * 10 * time.Millisecond
+}
+
+func (c procCost) minus(o procCost) procCost {
+	return procCost{cpu: c.cpu - o.cpu, writes: c.writes - o.writes, peers: c.peers - o.peers}
 }
 
 // BenchmarkUploadVsWriteFile300MB alternates the two payload paths on one
@@ -338,4 +423,50 @@ func BenchmarkUploadTuning(b *testing.B) {
 	for j, s := range settings {
 		b.ReportMetric(mbps(b.N, total[j]), strconv.Itoa(s.packet>>10)+"KiB/"+strconv.Itoa(s.conc)+"-MB/s")
 	}
+}
+
+// BenchmarkConnectionFootprint is the heap each connected host keeps once
+// it has written a file through its agent (the buffers a connection
+// holds between tasks): ten connections to the real sshd, a 1 MB file
+// written on each, then a full GC. heap-KiB/host is what 100 hosts of a
+// fleet multiply.
+func BenchmarkConnectionFootprint(b *testing.B) {
+	const hosts = 10
+	r := newBenchRig(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	local := filepath.Join(b.TempDir(), "1mb.bin")
+	if err := os.WriteFile(local, randomBytes(1<<20, 1), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	var perHost float64
+	for i := 0; i < b.N; i++ {
+		before := liveHeap()
+		var hs []*Host
+		for j := range hosts {
+			h := r.connectedHost(b, ctx)
+			f, err := os.Open(local)
+			if err != nil {
+				b.Fatal(err)
+			}
+			err = h.WriteFile(ctx, `C:\k\footprint-`+strconv.Itoa(j)+".bin", f, 0o644)
+			f.Close()
+			if err != nil {
+				b.Fatal(err)
+			}
+			hs = append(hs, h)
+		}
+		perHost += float64(liveHeap()-before) / hosts
+		for _, h := range hs {
+			h.Close()
+		}
+	}
+	b.ReportMetric(perHost/float64(b.N)/1024, "heap-KiB/host")
+}
+
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }

@@ -336,7 +336,8 @@ func authHint(err error, cr *credentials) error {
 }
 
 // dialOnce makes one attempt: TCP, the jump host's handshake and tunnel if
-// any, the target's handshake. Each hop gets connect_timeout.
+// any, the target's handshake. Each hop gets connect_timeout. Each SSH
+// transport writes through a coalescingConn.
 func dialOnce(ctx context.Context, cfg Config, creds *credentials) (*conn, error) {
 	var nc net.Conn
 	var jump *gossh.Client
@@ -346,7 +347,7 @@ func dialOnce(ctx context.Context, cfg Config, creds *credentials) (*conn, error
 		if err != nil {
 			return nil, fmt.Errorf("jump host %s: %w", j.Addr(), err)
 		}
-		jump, err = handshake(ctx, jnc, j.Addr(), j.User, creds.jump, policy, cfg.ConnectTimeout)
+		jump, err = handshake(ctx, newCoalescingConn(jnc), j.Addr(), j.User, creds.jump, policy, cfg.ConnectTimeout)
 		if err != nil {
 			return nil, fmt.Errorf("jump host %s: %w", j.Addr(), err)
 		}
@@ -364,7 +365,7 @@ func dialOnce(ctx context.Context, cfg Config, creds *credentials) (*conn, error
 		}
 	}
 	policy.pinned, policy.jump = cfg.HostKey, false
-	client, err := handshake(ctx, nc, cfg.Addr(), cfg.User, creds.target, policy, cfg.ConnectTimeout)
+	client, err := handshake(ctx, newCoalescingConn(nc), cfg.Addr(), cfg.User, creds.target, policy, cfg.ConnectTimeout)
 	if err != nil {
 		if jump != nil {
 			jump.Close()

@@ -407,6 +407,28 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// ReadFrom copies r through a 1 KiB buffer. x/crypto/ssh copies a
+// session's stderr into its Stderr writer with io.Copy, which would
+// otherwise hold a 32 KiB buffer for the session's life: per connected
+// host, for an agent that rarely writes to stderr.
+func (t *tailBuffer) ReadFrom(r io.Reader) (int64, error) {
+	var buf [1 << 10]byte
+	var n int64
+	for {
+		m, err := r.Read(buf[:])
+		if m > 0 {
+			t.Write(buf[:m])
+			n += int64(m)
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
 func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
