@@ -75,7 +75,8 @@ func TestDoHTTP(t *testing.T) {
 		{name: "closed port", req: host.HTTPRequest{URL: closed, Header: map[string]string{"X-Token": secret}}, unreachable: true},
 		{name: "bad method", req: host.HTTPRequest{Method: "DELETE", URL: srv.URL}, errContains: "method"},
 		{name: "credentials in the URL", req: host.HTTPRequest{URL: "http://user:" + secret + "@127.0.0.1/"}, errContains: "user information"},
-		{name: "not http", req: host.HTTPRequest{URL: "file:///etc/passwd"}, errContains: "want an http or https URL"},
+		{name: "not http", req: host.HTTPRequest{URL: "file:///etc/passwd"}, errContains: "want an http URL"},
+		{name: "https", req: host.HTTPRequest{URL: "https://127.0.0.1/"}, errContains: "https is not supported"},
 		{name: "header value with a line break", req: host.HTTPRequest{URL: srv.URL, Header: map[string]string{"X-Token": secret + "\r\nX: y"}}, errContains: "line break"},
 		{name: "limit too large", req: host.HTTPRequest{URL: srv.URL, Limit: host.MaxHTTPBody + 1}, errContains: "limit"},
 	}
