@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/textproto"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -45,7 +46,7 @@ func DoHTTP(parent context.Context, req host.HTTPRequest) (host.HTTPResponse, er
 		case parent.Err() != nil:
 			return host.HTTPResponse{}, parent.Err()
 		case err != nil && ctx.Err() != nil:
-			return host.HTTPResponse{}, fmt.Errorf("%s: %w: %w", what, host.ErrUnreachable, ctx.Err())
+			return host.HTTPResponse{}, fmt.Errorf("%s: %w: no whole answer within %s: %w", what, host.ErrUnreachable, req.Timeout, ctx.Err())
 		case err != nil:
 			return host.HTTPResponse{}, fmt.Errorf("%s: %w", what, err)
 		case !isRedirect(ans.status) || ans.location == "":
@@ -102,6 +103,9 @@ func exchange(ctx context.Context, u *url.URL, method string, header map[string]
 	_, werr := conn.Write(requestBytes(u, method, header, body))
 	// A server may answer (and close) before it reads the whole body.
 	ans, err := readResponse(bufio.NewReader(conn), method, limit)
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(werr, os.ErrDeadlineExceeded) {
+		<-ctx.Done() // the connection's deadline is ctx's: it is ending
+	}
 	switch {
 	case err != nil && werr != nil:
 		return answer{}, fmt.Errorf("%w: sending the request: %w", host.ErrUnreachable, werr)
