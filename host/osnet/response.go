@@ -64,10 +64,13 @@ func readResponse(br *bufio.Reader, method string, limit int64) (answer, error) 
 	default:
 		ans.body, err = r.toEOF()
 	}
+	if err != nil {
+		return answer{}, err
+	}
 	if len(ans.body) == 0 {
 		ans.body = nil
 	}
-	return ans, err
+	return ans, nil
 }
 
 // fields are the headers the client uses. length is -1 when absent.
@@ -225,7 +228,7 @@ func (r *respReader) chunked() ([]byte, error) {
 			return nil, noEOF(err)
 		}
 		if crlf, err := r.line(); err != nil || crlf != "" {
-			return nil, r.chunkErr(err, "a chunk does not end with CRLF")
+			return nil, chunkEndErr(err)
 		}
 	}
 	for {
@@ -257,11 +260,12 @@ func (r *respReader) chunkSize(line string, room int64) (int64, error) {
 	return n, nil
 }
 
-func (r *respReader) chunkErr(err error, what string) error {
+// chunkEndErr: what ended a chunk was not a CRLF, or not read.
+func chunkEndErr(err error) error {
 	if err != nil {
 		return noEOF(err)
 	}
-	return fmt.Errorf("%w: %s", errMalformed, what)
+	return fmt.Errorf("%w: a chunk does not end with CRLF", errMalformed)
 }
 
 func (r *respReader) tooLong() error {
