@@ -12,14 +12,16 @@ import (
 // what only the node can reach, such as a cloud's instance metadata service
 // at a link-local address. The exchange goes straight to the URL's host,
 // never through a proxy (the machine's HTTP_PROXY is for the node's
-// services, and metadata services must not be proxied), follows redirects
-// only to the same scheme, host and port, and reads at most Limit bytes of
-// the answer. Bodies and header values never appear in errors: a request
+// services, and metadata services must not be proxied), over plain HTTP/1.1
+// only (the agent links no TLS: metadata services are plain HTTP on
+// link-local addresses), follows redirects only to the same host and port,
+// and reads at most Limit bytes of the answer. Bodies and header values never appear in errors: a request
 // may carry a token (IMDSv2's) and an answer may be one.
 type HTTPRequest struct {
 	// Method is GET, HEAD, PUT or POST; "" is GET.
 	Method string `json:"method,omitempty"`
-	// URL is an absolute http or https URL without user information.
+	// URL is an absolute http URL without user information; https is
+	// refused.
 	URL    string            `json:"url"`
 	Header map[string]string `json:"header,omitempty"`
 	// Body is sent as the request's body (at most MaxHTTPBody bytes).
@@ -47,7 +49,7 @@ const (
 	DefaultHTTPLimit   = 64 << 10
 	MaxHTTPBody        = 512 << 10
 	// MaxHTTPRedirects bounds the redirects followed (each to the same
-	// scheme, host and port).
+	// host and port).
 	MaxHTTPRedirects = 3
 )
 
@@ -68,8 +70,10 @@ func (r HTTPRequest) Normalize() (HTTPRequest, error) {
 	switch {
 	case err != nil:
 		return r, fmt.Errorf("http: %w", err)
-	case u.Scheme != "http" && u.Scheme != "https":
-		return r, fmt.Errorf("http: URL %q: want an http or https URL", r.URL)
+	case u.Scheme == "https":
+		return r, fmt.Errorf("http: URL %q: https is not supported (the agent has no TLS; metadata services are plain http): want an http URL", r.URL)
+	case u.Scheme != "http":
+		return r, fmt.Errorf("http: URL %q: want an http URL", r.URL)
 	case u.Host == "" || u.Hostname() == "":
 		return r, fmt.Errorf("http: URL %q names no host", r.URL)
 	case u.User != nil:

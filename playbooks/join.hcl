@@ -63,7 +63,7 @@ variable "platform" {
 variable "instance_metadata_url" {
   type        = string
   default     = null
-  description = "Base URL of the instance metadata service the node's name is read from on AWS and GCP (win_instance_metadata); null: the platform's (http://169.254.169.254, http://metadata.google.internal)."
+  description = "Base http URL (https is refused: the agent has no TLS) of the instance metadata service the node's name is read from on AWS and GCP (win_instance_metadata); null: the platform's (http://169.254.169.254, http://metadata.google.internal)."
 }
 
 variable "node_ip" {

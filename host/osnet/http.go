@@ -1,87 +1,143 @@
 package osnet
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
+	"net/textproto"
 	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/wsu-project/wsu/host"
 )
 
-// DoHTTP makes req from this machine with net/http, as host.HTTPRequest
-// describes: no proxy, no keep-alive, redirects only to the same scheme,
-// host and port, the answer's body read up to req.Limit. Errors name the
-// method and URL, never a body or a header value.
+// DoHTTP makes req from this machine, as host.HTTPRequest describes, with
+// the small HTTP/1.1 client of this package rather than net/http (which,
+// with crypto/tls and HTTP/2, would grow the agent by half): plain http
+// only, one connection per request (Connection: close), no proxy, at most
+// host.MaxHTTPRedirects redirects to the same host and port, the whole
+// exchange bounded by req.Timeout and the answer's body by req.Limit.
+// A request that cannot connect, a connection that fails or ends early and
+// a timeout wrap host.ErrUnreachable; an answer that is not HTTP/1.x or is
+// too long is an error of its own. Errors name the method and URL, never a
+// body or a header value.
 func DoHTTP(parent context.Context, req host.HTTPRequest) (host.HTTPResponse, error) {
 	req, err := req.Normalize()
 	if err != nil {
 		return host.HTTPResponse{}, err
 	}
-	ctx, cancel := context.WithTimeout(parent, req.Timeout)
-	defer cancel()
-	hr, err := http.NewRequestWithContext(ctx, req.Method, req.URL, bytes.NewReader(req.Body))
+	u, err := url.Parse(req.URL)
 	if err != nil {
 		return host.HTTPResponse{}, fmt.Errorf("http: %w", err)
 	}
-	for k, v := range req.Header {
-		hr.Header.Set(k, v)
-	}
-	what := req.Method + " " + hr.URL.Redacted()
-	c := &http.Client{
-		Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true, DialContext: (&net.Dialer{}).DialContext},
-		CheckRedirect: sameOrigin,
-	}
-	resp, err := c.Do(hr)
-	if err != nil {
-		if parent.Err() != nil {
+	what := req.Method + " " + u.Redacted()
+	ctx, cancel := context.WithTimeout(parent, req.Timeout)
+	defer cancel()
+	method, body := req.Method, req.Body
+	for redirects := 0; ; redirects++ {
+		ans, err := exchange(ctx, u, method, req.Header, body, req.Limit)
+		switch {
+		case parent.Err() != nil:
 			return host.HTTPResponse{}, parent.Err()
+		case err != nil && ctx.Err() != nil:
+			return host.HTTPResponse{}, fmt.Errorf("%s: %w: no whole answer within %s: %w", what, host.ErrUnreachable, req.Timeout, ctx.Err())
+		case err != nil:
+			return host.HTTPResponse{}, fmt.Errorf("%s: %w", what, err)
+		case !isRedirect(ans.status) || ans.location == "":
+			return host.HTTPResponse{Status: ans.status, Body: ans.body}, nil
+		case redirects == host.MaxHTTPRedirects:
+			return host.HTTPResponse{}, fmt.Errorf("%s: %w: more than %d redirects", what, errRedirect, host.MaxHTTPRedirects)
 		}
-		if errors.Is(err, errRedirect) {
-			return host.HTTPResponse{}, fmt.Errorf("%s: %w", what, unwrapURL(err))
+		next, err := u.Parse(ans.location)
+		switch {
+		case err != nil:
+			return host.HTTPResponse{}, fmt.Errorf("%s: %w: its Location is not a URL", what, errRedirect)
+		case next.Scheme != u.Scheme || next.Host != u.Host:
+			return host.HTTPResponse{}, fmt.Errorf("%s: %w: it leads to another origin (%s://%s)", what, errRedirect, next.Scheme, next.Host)
 		}
-		return host.HTTPResponse{}, fmt.Errorf("%s: %w: %w", what, host.ErrUnreachable, unwrapURL(err))
+		u = next
+		if ans.status != 307 && ans.status != 308 { // as browsers and net/http do
+			body = nil
+			if method != "HEAD" {
+				method = "GET"
+			}
+		}
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, req.Limit+1))
-	if err != nil {
-		return host.HTTPResponse{}, fmt.Errorf("%s: reading the answer: %w", what, err)
-	}
-	if int64(len(body)) > req.Limit {
-		return host.HTTPResponse{}, fmt.Errorf("%s: the answer's body is longer than %d bytes", what, req.Limit)
-	}
-	if len(body) == 0 {
-		body = nil // none, as the agent's answer carries it
-	}
-	return host.HTTPResponse{Status: resp.StatusCode, Body: body}, nil
 }
 
 // errRedirect is a redirect DoHTTP would not follow: the server answered.
 var errRedirect = errors.New("redirect not followed")
 
-// sameOrigin follows a redirect only to the scheme, host and port of the
-// first request, at most host.MaxHTTPRedirects times.
-func sameOrigin(r *http.Request, via []*http.Request) error {
-	first := via[0].URL
-	switch {
-	case len(via) > host.MaxHTTPRedirects:
-		return fmt.Errorf("%w: more than %d redirects", errRedirect, host.MaxHTTPRedirects)
-	case r.URL.Scheme != first.Scheme || r.URL.Host != first.Host:
-		return fmt.Errorf("%w: it leads to another origin (%s://%s)", errRedirect, r.URL.Scheme, r.URL.Host)
-	}
-	return nil
+func isRedirect(status int) bool {
+	return status == 301 || status == 302 || status == 303 || status == 307 || status == 308
 }
 
-// unwrapURL drops net/url's "Get \"URL\": " prefix, which the caller's
-// message already carries.
-func unwrapURL(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
+// exchange makes one request on a connection of its own and reads the
+// answer (only the head of a redirect). The connection's deadline is ctx's,
+// and ctx ending closes it.
+func exchange(ctx context.Context, u *url.URL, method string, header map[string]string, body []byte, limit int64) (answer, error) {
+	if u.Scheme != "http" {
+		return answer{}, fmt.Errorf("scheme %q: only plain http", u.Scheme)
 	}
-	return err
+	port := u.Port()
+	if port == "" {
+		port = "80"
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(u.Hostname(), port))
+	if err != nil {
+		return answer{}, fmt.Errorf("%w: %w", host.ErrUnreachable, err)
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	_, werr := conn.Write(requestBytes(u, method, header, body))
+	// A server may answer (and close) before it reads the whole body.
+	ans, err := readResponse(bufio.NewReader(conn), method, limit)
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(werr, os.ErrDeadlineExceeded) {
+		<-ctx.Done() // the connection's deadline is ctx's: it is ending
+	}
+	switch {
+	case err != nil && werr != nil:
+		return answer{}, fmt.Errorf("%w: sending the request: %w", host.ErrUnreachable, werr)
+	case err != nil && !errors.Is(err, errMalformed) && !errors.Is(err, errTooLong):
+		return answer{}, fmt.Errorf("%w: reading the answer: %w", host.ErrUnreachable, err)
+	}
+	return ans, err
+}
+
+// framingHeaders are the request headers the client writes itself: a
+// request's own are dropped.
+var framingHeaders = []string{"Host", "Content-Length", "Transfer-Encoding", "Connection", "Trailer", "Te", "Upgrade"}
+
+// requestBytes is the request's head and body. Header names are
+// canonicalized and sorted; a PUT or POST always carries Content-Length.
+func requestBytes(u *url.URL, method string, header map[string]string, body []byte) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\n", method, u.RequestURI(), strings.TrimSuffix(u.Host, ":"))
+	names := make([]string, 0, len(header))
+	for k := range header {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		if ck := textproto.CanonicalMIMEHeaderKey(k); !slices.Contains(framingHeaders, ck) {
+			fmt.Fprintf(&b, "%s: %s\r\n", ck, header[k])
+		}
+	}
+	if len(body) > 0 || method == "PUT" || method == "POST" {
+		fmt.Fprintf(&b, "Content-Length: %d\r\n", len(body))
+	}
+	b.WriteString("Connection: close\r\n\r\n")
+	b.Write(body)
+	return b.Bytes()
 }

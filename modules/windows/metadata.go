@@ -58,7 +58,8 @@ func (InstanceMetadata) Schema() modules.Schema {
 		Description: "The cloud controller of AWS and GCP finds a node's instance by the name the instance " +
 			"metadata service gives it, so the kubelet must register that name (`--hostname-override`). Only the " +
 			"node reaches the service, so the request is made by the node (the agent's `net.http`: straight to " +
-			"the service, never through the node's proxy, redirects only to the same host, answers of at most 64 KiB).\n\n" +
+			"the service, never through the node's proxy, redirects only to the same host, answers of at most 64 KiB; " +
+			"plain `http` only: the agent links no TLS, and the metadata services are plain HTTP on link-local addresses).\n\n" +
 			"- `AWS`: `GET /latest/meta-data/local-hostname` with an IMDSv2 session token (`PUT /latest/api/token` " +
 			"with `X-aws-ec2-metadata-token-ttl-seconds`, the token sent as `X-aws-ec2-metadata-token`); a service " +
 			"that answers the token request with an error status is asked without one (IMDSv1). The token is " +
@@ -71,7 +72,7 @@ func (InstanceMetadata) Schema() modules.Schema {
 		Attributes: []modules.Attribute{
 			{Name: "platform", Type: cty.String, Required: true, Description: "`\"AWS\"` or `\"GCP\"` (OpenShift's Infrastructure platform names)."},
 			{Name: "endpoint", Type: cty.String,
-				Description: "Base URL of the metadata service; null: `http://169.254.169.254` (AWS), `http://metadata.google.internal` (GCP). Tests point it at a stand-in."},
+				Description: "Base `http` URL of the metadata service (`https` is refused); null: `http://169.254.169.254` (AWS), `http://metadata.google.internal` (GCP). Tests point it at a stand-in."},
 			{Name: "timeout", Type: cty.Number, Default: cty.NumberIntVal(5), Description: "Seconds each request may take."},
 		},
 		Results: metadataResults,
@@ -94,8 +95,8 @@ func (InstanceMetadata) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 		}
 	}
 	if e, ok := str(get(cfg, "endpoint")); ok {
-		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil {
-			diags = append(diags, cfg.Error("endpoint", "Invalid endpoint", fmt.Sprintf("endpoint %q: want an http or https URL naming a host, such as http://169.254.169.254.", e)))
+		if u, err := url.Parse(e); err != nil || u.Scheme != "http" || u.Hostname() == "" || u.User != nil {
+			diags = append(diags, cfg.Error("endpoint", "Invalid endpoint", fmt.Sprintf("endpoint %q: want an http URL naming a host, such as http://169.254.169.254 (the agent speaks plain HTTP only, as the metadata services do).", e)))
 		}
 	}
 	if t := get(cfg, "timeout"); t.IsKnown() && !t.IsNull() {

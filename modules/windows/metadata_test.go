@@ -94,6 +94,7 @@ func TestInstanceMetadataValidate(t *testing.T) {
 		row("vSphere has no metadata name", map[string]cty.Value{"platform": cty.StringVal("VSphere")}, "Invalid platform", "platform"),
 		row("lower-case platform", map[string]cty.Value{"platform": cty.StringVal("aws")}, "Invalid platform", "platform"),
 		row("endpoint not a URL", map[string]cty.Value{"endpoint": cty.StringVal("169.254.169.254")}, "Invalid endpoint", "endpoint"),
+		row("https endpoint", map[string]cty.Value{"endpoint": cty.StringVal("https://169.254.169.254")}, "Invalid endpoint", "endpoint"),
 		row("endpoint with credentials", map[string]cty.Value{"endpoint": cty.StringVal("http://u:p@h")}, "Invalid endpoint", "endpoint"),
 		row("zero timeout", map[string]cty.Value{"timeout": cty.NumberIntVal(0)}, "Invalid timeout", "timeout"),
 	})

@@ -242,9 +242,9 @@ func TestAgentDeployment(t *testing.T) {
 	}
 	exercise(t, f, h)
 	// exercise's Facts came with the hello, and its one file is payload.
-	wantOps := map[string]int64{"fs.mkdir": 1, "fs.write": 1, "fs.read": 1, "fs.sha256": 1, "fs.stat": 1, "env.set": 1, "env.get": 1}
-	if c := h.Counters(); c.RPCs != 7 || !reflect.DeepEqual(c.RPCsByOp, wantOps) || c.BytesSent != 3<<20+17 || c.AgentBytes != d.Bytes {
-		t.Errorf("counters after exercise = %+v, want 7 RPCs %v, %d bytes sent", c, wantOps, 3<<20+17)
+	wantOps := map[string]int64{"fs.mkdir": 1, "fs.write": 1, "fs.read": 1, "fs.sha256": 1, "fs.stat": 1, "env.set": 1, "env.get": 1, "net.http": 1}
+	if c := h.Counters(); c.RPCs != 8 || !reflect.DeepEqual(c.RPCsByOp, wantOps) || c.BytesSent != 3<<20+17 || c.AgentBytes != d.Bytes {
+		t.Errorf("counters after exercise = %+v, want 8 RPCs %v, %d bytes sent", c, wantOps, 3<<20+17)
 	}
 	facts, _ := h.Facts(context.Background())
 	if facts.Hostname != "winrm-node" {

@@ -158,7 +158,7 @@ func (h *winHost) DialTCP(ctx context.Context, address string, timeout time.Dura
 	return osnet.DialTCP(ctx, address, timeout)
 }
 
-// DoHTTP makes the request with net/http over Winsock.
+// DoHTTP makes the request with osnet's HTTP/1.1 client over Winsock.
 func (h *winHost) DoHTTP(ctx context.Context, req host.HTTPRequest) (host.HTTPResponse, error) {
 	return osnet.DoHTTP(ctx, req)
 }
