@@ -56,7 +56,7 @@ func (NodeIdentity) Schema() modules.Schema {
 		Summary: "Give a node's cloud-node-manager its own ServiceAccount, least-privilege RBAC and a renewed bound token on the node.",
 		Description: "Makes, for `node_name`, the ServiceAccount `wsu-<name>-<node_name>` in `namespace`, the " +
 			"ClusterRole and ClusterRoleBinding `wsu:<name>:<node_name>` with cloud-node-manager's rights narrowed " +
-			"to that node: `get`, `update`, `patch` on `nodes` and `patch`, `update` on `nodes/status` with " +
+			"to that node: `get`, `update`, `patch` on `nodes` and `patch` on `nodes/status` with " +
 			"`resourceNames: [<node_name>]`, `list` and `watch` on `nodes` (read-only; a list cannot be narrowed by " +
 			"name unless the client asks with a field selector), and `create`, `patch`, `update` on `events` " +
 			"(core and `events.k8s.io`). All carry `" + managedByLabel + ": " + ManagedBy + "`.\n\n" +
@@ -162,7 +162,7 @@ func (id identity) rules() []rbacv1.PolicyRule {
 	own := []string{id.node}
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "patch", "update"}, ResourceNames: own},
-		{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch", "update"}, ResourceNames: own},
+		{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}, ResourceNames: own},
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
 	}
@@ -249,26 +249,26 @@ func (m NodeIdentity) observe(ctx context.Context, cfg modules.Config, cl *kube.
 	if o.sa, err = cl.Kube.CoreV1().ServiceAccounts(id.ns).Get(ctx, id.sa, metav1.GetOptions{}); err != nil {
 		o.sa = nil
 		if !apierrors.IsNotFound(err) {
-			return o, apiError(cfg, "namespace", "Cannot read the ServiceAccount", err)
+			return o, idAPIError(cfg, "namespace", "Cannot read the ServiceAccount", err)
 		}
 	}
 	if o.role, err = cl.Kube.RbacV1().ClusterRoles().Get(ctx, id.role, metav1.GetOptions{}); err != nil {
 		o.role = nil
 		if !apierrors.IsNotFound(err) {
-			return o, apiError(cfg, "name", "Cannot read the ClusterRole", err)
+			return o, idAPIError(cfg, "name", "Cannot read the ClusterRole", err)
 		}
 	}
 	if o.binding, err = cl.Kube.RbacV1().ClusterRoleBindings().Get(ctx, id.role, metav1.GetOptions{}); err != nil {
 		o.binding = nil
 		if !apierrors.IsNotFound(err) {
-			return o, apiError(cfg, "name", "Cannot read the ClusterRoleBinding", err)
+			return o, idAPIError(cfg, "name", "Cannot read the ClusterRoleBinding", err)
 		}
 	}
 	if !id.absent {
 		if o.node, err = cl.Kube.CoreV1().Nodes().Get(ctx, id.node, metav1.GetOptions{}); err != nil {
 			o.node = nil
 			if !apierrors.IsNotFound(err) {
-				return o, apiError(cfg, "node_name", "Cannot read the Node", err)
+				return o, idAPIError(cfg, "node_name", "Cannot read the Node", err)
 			}
 		}
 	}
@@ -505,7 +505,7 @@ func (id identity) ensure(ctx context.Context, cfg modules.Config, cl *kube.Clie
 		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: id.sa, Namespace: id.ns, Labels: id.labels()}}
 		created, err := cl.Kube.CoreV1().ServiceAccounts(id.ns).Create(ctx, sa, metav1.CreateOptions{})
 		if err != nil {
-			return time.Time{}, apiError(cfg, "namespace", "Cannot create the ServiceAccount", err)
+			return time.Time{}, idAPIError(cfg, "namespace", "Cannot create the ServiceAccount", err)
 		}
 		o.sa = created
 	}
@@ -513,23 +513,23 @@ func (id identity) ensure(ctx context.Context, cfg modules.Config, cl *kube.Clie
 	switch want := (&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: id.role, Labels: id.labels()}, Rules: id.rules()}); {
 	case o.role == nil:
 		if _, err := roles.Create(ctx, want, metav1.CreateOptions{}); err != nil {
-			return time.Time{}, apiError(cfg, "name", "Cannot create the ClusterRole", err)
+			return time.Time{}, idAPIError(cfg, "name", "Cannot create the ClusterRole", err)
 		}
 	case roleDiffers(o.role, id):
 		want.ResourceVersion = o.role.ResourceVersion
 		if _, err := roles.Update(ctx, want, metav1.UpdateOptions{}); err != nil {
-			return time.Time{}, apiError(cfg, "name", "Cannot update the ClusterRole", err)
+			return time.Time{}, idAPIError(cfg, "name", "Cannot update the ClusterRole", err)
 		}
 	}
 	if bindingDiffers(o.binding, id) {
 		bindings := cl.Kube.RbacV1().ClusterRoleBindings()
 		if o.binding != nil { // roleRef cannot change: replace it
 			if err := bindings.Delete(ctx, id.role, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				return time.Time{}, apiError(cfg, "name", "Cannot replace the ClusterRoleBinding", err)
+				return time.Time{}, idAPIError(cfg, "name", "Cannot replace the ClusterRoleBinding", err)
 			}
 		}
 		if _, err := bindings.Create(ctx, id.wantBinding(), metav1.CreateOptions{}); err != nil {
-			return time.Time{}, apiError(cfg, "name", "Cannot create the ClusterRoleBinding", err)
+			return time.Time{}, idAPIError(cfg, "name", "Cannot create the ClusterRoleBinding", err)
 		}
 	}
 	if err := h.MkdirAll(ctx, id.dir, 0o755); err != nil {
@@ -570,7 +570,7 @@ func (id identity) requestToken(ctx context.Context, cfg modules.Config, cl *kub
 	}}
 	got, err := cl.Kube.CoreV1().ServiceAccounts(id.ns).CreateToken(ctx, id.sa, tr, metav1.CreateOptions{})
 	if err != nil {
-		return "", time.Time{}, apiError(cfg, "node_name", "Cannot request the token", err)
+		return "", time.Time{}, idAPIError(cfg, "node_name", "Cannot request the token", err)
 	}
 	return got.Status.Token, got.Status.ExpirationTimestamp.Time, nil
 }
@@ -586,18 +586,28 @@ func (id identity) remove(ctx context.Context, cfg modules.Config, cl *kube.Clie
 	gone := func(err error) bool { return err == nil || apierrors.IsNotFound(err) }
 	if o.binding != nil && o.binding.Labels[managedByLabel] == ManagedBy {
 		if err := cl.Kube.RbacV1().ClusterRoleBindings().Delete(ctx, id.role, metav1.DeleteOptions{}); !gone(err) {
-			return apiError(cfg, "name", "Cannot delete the ClusterRoleBinding", err)
+			return idAPIError(cfg, "name", "Cannot delete the ClusterRoleBinding", err)
 		}
 	}
 	if o.role != nil && o.role.Labels[managedByLabel] == ManagedBy {
 		if err := cl.Kube.RbacV1().ClusterRoles().Delete(ctx, id.role, metav1.DeleteOptions{}); !gone(err) {
-			return apiError(cfg, "name", "Cannot delete the ClusterRole", err)
+			return idAPIError(cfg, "name", "Cannot delete the ClusterRole", err)
 		}
 	}
 	if o.sa != nil && o.sa.Labels[managedByLabel] == ManagedBy {
 		if err := cl.Kube.CoreV1().ServiceAccounts(id.ns).Delete(ctx, id.sa, metav1.DeleteOptions{}); !gone(err) {
-			return apiError(cfg, "namespace", "Cannot delete the ServiceAccount", err)
+			return idAPIError(cfg, "namespace", "Cannot delete the ServiceAccount", err)
 		}
 	}
 	return nil
+}
+
+// idAPIError is apiError naming the permissions this module needs, which
+// are Azure's own file, not wsu-cluster-role.yaml.
+func idAPIError(cfg modules.Config, attr, summary string, err error) hcl.Diagnostics {
+	detail := err.Error()
+	if apierrors.IsForbidden(err) {
+		detail += "\n\nThe identity wsu runs as lacks this permission: on Azure bind deploy/rbac/azure-cloud-node-manager.yaml to it (docs/kubernetes.md, \"cloud-node-manager's own identity\")."
+	}
+	return hcl.Diagnostics{cfg.Error(attr, summary, detail)}
 }

@@ -7,7 +7,8 @@
 // For the simulated host (GOOS linux, the default) the services are Linux
 // stand-ins that really run there: kubelet.exe is test/standin/kubelet,
 // kube-log-runner.exe test/standin/logrunner, hybrid-overlay-node.exe
-// test/standin/hybridoverlay, everything else test/standin/service. For
+// test/standin/hybridoverlay, azure-cloud-node-manager.exe
+// test/standin/cloudnodemanager, everything else test/standin/service. For
 // Wine (GOOS windows) every file is the Windows build of
 // test/standin/service.
 //
@@ -63,6 +64,8 @@ const (
 	HostLocal       = "host-local"
 	Containerd      = "containerd"
 	ContainerdShim  = "containerd-shim-runhcs-v1"
+	// AzureCloudNodeManager is installed as a service only on Azure.
+	AzureCloudNodeManager = "azure-cloud-node-manager"
 )
 
 const mib = 1 << 20
@@ -97,6 +100,7 @@ var components = []component{
 	{name: HybridOverlay, dir: `C:\k`, service: "hybrid-overlay-node", version: "v4.17.0", standin: "hybridoverlay"},
 	{name: CSIProxy, dir: `C:\k`, service: "csi-proxy", version: "v1.1.3", standin: "service"},
 	{name: WindowsExporter, dir: `C:\k`, service: "windows_exporter", version: "v0.29.2", standin: "service"},
+	{name: AzureCloudNodeManager, dir: `C:\k`, service: "cloud-node-manager", version: "v1.31.1", standin: "cloudnodemanager"},
 	{name: WinOverlay, dir: `C:\k\cni`, version: "v1.5.1", standin: "service"},
 	{name: WinBridge, dir: `C:\k\cni`, version: "v1.5.1", standin: "service"},
 	{name: HostLocal, dir: `C:\k\cni`, version: "v1.5.1", standin: "service"},
