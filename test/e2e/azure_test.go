@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/wsu-project/wsu/agent/platform/sim"
+	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/test/harness"
 )
 
@@ -59,6 +60,7 @@ func TestAzureCloudNodeManager(t *testing.T) {
 	require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
 		info, err := s.QueryService(ctx, "cloud-node-manager")
 		require.NoError(t, err)
+		assert.Equal(t, host.ServiceRunning, info.State)
 		assert.Equal(t, []string{"--windows-service", "--node-name=" + h.NodeName, "--wait-routes=false", `--kubeconfig=C:\k\cloud-node-manager\kubeconfig`}, info.Config.Args)
 		token, err = s.ReadFile(ctx, `C:\k\cloud-node-manager\token`, 0)
 		return err
@@ -94,8 +96,9 @@ func TestAzureCloudNodeManager(t *testing.T) {
 	_, err = admin.RbacV1().ClusterRoleBindings().Get(ctx, role+h.NodeName, metav1.GetOptions{})
 	assert.Truef(t, apierrors.IsNotFound(err), "ClusterRoleBinding removed: %v", err)
 	require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
-		_, err := s.QueryService(ctx, "cloud-node-manager")
-		assert.Error(t, err, "the service is gone")
+		info, err := s.QueryService(ctx, "cloud-node-manager")
+		require.NoError(t, err)
+		assert.False(t, info.Exists, "the service is gone")
 		st, err := s.Stat(ctx, `C:\k\cloud-node-manager\token`)
 		require.NoError(t, err)
 		assert.False(t, st.Exists, "the token is gone")
