@@ -100,12 +100,13 @@ var components = []component{
 	{name: HybridOverlay, dir: `C:\k`, service: "hybrid-overlay-node", version: "v4.17.0", standin: "hybridoverlay"},
 	{name: CSIProxy, dir: `C:\k`, service: "csi-proxy", version: "v1.1.3", standin: "service"},
 	{name: WindowsExporter, dir: `C:\k`, service: "windows_exporter", version: "v0.29.2", standin: "service"},
-	{name: AzureCloudNodeManager, dir: `C:\k`, service: "cloud-node-manager", version: "v1.31.1", standin: "cloudnodemanager"},
 	{name: WinOverlay, dir: `C:\k\cni`, version: "v1.5.1", standin: "service"},
 	{name: WinBridge, dir: `C:\k\cni`, version: "v1.5.1", standin: "service"},
 	{name: HostLocal, dir: `C:\k\cni`, version: "v1.5.1", standin: "service"},
 	{name: Containerd, dir: `C:\k\containerd`, service: "containerd", version: "v1.7.24", runtime: true, standin: "service"},
 	{name: ContainerdShim, dir: `C:\k\containerd`, version: "v0.12.9", runtime: true, standin: "service"},
+	// Not in the reference's list: WMCO ships it for Azure.
+	{name: AzureCloudNodeManager, dir: `C:\k`, service: "cloud-node-manager", version: "v1.31.1", standin: "cloudnodemanager"},
 }
 
 // Names lists the components Build writes, in manifest order.
