@@ -524,11 +524,15 @@ include "cloud_node_manager" {
 play "ready" {
   hosts = "windows"
 
+  # On Azure the Node has arrived once cloud-node-manager removed its
+  # uninitialized taint (elsewhere the cluster's cloud controller does, in
+  # its own time).
   task "node ready" {
     k8s_node_wait {
-      kubeconfig = var.kubeconfig
-      name       = include.kubelet.node_name
-      timeout    = var.ready_timeout
+      kubeconfig    = var.kubeconfig
+      name          = include.kubelet.node_name
+      without_taint = local.platform == "Azure" ? "node.cloudprovider.kubernetes.io/uninitialized" : null
+      timeout       = var.ready_timeout
     }
   }
 

@@ -157,3 +157,27 @@ func TestNodeIdentityValidate(t *testing.T) {
 		requireDiag(t, modules.Validate(m, cfg), cfg, tc.summary, tc.attr)
 	}
 }
+
+// TestNodeWaitWithoutTaint: join on Azure waits for cloud-node-manager to
+// remove the uninitialized taint, not only for Ready.
+func TestNodeWaitWithoutTaint(t *testing.T) {
+	c := cluster(t)
+	_, err := c.CreateNode(ctx, "wait-taint", nil)
+	require.NoError(t, err)
+	require.NoError(t, c.SetNodeReady(ctx, "wait-taint"))
+	taints := func(ts ...corev1.Taint) {
+		p, _ := json.Marshal(map[string]any{"spec": map[string]any{"taints": ts}})
+		_, err := c.Client.CoreV1().Nodes().Patch(ctx, "wait-taint", types.MergePatchType, p, metav1.PatchOptions{})
+		require.NoError(t, err)
+	}
+	taints(corev1.Taint{Key: uninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	m := NodeWait{testClusters}
+	cfg := kcfg(t, c, m, map[string]cty.Value{"name": cty.StringVal("wait-taint"), "without_taint": cty.StringVal(uninitializedTaint), "timeout": cty.NumberIntVal(1), "interval": cty.NumberFloatVal(0.1)})
+	pr := plan(t, m, cfg)
+	require.NotNil(t, pr.Change, "Ready but still tainted: a wait")
+	assert.Equal(t, cty.StringVal("tainted"), pr.Change.Fields[0].Old)
+	ar := apply(t, m, cfg, pr.Change)
+	requireDiag(t, ar.Diagnostics, cfg, "Timed out waiting for node wait-taint Ready=True without taint "+uninitializedTaint, "name")
+	taints(corev1.Taint{Key: "os", Value: "Windows", Effect: corev1.TaintEffectNoSchedule})
+	assert.Nil(t, plan(t, m, cfg).Change, "other taints do not matter")
+}
