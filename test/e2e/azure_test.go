@@ -22,6 +22,7 @@ import (
 	"github.com/wsu-project/wsu/agent/platform/sim"
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/test/harness"
+	"github.com/wsu-project/wsu/test/payloadtest"
 )
 
 const uninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
@@ -80,6 +81,28 @@ func TestAzureCloudNodeManager(t *testing.T) {
 	assert.Equalf(t, 0, plan.ExitCode, "a re-run changes nothing\n%s\n%s", plan.Failures(), tail(plan.Stdout, 12))
 	assert.NotContains(t, plan.Stdout+plan.Stderr, strings.TrimSpace(string(token)), "the token is never shown")
 	upgradeFindsNode(t, env, vars)
+
+	// An upgrade with a new azure-cloud-node-manager.exe replaces it with
+	// the service stopped, starts it again, and leaves the kubelet be.
+	pids := func() (cnm, kubelet int) {
+		require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
+			a, err := s.QueryService(ctx, "cloud-node-manager")
+			require.NoError(t, err)
+			b, err := s.QueryService(ctx, "kubelet")
+			require.NoError(t, err)
+			cnm, kubelet = a.PID, b.PID
+			return nil
+		}))
+		return cnm, kubelet
+	}
+	cnmBefore, kubeletBefore := pids()
+	_, err = env.BumpPayload(ctx, payloadtest.AzureCloudNodeManager, "v1.31.2-standin")
+	require.NoError(t, err)
+	requireSuccess(t, run(t, env, nil, append([]string{"apply", "upgrade"}, vars...)...))
+	cnmAfter, kubeletAfter := pids()
+	assert.NotEqual(t, cnmBefore, cnmAfter, "cloud-node-manager restarted on its new binary")
+	assert.NotZero(t, cnmAfter, "and running")
+	assert.Equal(t, kubeletBefore, kubeletAfter, "the kubelet was left running")
 
 	requireSuccess(t, run(t, env, nil, append([]string{"apply", "remove"}, vars...)...))
 	_, err = admin.CoreV1().ServiceAccounts("kube-system").Get(ctx, sa+h.NodeName, metav1.GetOptions{})
