@@ -56,9 +56,9 @@ func (NodeIdentity) Schema() modules.Schema {
 		Summary: "Give a node's cloud-node-manager its own ServiceAccount, least-privilege RBAC and a renewed bound token on the node.",
 		Description: "Makes, for `node_name`, the ServiceAccount `wsu-<name>-<node_name>` in `namespace`, the " +
 			"ClusterRole and ClusterRoleBinding `wsu:<name>:<node_name>` with cloud-node-manager's rights narrowed " +
-			"to that node: `get`, `update`, `patch` on `nodes` and `patch` on `nodes/status` with " +
-			"`resourceNames: [<node_name>]`, `list` and `watch` on `nodes` (read-only; a list cannot be narrowed by " +
-			"name unless the client asks with a field selector), and `create`, `patch`, `update` on `events` " +
+			"to that node: `get`, `list`, `watch`, `update`, `patch` on `nodes` and `patch` on `nodes/status` with " +
+			"`resourceNames: [<node_name>]` (cloud-node-manager lists and watches its Node with the field selector " +
+			"`metadata.name=<node>`, which RBAC authorises by name), and `create`, `patch`, `update` on `events` " +
 			"(core and `events.k8s.io`). All carry `" + managedByLabel + ": " + ManagedBy + "`.\n\n" +
 			"The token comes from the TokenRequest API, bound to the Node object (deleting the Node revokes it), " +
 			"lifetime `token_ttl`. It is written on the node to `<dir>\\token` (SYSTEM and Administrators only) " +
@@ -161,9 +161,8 @@ func (id identity) labels() map[string]string { return map[string]string{managed
 func (id identity) rules() []rbacv1.PolicyRule {
 	own := []string{id.node}
 	return []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "patch", "update"}, ResourceNames: own},
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch", "update"}, ResourceNames: own},
 		{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}, ResourceNames: own},
-		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
 	}
 }
@@ -374,7 +373,7 @@ func (id identity) diff(o idObserved, now time.Time) *modules.Change {
 		if o.role != nil {
 			old = "(other rules)"
 		}
-		add("cluster_role", old, id.role+" (own Node: get, patch, update; nodes: list, watch; events)")
+		add("cluster_role", old, id.role+" (its Node only: get, list, watch, patch, update, status patch; events)")
 	}
 	if bindingDiffers(o.binding, id) {
 		add("cluster_role_binding", "", id.role+" → "+id.ns+"/"+id.sa)

@@ -100,7 +100,12 @@ func TestNodeIdentity(t *testing.T) {
 	err = removeTaintPatch(t, own, "ident-b")
 	assert.True(t, apierrors.IsForbidden(err), "another Node is refused: %v", err)
 	_, err = own.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	assert.NoError(t, err, "reads are cloud-node-manager's")
+	assert.True(t, apierrors.IsForbidden(err), "no list of every Node: %v", err)
+	list, err := own.CoreV1().Nodes().List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=ident-a"})
+	require.NoError(t, err, "its own Node, as cloud-node-manager's informer lists it")
+	assert.Len(t, list.Items, 1)
+	_, err = own.CoreV1().Nodes().List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=ident-b"})
+	assert.True(t, apierrors.IsForbidden(err), "not another's: %v", err)
 	err = own.CoreV1().Nodes().Delete(ctx, "ident-a", metav1.DeleteOptions{})
 	assert.True(t, apierrors.IsForbidden(err), "no delete: %v", err)
 

@@ -4,8 +4,9 @@
 // depends on, and nothing else: with the kubeconfig it is given (the one
 // k8s_node_identity writes: a tokenFile and a CA file, Windows paths on the
 // simulated host) it removes the taint
-// node.cloudprovider.kubernetes.io/uninitialized from its Node (get, then
-// update, retried on conflict, as the cloud-provider node controller does)
+// node.cloudprovider.kubernetes.io/uninitialized from its Node (listed with
+// the field selector metadata.name=NAME as the real one's informer lists
+// it, then updated, retried on conflict)
 // and runs until SIGTERM or SIGINT, exiting 0. It re-reads the token file
 // for every request, as client-go's tokenFile does.
 //
@@ -111,10 +112,15 @@ func run(ctx context.Context, args []string) error {
 // initialize removes the uninitialized taint from the Node, if it is there.
 func initialize(ctx context.Context, cl kubernetes.Interface, name string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n, err := cl.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		// As the real one's informer: a list of its own Node by field selector.
+		list, err := cl.CoreV1().Nodes().List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
 		if err != nil {
 			return err
 		}
+		if len(list.Items) == 0 {
+			return fmt.Errorf("node %s is not registered yet", name)
+		}
+		n := &list.Items[0]
 		i := slices.IndexFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == Uninitialized })
 		if i < 0 {
 			return nil
