@@ -244,6 +244,18 @@ variable "disk_reserve" {
   description = "Preflight: bytes that must stay free on C: beyond the payload."
 }
 
+variable "cloud_node_manager_token_ttl" {
+  type        = number
+  default     = 604800
+  description = "Azure: lifetime in seconds of cloud-node-manager's token (k8s_node_identity; renewed by a run once half of it is gone, so re-run join or upgrade more often than this)."
+}
+
+variable "cloud_node_manager_namespace" {
+  type        = string
+  default     = null
+  description = "Azure: namespace of each node's cloud-node-manager ServiceAccount; null: metrics_namespace's default (kube-system, WMCO's namespace on OpenShift). Whoever may create its tokens may create any of that namespace's (deploy/rbac/azure-cloud-node-manager.yaml)."
+}
+
 variable "metrics_namespace" {
   type        = string
   default     = null
@@ -251,7 +263,9 @@ variable "metrics_namespace" {
 }
 
 locals {
-  platform = var.platform != null ? var.platform : coalesce(include.runtime.platform, "None")
+  # wsu's namespace for per-node objects (WMCO's on OpenShift).
+  metrics_namespace = coalesce(var.metrics_namespace, var.cluster_flavour == "openshift" ? "openshift-windows-machine-config-operator" : "kube-system")
+  platform          = var.platform != null ? var.platform : coalesce(include.runtime.platform, "None")
   # vSphere's cloud controller finds the node by its FQDN, AWS's and GCP's
   # by the instance metadata name (play "cloud node name"); elsewhere the
   # host name (configure-kubelet's default) or node_name.
@@ -491,14 +505,34 @@ include "csi" {
   }
 }
 
+# Azure: cloud-node-manager with its own per-node identity removes the
+# Node's uninitialized taint (the kubelet registered it with
+# --cloud-provider=external).
+include "cloud_node_manager" {
+  source = "./cloud-node-manager.hcl"
+  vars = {
+    kubeconfig       = var.kubeconfig
+    enabled          = local.platform == "Azure"
+    node_name        = include.kubelet.node_name
+    namespace        = coalesce(var.cloud_node_manager_namespace, local.metrics_namespace)
+    api_server       = include.ignition.api_server
+    token_ttl        = var.cloud_node_manager_token_ttl
+    service_recovery = var.service_recovery
+  }
+}
+
 play "ready" {
   hosts = "windows"
 
+  # On Azure the Node has arrived once cloud-node-manager removed its
+  # uninitialized taint (elsewhere the cluster's cloud controller does, in
+  # its own time).
   task "node ready" {
     k8s_node_wait {
-      kubeconfig = var.kubeconfig
-      name       = include.kubelet.node_name
-      timeout    = var.ready_timeout
+      kubeconfig    = var.kubeconfig
+      name          = include.kubelet.node_name
+      without_taint = local.platform == "Azure" ? "node.cloudprovider.kubernetes.io/uninitialized" : null
+      timeout       = var.ready_timeout
     }
   }
 
@@ -520,7 +554,7 @@ include "monitoring" {
     kubeconfig       = var.kubeconfig
     node_name        = include.kubelet.node_name
     node_ip          = include.kubelet.node_ip
-    namespace        = coalesce(var.metrics_namespace, var.cluster_flavour == "openshift" ? "openshift-windows-machine-config-operator" : "kube-system")
+    namespace        = local.metrics_namespace
     service_recovery = var.service_recovery
   }
 }

@@ -21,7 +21,7 @@ variable "node_name" {
 variable "platform" {
   type        = string
   default     = null
-  description = "The platform given at join, for the node name: VSphere nodes are named by their FQDN, AWS and GCP nodes by the host name their instance metadata service gives (join reads the platform from the cluster on OpenShift; remove does not, so set it, or node_name)."
+  description = "The platform given at join, for the node name: VSphere nodes are named by their FQDN, AWS and GCP nodes by the host name their instance metadata service gives; Azure: also removes cloud-node-manager's identity (join reads the platform from the cluster on OpenShift; remove does not, so set it, or node_name)."
 }
 
 variable "instance_metadata_url" {
@@ -66,6 +66,12 @@ variable "metrics_namespace" {
   description = "Namespace join published the node's windows-exporter EndpointSlice in (join's metrics_namespace); null: as join, by cluster_flavour."
 }
 
+variable "cloud_node_manager_namespace" {
+  type        = string
+  default     = null
+  description = "Azure: the namespace join put the node's cloud-node-manager ServiceAccount in (join's); null: join's default."
+}
+
 variable "firewall_ports" {
   type        = map(string)
   default     = { "wsu-kubelet" = "10250", "wsu-windows-exporter" = "9182" }
@@ -85,9 +91,9 @@ variable "remove_containerd" {
 }
 
 locals {
-  # Stop order from the reference: exporter, kube-proxy, hybrid-overlay,
-  # kubelet, then the runtime.
-  services = concat(["windows_exporter", "kube-proxy", "hybrid-overlay-node", "csi-proxy", "kubelet"], var.remove_containerd ? ["containerd"] : [])
+  # Stop order from the reference: cloud-node-manager (Azure), exporter,
+  # kube-proxy, hybrid-overlay, kubelet, then the runtime.
+  services = concat(["cloud-node-manager", "windows_exporter", "kube-proxy", "hybrid-overlay-node", "csi-proxy", "kubelet"], var.remove_containerd ? ["containerd"] : [])
   node = var.node_name != null ? var.node_name : (
     var.platform == "VSphere" ? lower(host.facts.fqdn) : coalesce(try(task["instance metadata name"].node_name, null), lower(host.facts.hostname))
   )
@@ -149,6 +155,19 @@ play "deconfigure" {
       name            = each.value
       state           = "absent"
       only_if_managed = true
+    }
+  }
+
+  # Azure's cloud-node-manager identity (join's k8s_node_identity): its
+  # files, RBAC and ServiceAccount. Only on Azure: elsewhere wsu has no
+  # rights to read them (deploy/rbac/azure-cloud-node-manager.yaml).
+  task "cloud-node-manager identity" {
+    when = coalesce(var.platform, "None") == "Azure"
+    k8s_node_identity {
+      kubeconfig = var.kubeconfig
+      node_name  = local.node
+      namespace  = coalesce(var.cloud_node_manager_namespace, var.metrics_namespace, var.cluster_flavour == "openshift" ? "openshift-windows-machine-config-operator" : "kube-system")
+      state      = "absent"
     }
   }
 

@@ -1,7 +1,8 @@
 // Package kube holds the cluster modules: waits on and changes to Node
 // objects, drains, cluster checks, Ignition, bootstrap tokens and CSR
-// approval. They all run on the controller (TargetController) and never
-// touch the Windows host; each takes optional kubeconfig and context
+// approval. They run on the controller (TargetController) and never touch
+// the Windows host, except k8s_node_identity, which also keeps its token
+// file there (NodeIdentity says why); each takes optional kubeconfig and context
 // arguments and otherwise uses KUBECONFIG or the pod's service account (see
 // kube.Load). Tasks of a run share one client per kubeconfig and context.
 package kube
@@ -46,6 +47,7 @@ func Modules(cache *kube.Cache) []modules.Module {
 		BootstrapToken{c},
 		CSRApprove{c},
 		MetricsEndpoint{c},
+		NodeIdentity{Clusters: c},
 	}
 }
 

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
@@ -29,6 +30,8 @@ var nodeWaitAttrs = withConn(
 		Description: "Node condition type to wait for (`Ready`, `MemoryPressure`, ...)."},
 	modules.Attribute{Name: "status", Type: cty.String, Default: cty.StringVal("True"),
 		Description: "Condition status wanted: `\"True\"`, `\"False\"` or `\"Unknown\"`."},
+	modules.Attribute{Name: "without_taint", Type: cty.String,
+		Description: "Also wait until the Node has no taint with this key (`node.cloudprovider.kubernetes.io/uninitialized`, which the cloud node manager removes); null: taints do not matter."},
 	modules.Attribute{Name: "timeout", Type: cty.Number, Default: cty.NumberIntVal(600),
 		Description: "Seconds to wait before failing."},
 	modules.Attribute{Name: "interval", Type: cty.Number, Default: cty.NumberIntVal(2),
@@ -36,7 +39,7 @@ var nodeWaitAttrs = withConn(
 )
 
 var nodeWaitResults = []modules.Attribute{
-	{Name: "status", Type: cty.String, Description: "The condition's status as last seen; `\"absent\"` when the node does not exist, `\"none\"` when it has no such condition."},
+	{Name: "status", Type: cty.String, Description: "The condition's status as last seen; `\"absent\"` when the node does not exist, `\"none\"` when it has no such condition, `\"tainted\"` while it has the taint `without_taint` names."},
 	{Name: "waited", Type: cty.Number, Description: "Seconds spent waiting; 0 when the condition already held."},
 }
 
@@ -44,7 +47,8 @@ func (NodeWait) Schema() modules.Schema {
 	return modules.Schema{
 		Name:    "k8s_node_wait",
 		Summary: "Wait until a Node is Ready (or has another condition).",
-		Description: "Reads the Node's `status.conditions`. When the condition already has the wanted " +
+		Description: "Reads the Node's `status.conditions` (and, with `without_taint`, its taints: a Node " +
+			"still carrying that taint has not arrived, its status shows as `\"tainted\"`). When the condition already has the wanted " +
 			"status the task makes no change; otherwise apply checks again every `interval` seconds " +
 			"until it does or `timeout` passes, then fails with the condition's last status, reason " +
 			"and message. A missing Node counts as \"not yet\", as do errors that pass (the API " +
@@ -77,13 +81,16 @@ func (NodeWait) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 // nodeCondition reads one condition of a node: "absent" when the node does
 // not exist and "none" when it lacks the condition. detail is the reason
 // and message, for a timeout.
-func nodeCondition(ctx context.Context, cl *kube.Client, name, condition string) (status, detail string, err error) {
+func nodeCondition(ctx context.Context, cl *kube.Client, name, condition, taint string) (status, detail string, err error) {
 	n, err := cl.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return "absent", "", nil
 	}
 	if err != nil {
 		return "", "", err
+	}
+	if taint != "" && slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == taint }) {
+		return "tainted", "taint " + taint + " still set", nil
 	}
 	for _, c := range n.Status.Conditions {
 		if string(c.Type) == condition {
@@ -130,7 +137,8 @@ func (m NodeWait) Plan(ctx context.Context, req modules.PlanRequest) modules.Pla
 	if !known || !nameOK || !condOK || !wantOK {
 		return pending(cty.UnknownVal(cty.String))
 	}
-	status, _, err := nodeCondition(ctx, cl, name, cond)
+	taint, _ := str(get(cfg, "without_taint"))
+	status, _, err := nodeCondition(ctx, cl, name, cond, taint)
 	switch {
 	case err != nil && transient(err):
 		// Apply keeps checking through these, so the plan is a wait.
@@ -159,12 +167,13 @@ func (m NodeWait) Apply(ctx context.Context, req modules.ApplyRequest) modules.A
 	name, _ := str(get(cfg, "name"))
 	cond, _ := str(get(cfg, "condition"))
 	want, _ := str(get(cfg, "status"))
+	taint, _ := str(get(cfg, "without_taint"))
 	timeout, interval := seconds(get(cfg, "timeout")), seconds(get(cfg, "interval"))
 
 	var status, detail string
 	res, err := waitFor(ctx, timeout, interval, func(ctx context.Context) (bool, string, error) {
 		var err error
-		status, detail, err = nodeCondition(ctx, cl, name, cond)
+		status, detail, err = nodeCondition(ctx, cl, name, cond, taint)
 		if err != nil {
 			return false, "", err
 		}
@@ -180,6 +189,9 @@ func (m NodeWait) Apply(ctx context.Context, req modules.ApplyRequest) modules.A
 	}
 	out := result(nodeWaitResults, map[string]cty.Value{"status": statusVal, "waited": waitedVal(res.waited)})
 	what := fmt.Sprintf("node %s %s=%s", name, cond, want)
+	if taint != "" {
+		what += " without taint " + taint
+	}
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return modules.ApplyResponse{Result: out, Diagnostics: hcl.Diagnostics{cfg.Error("name", "Stopped waiting for "+what,

@@ -24,13 +24,17 @@ import (
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/modules"
+	"github.com/wsu-project/wsu/modules/moduletest"
 	"github.com/wsu-project/wsu/test/kubetest"
 )
 
 const rbacFile = "../../deploy/rbac/wsu-cluster-role.yaml"
 
-// loadRBAC reads the shipped ClusterRole and Roles.
-func loadRBAC(t *testing.T) (*rbacv1.ClusterRole, []*rbacv1.Role) {
+// azureRBACFile is what join needs on Azure only (k8s_node_identity).
+const azureRBACFile = "../../deploy/rbac/azure-cloud-node-manager.yaml"
+
+// loadRBAC reads a shipped file's ClusterRole and Roles.
+func loadRBAC(t *testing.T, rbacFile string) (*rbacv1.ClusterRole, []*rbacv1.Role) {
 	t.Helper()
 	data, err := os.ReadFile(rbacFile)
 	require.NoError(t, err)
@@ -67,7 +71,14 @@ func loadRBAC(t *testing.T) (*rbacv1.ClusterRole, []*rbacv1.Role) {
 // tells an administrator to.
 func grant(t *testing.T, c *kubetest.Cluster, user string) {
 	t.Helper()
-	cr, roles := loadRBAC(t)
+	for _, f := range []string{rbacFile, azureRBACFile} {
+		grantFile(t, c, user, f)
+	}
+}
+
+func grantFile(t *testing.T, c *kubetest.Cluster, user, file string) {
+	t.Helper()
+	cr, roles := loadRBAC(t, file)
 	rbac := c.Client.RbacV1()
 	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
 	_, err := rbac.ClusterRoles().Create(ctx, cr, metav1.CreateOptions{})
@@ -160,6 +171,13 @@ func TestRBAC(t *testing.T) {
 		converge(t, m, as(t, m, map[string]cty.Value{"namespace": cty.StringVal("kube-system"), "node_name": cty.StringVal(node), "address": cty.StringVal("10.0.0.31")}))
 		converge(t, m, as(t, m, map[string]cty.Value{"namespace": cty.StringVal("kube-system"), "node_name": cty.StringVal(node), "state": cty.StringVal("absent")}))
 	})
+	t.Run("k8s_node_identity", func(t *testing.T) {
+		m, h := NodeIdentity{Clusters: testClusters}, identityHost(t)
+		attrs := map[string]cty.Value{"namespace": cty.StringVal("kube-system"), "node_name": cty.StringVal(node), "api_server": cty.StringVal("https://127.0.0.1:6443")}
+		moduletest.Converge(t, m, h, as(t, m, attrs))
+		attrs["state"] = cty.StringVal("absent")
+		moduletest.Converge(t, m, h, as(t, m, attrs))
+	})
 	t.Run("k8s_node_delete", func(t *testing.T) {
 		converge(t, NodeDelete{testClusters}, as(t, NodeDelete{testClusters}, map[string]cty.Value{"name": cty.StringVal(node)}))
 	})
@@ -203,6 +221,11 @@ func TestRBAC(t *testing.T) {
 		{verb: "update", resource: "services", ns: "kube-system", name: "windows-exporter"},
 		{verb: "create", group: "discovery.k8s.io", resource: "endpointslices", ns: "kube-system"},
 		{verb: "delete", group: "discovery.k8s.io", resource: "endpointslices", ns: "openshift-windows-machine-config-operator"},
+		{verb: "create", resource: "serviceaccounts", ns: "kube-system"}, {verb: "delete", resource: "serviceaccounts", ns: "kube-system"},
+		{verb: "create", resource: "serviceaccounts", subresource: "token", ns: "openshift-windows-machine-config-operator"},
+		{verb: "create", group: "rbac.authorization.k8s.io", resource: "clusterroles"},
+		{verb: "create", group: "rbac.authorization.k8s.io", resource: "clusterrolebindings"},
+		{verb: "patch", resource: "nodes", subresource: "status"}, {verb: "create", group: "events.k8s.io", resource: "events", ns: "default"},
 	}
 	denied := []access{
 		{verb: "create", resource: "nodes"}, {verb: "update", resource: "nodes", subresource: "status"},
@@ -222,6 +245,10 @@ func TestRBAC(t *testing.T) {
 		{verb: "patch", group: "config.openshift.io", resource: "imagedigestmirrorsets"},
 		{verb: "update", resource: "services", ns: "kube-system", name: "kube-dns"},
 		{verb: "create", group: "discovery.k8s.io", resource: "endpointslices", ns: "default"},
+		{verb: "create", resource: "serviceaccounts", subresource: "token", ns: "default"},
+		{verb: "bind", group: "rbac.authorization.k8s.io", resource: "clusterroles"},
+		{verb: "escalate", group: "rbac.authorization.k8s.io", resource: "clusterroles"},
+		{verb: "create", group: "rbac.authorization.k8s.io", resource: "rolebindings", ns: "kube-system"},
 	}
 	check := func(a access) bool {
 		sar, err := c.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
@@ -246,11 +273,13 @@ func TestRBAC(t *testing.T) {
 
 // TestRBACDocumented keeps docs/kubernetes.md showing the shipped file.
 func TestRBACDocumented(t *testing.T) {
-	yaml, err := os.ReadFile(rbacFile)
-	require.NoError(t, err)
 	doc, err := os.ReadFile("../../docs/kubernetes.md")
 	require.NoError(t, err)
-	assert.True(t, strings.Contains(string(doc), string(yaml)), "docs/kubernetes.md must quote %s verbatim", rbacFile)
+	for _, f := range []string{rbacFile, azureRBACFile} {
+		yaml, err := os.ReadFile(f)
+		require.NoError(t, err)
+		assert.True(t, strings.Contains(string(doc), string(yaml)), "docs/kubernetes.md must quote %s verbatim", f)
+	}
 }
 
 // byohKey is an OpenSSH private key as BYOH keeps it in cloud-private-key.

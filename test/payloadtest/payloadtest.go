@@ -7,7 +7,8 @@
 // For the simulated host (GOOS linux, the default) the services are Linux
 // stand-ins that really run there: kubelet.exe is test/standin/kubelet,
 // kube-log-runner.exe test/standin/logrunner, hybrid-overlay-node.exe
-// test/standin/hybridoverlay, everything else test/standin/service. For
+// test/standin/hybridoverlay, azure-cloud-node-manager.exe
+// test/standin/cloudnodemanager, everything else test/standin/service. For
 // Wine (GOOS windows) every file is the Windows build of
 // test/standin/service.
 //
@@ -63,6 +64,8 @@ const (
 	HostLocal       = "host-local"
 	Containerd      = "containerd"
 	ContainerdShim  = "containerd-shim-runhcs-v1"
+	// AzureCloudNodeManager is installed as a service only on Azure.
+	AzureCloudNodeManager = "azure-cloud-node-manager"
 )
 
 const mib = 1 << 20
@@ -102,6 +105,8 @@ var components = []component{
 	{name: HostLocal, dir: `C:\k\cni`, version: "v1.5.1", standin: "service"},
 	{name: Containerd, dir: `C:\k\containerd`, service: "containerd", version: "v1.7.24", runtime: true, standin: "service"},
 	{name: ContainerdShim, dir: `C:\k\containerd`, version: "v0.12.9", runtime: true, standin: "service"},
+	// Not in the reference's list: WMCO ships it for Azure.
+	{name: AzureCloudNodeManager, dir: `C:\k`, service: "cloud-node-manager", version: "v1.31.1", standin: "cloudnodemanager"},
 }
 
 // Names lists the components Build writes, in manifest order.

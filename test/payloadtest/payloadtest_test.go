@@ -74,6 +74,7 @@ func TestLinuxPayload(t *testing.T) {
 		"host-local":                {`C:\k\cni\host-local.exe`, ""},
 		"containerd":                {`C:\k\containerd\containerd.exe`, "containerd"},
 		"containerd-shim-runhcs-v1": {`C:\k\containerd\containerd-shim-runhcs-v1.exe`, ""},
+		"azure-cloud-node-manager":  {`C:\k\azure-cloud-node-manager.exe`, "cloud-node-manager"},
 	}
 	require.Len(t, m.Components, len(want))
 	shas := map[string]string{}
