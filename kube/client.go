@@ -148,14 +148,39 @@ func checkContext(rules *clientcmd.ClientConfigLoadingRules, kubeContext, source
 	return fmt.Errorf("%s: context %q does not exist (%s)", source, kubeContext, have)
 }
 
+// kubectl's client-side rate limit: what one wsu client gets per
+// hostsPerLimit hosts worked on at once.
+const (
+	defaultQPS    = 50
+	defaultBurst  = 300
+	hostsPerLimit = 10 // the engine's default forks
+)
+
 // tune names wsu in the API server's logs and lifts client-go's default
 // rate limit (5 requests/s), which throttles a drain of a busy node, to
 // kubectl's.
 func tune(cfg *rest.Config) *rest.Config {
 	cfg.UserAgent = "wsu/" + version.Version
 	if cfg.QPS == 0 && cfg.RateLimiter == nil {
-		cfg.QPS, cfg.Burst = 50, 300
+		cfg.QPS, cfg.Burst = defaultQPS, defaultBurst
 	}
+	return cfg
+}
+
+// scaleRateLimit gives a run that works on many hosts at once one
+// kubectl's rate limit per hostsPerLimit of them. Every host's cluster
+// tasks share the run's client, so with one kubectl's limit a fleet queues
+// behind it: at --forks 50 a no-op join of 100 hosts spent most of its
+// time in client-go's limiter (50 tasks asking at once wait up to 1 s for
+// each request). The API server's own priority and fairness still
+// protects it. A limit the configuration set itself is left alone.
+func scaleRateLimit(cfg *rest.Config, parallel int) *rest.Config {
+	per := (parallel + hostsPerLimit - 1) / hostsPerLimit
+	if per <= 1 || cfg.RateLimiter != nil || cfg.QPS != defaultQPS || cfg.Burst != defaultBurst {
+		return cfg
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = float32(defaultQPS*per), defaultBurst*per
 	return cfg
 }
 
@@ -197,6 +222,9 @@ type Defaults struct {
 	// context: as kubectl's --context, it applies to the kubeconfig the
 	// flags and environment choose, not to a file a task names itself.
 	Context string
+	// Parallel is how many hosts the run works on at once (--forks); the
+	// clients' rate limit grows with it (scaleRateLimit). 0: one kubectl's.
+	Parallel int
 }
 
 type cacheKey struct{ kubeconfig, context, env string }
@@ -234,7 +262,7 @@ func (c *Cache) Get(kubeconfig, kubeContext string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := NewClient(cfg, source)
+	cl, err := NewClient(scaleRateLimit(cfg, c.defaults.Parallel), source)
 	if err != nil {
 		return nil, err
 	}

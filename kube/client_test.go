@@ -187,3 +187,26 @@ func TestCache(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "nope")
 }
+
+// A run's clients get one kubectl's rate limit per ten hosts it works on
+// at once; a limit the configuration set itself is kept.
+func TestCacheRateLimitScalesWithForks(t *testing.T) {
+	f := stubEnv(notInCluster, "")
+	two := filepath.Join(t.TempDir(), "two")
+	require.NoError(t, os.WriteFile(two, []byte(twoContexts), 0o600))
+	t.Setenv("KUBECONFIG", "")
+	for _, tt := range []struct {
+		parallel int
+		qps      float32
+		burst    int
+	}{
+		{0, 50, 300}, {1, 50, 300}, {10, 50, 300}, {11, 100, 600}, {50, 250, 1500}, {100, 500, 3000},
+	} {
+		cl, err := NewCacheWith(Defaults{Parallel: tt.parallel}, f).Get(two, "")
+		require.NoError(t, err)
+		assert.Equal(t, tt.qps, cl.Config.QPS, "parallel %d", tt.parallel)
+		assert.Equal(t, tt.burst, cl.Config.Burst, "parallel %d", tt.parallel)
+	}
+	own := &rest.Config{QPS: 7, Burst: 9}
+	assert.Same(t, own, scaleRateLimit(own, 50), "a limit set by the configuration is kept")
+}

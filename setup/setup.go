@@ -115,7 +115,7 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 	}
 	clusters := o.Clusters
 	if clusters == nil {
-		clusters = kube.NewCache(kube.Defaults{Kubeconfig: in.Kubeconfig, Context: in.KubeContext})
+		clusters = kube.NewCache(kube.Defaults{Kubeconfig: in.Kubeconfig, Context: in.KubeContext, Parallel: forks(o.Forks)})
 	}
 	registry := all.Registry(clusters)
 	loader := playbook.NewLoader(registry, stock)
@@ -495,4 +495,13 @@ func sortedHosts(inv *inventory.Inventory) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// forks is how many hosts the run works on at once: --forks, else the
+// engine's default.
+func forks(n int) int {
+	if n <= 0 {
+		return engine.DefaultForks
+	}
+	return n
 }
