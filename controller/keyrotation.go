@@ -113,6 +113,17 @@ func (k instanceKeys) pending(recorded string) bool {
 	return k.next != "" && recorded != k.nextFP
 }
 
+// rotatedToNext reports whether the instance was rotated to the Secret's
+// .new key, which is still there: its KeyRotated reason then stays until
+// the admin makes that key the Secret's key, instead of turning into
+// KeyInUse at the next reconcile (which made the rotation's outcome
+// visible only until then).
+func rotatedToNext(wi *wsuv1.WindowsInstance, keys instanceKeys) bool {
+	c := meta.FindStatusCondition(wi.Status.Conditions, wsuv1.ConditionKeyRotated)
+	return keys.next != "" && wi.Status.Identity.KeyFingerprint == keys.nextFP &&
+		c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonKeyRotated
+}
+
 // rotateKeyIfPending runs rotate-key on the instance when its key Secret
 // holds a new key the host has not been moved to, and records the key in
 // use otherwise. done: converge stops here (a rotation ran, failed or
@@ -128,8 +139,10 @@ func (r *InstanceReconciler) rotateKeyIfPending(ctx context.Context, orig, wi *w
 			// First run, or the admin swapped the keys: the key in use is KEY.
 			wi.Status.Identity.KeyFingerprint = keys.currentFP
 		}
-		setCondition(wi, wsuv1.ConditionKeyRotated, metav1.ConditionTrue, ReasonKeyInUse,
-			fmt.Sprintf("logging in with %s", wi.Status.Identity.KeyFingerprint))
+		if !rotatedToNext(wi, keys) {
+			setCondition(wi, wsuv1.ConditionKeyRotated, metav1.ConditionTrue, ReasonKeyInUse,
+				fmt.Sprintf("logging in with %s", wi.Status.Identity.KeyFingerprint))
+		}
 		return ctrl.Result{}, false, nil
 	}
 	if recorded == "" {

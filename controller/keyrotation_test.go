@@ -16,6 +16,25 @@ import (
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 )
 
+// TestRotatedReasonStays: a rotation's KeyRotated reason is kept while the
+// host uses the Secret's .new key, and gives way to KeyInUse once the admin
+// made that key the Secret's key (or for any other key).
+func TestRotatedReasonStays(t *testing.T) {
+	during := instanceKeys{current: "OLD", currentFP: "SHA256:old", next: "NEW", nextFP: "SHA256:new"}
+	swapped := instanceKeys{current: "NEW", currentFP: "SHA256:new"}
+	withCondition := func(fp, reason string) *wsuv1.WindowsInstance {
+		wi := &wsuv1.WindowsInstance{}
+		wi.Status.Identity.KeyFingerprint = fp
+		wi.Status.Conditions = []metav1.Condition{{Type: wsuv1.ConditionKeyRotated, Status: metav1.ConditionTrue, Reason: reason}}
+		return wi
+	}
+	assert.True(t, rotatedToNext(withCondition("SHA256:new", ReasonKeyRotated), during), "rotated, .new still there")
+	assert.False(t, rotatedToNext(withCondition("SHA256:new", ReasonKeyRotated), swapped), "keys swapped by the admin")
+	assert.False(t, rotatedToNext(withCondition("SHA256:old", ReasonKeyRotated), during), "not on the new key")
+	assert.False(t, rotatedToNext(withCondition("SHA256:new", ReasonKeyInUse), during), "never rotated here")
+	assert.False(t, rotatedToNext(&wsuv1.WindowsInstance{}, during), "no condition")
+}
+
 // TestKeyInUse: which key of the Secret an instance logs in with, and
 // whether a rotation waits for it, from the fingerprint its status records.
 func TestKeyInUse(t *testing.T) {
