@@ -42,6 +42,8 @@ type app struct {
 
 	cpuProfile  string
 	profileFile *os.File
+	memProfile  string    // hidden --memprofile
+	peak        *peakHeap // its sampler, while the command runs
 	// timingsFile is the hidden --timings; timings records into it.
 	timingsFile string
 	timings     *timings
@@ -96,6 +98,8 @@ apply changes it. The stock playbooks join, upgrade and remove Windows workers.`
 	// For the benchmarks (make bench, docs/performance.md): not a user option.
 	root.PersistentFlags().StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
 	root.PersistentFlags().MarkHidden("cpuprofile")
+	root.PersistentFlags().StringVar(&a.memProfile, "memprofile", "", "write a heap profile, taken when the heap was largest, to this file")
+	root.PersistentFlags().MarkHidden("memprofile")
 	root.PersistentFlags().StringVar(&a.timingsFile, "timings", "", "write when each phase of the run happened to this file (JSON)")
 	root.PersistentFlags().MarkHidden("timings")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error { return a.startProfile() }
@@ -245,8 +249,11 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// startProfile starts the hidden --cpuprofile.
+// startProfile starts the hidden --cpuprofile and --memprofile.
 func (a *app) startProfile() error {
+	if a.memProfile != "" {
+		a.peak = startPeakHeap(a.memProfile, 100*time.Millisecond)
+	}
 	if a.cpuProfile == "" {
 		return nil
 	}
@@ -263,9 +270,16 @@ func (a *app) startProfile() error {
 }
 
 func (a *app) stopProfile() error {
+	var peakErr error
+	if a.peak != nil {
+		peakErr = a.peak.Stop()
+	}
 	if a.profileFile == nil {
-		return nil
+		return peakErr
 	}
 	pprof.StopCPUProfile()
-	return a.profileFile.Close()
+	if err := a.profileFile.Close(); err != nil {
+		return err
+	}
+	return peakErr
 }

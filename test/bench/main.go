@@ -53,8 +53,11 @@ type config struct {
 	smoke   bool
 	wsu     string
 	profile string
-	events  string
-	verbose bool
+	// memprofile is a directory for a heap profile of every wsu run, taken
+	// at its largest heap (wsu's hidden --memprofile).
+	memprofile string
+	events     string
+	verbose    bool
 	// controller says which controller rows to measure: full (a
 	// ConfigMap entry to Node Ready on one more host, and the drift
 	// sweep), sweep (the sweep over the CLI's hosts only), or off.
@@ -69,6 +72,7 @@ func main() {
 	flag.BoolVar(&c.smoke, "smoke", false, "a short run for CI (small payload, 1 host unless --hosts is given): fail when anything fails to run")
 	flag.StringVar(&c.wsu, "wsu", "", "the wsu binary to measure (default: built from this module)")
 	flag.StringVar(&c.profile, "cpuprofile", "", "directory: write a CPU profile of every wsu run there (wsu's hidden --cpuprofile)")
+	flag.StringVar(&c.memprofile, "memprofile", "", "directory: write a heap profile of every wsu run there, taken when its heap was largest (wsu's hidden --memprofile)")
 	flag.StringVar(&c.events, "events", "", "directory: keep every wsu run's JSON events there")
 	flag.BoolVar(&c.verbose, "v", false, "print progress")
 	flag.IntVar(&c.fleet, "fleet", 0, "also measure this many hosts (up to 100) in a set-up of their own with the small payload: the fleet rows (make bench-fleet: 100)")
@@ -167,7 +171,7 @@ func bench(ctx context.Context, c config) error {
 			return err
 		}
 	}
-	for _, dir := range []string{c.profile, c.events} {
+	for _, dir := range []string{c.profile, c.memprofile, c.events} {
 		if dir != "" {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err
@@ -358,6 +362,9 @@ func measureHosts(ctx context.Context, c config, env *harness.Env, hosts []*harn
 		a := args
 		if c.profile != "" {
 			a = append(a[:len(a):len(a)], "--cpuprofile", base+".pprof")
+		}
+		if c.memprofile != "" {
+			a = append(a[:len(a):len(a)], "--memprofile", filepath.Join(c.memprofile, filepath.Base(base)+".heap"))
 		}
 		events := ""
 		if c.events != "" {
