@@ -173,6 +173,8 @@ func TestAgainstAPIServer(t *testing.T) {
 	require.Eventually(t, func() bool { return mac() != "" }, 30*time.Second, 50*time.Millisecond, logText())
 	assert.Equal(t, "00-15-5D-84-01-01", mac())
 	assert.Contains(t, logText(), `argv ["--node" "win-ho-1" "--bootstrap-kubeconfig=C:\\k\\kubeconfig"`)
+	// The ready line follows the annotation: the MAC can be seen before it.
+	require.Eventually(t, func() bool { return strings.Contains(logText(), "ready: node") }, 30*time.Second, 20*time.Millisecond, logText())
 	assert.Contains(t, logText(), "(VXLAN port 4800)")
 
 	// A restart finds its networks and its certificate: no duplicates,
@@ -194,9 +196,10 @@ func TestAgainstAPIServer(t *testing.T) {
 	require.NoError(t, cmd.Start())
 	require.Eventually(t, func() bool { return strings.Count(logText(), " ready: ") == 2 }, 30*time.Second, 20*time.Millisecond, logText())
 	assert.Equal(t, first, networks())
-	assert.Contains(t, out.String(), "reusing HNS network "+overlayNetwork)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait(), out.String())
+	// Read once the process is gone: its output is copied in by exec's goroutine.
+	assert.Contains(t, out.String(), "reusing HNS network "+overlayNetwork)
 
 	// A new subnet replaces the overlay network; the base one stays.
 	require.NoError(t, c.AnnotateNode(ctx, nodeName, subnetAnnotation, "10.132.7.0/24"))
