@@ -466,6 +466,12 @@ func (r *runner) collectOutputs(ctx context.Context, child *instance) {
 		if hs.failed || hs.unreachable || (r.restrict != nil && !r.restrict[name]) {
 			continue
 		}
+		if st := hs.includes[child]; st != includeOn {
+			if parent, d := r.scope(hs, child.parent); !d.HasErrors() {
+				parent.includes[child.inc.Name] = offOutputs(child.pb, st)
+			}
+			continue
+		}
 		if _, ran := hs.scopes[child]; !ran {
 			continue // none of the include's plays targeted this host
 		}

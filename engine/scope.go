@@ -30,6 +30,9 @@ type hostState struct {
 	// plan they are not applied, so later tasks plan with Pending.
 	planned int
 	scopes  map[*instance]*scope
+	// includes is what each include's when decided for this host
+	// (include_when.go).
+	includes map[*instance]includeState
 	// closed is the traffic of connections already closed (lost ones,
 	// before a reconnect), so totals keep growing across reconnects;
 	// metered says whether any connection counted it.

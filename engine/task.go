@@ -23,6 +23,15 @@ import (
 // playOnHost runs a play's tasks, then its notified handlers, on one host.
 func (r *runner) playOnHost(ctx context.Context, inst *instance, p *playbook.Play, hs *hostState) {
 	hs.touched = true
+	st, diags := r.includeStateFor(ctx, hs, inst)
+	if diags.HasErrors() {
+		r.failHost(hs, p.Name, diags)
+		return
+	}
+	if st != includeOn {
+		r.skipPlayOff(hs, inst, p, st)
+		return
+	}
 	sc, diags := r.scope(hs, inst)
 	if diags.HasErrors() {
 		r.failHost(hs, p.Name, diags)

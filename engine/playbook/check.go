@@ -100,6 +100,9 @@ func (c *checker) run() {
 					c.refs(e, where{roots: []string{RootVar, RootLocal}, taskIdx: -1, itemIdx: idx})
 				}
 			}
+			if it.When != nil {
+				c.refs(it.When, where{roots: []string{RootVar, RootLocal, RootTask, RootInclude, RootHost}, taskIdx: c.firstTaskAfter(idx), itemIdx: idx})
+			}
 			for _, name := range it.VarsOrder {
 				c.refs(it.Vars[name], where{roots: []string{RootVar, RootLocal, RootTask, RootInclude, RootHost}, taskIdx: c.firstTaskAfter(idx), itemIdx: idx})
 				if it.Playbook != nil {

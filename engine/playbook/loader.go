@@ -518,13 +518,13 @@ func (l *Loader) decodeInclude(block *hcl.Block, from location, stack []string) 
 	inc := &Include{Name: block.Labels[0], Vars: map[string]hcl.Expression{}, DeclRange: block.DefRange}
 	diags := checkName("include", inc.Name, block.LabelRanges[0])
 	content, d := block.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "source", Required: true}, {Name: "vars"}, {Name: "hosts"}, {Name: "serial"}, {Name: "max_fail_percentage"},
+		{Name: "source", Required: true}, {Name: "vars"}, {Name: "hosts"}, {Name: "serial"}, {Name: "max_fail_percentage"}, {Name: "when"},
 	}})
 	diags = append(diags, d...)
 	if d.HasErrors() {
 		return nil, diags
 	}
-	for name, dst := range map[string]*hcl.Expression{"hosts": &inc.Hosts, "serial": &inc.Serial, "max_fail_percentage": &inc.MaxFailPercentage} {
+	for name, dst := range map[string]*hcl.Expression{"hosts": &inc.Hosts, "serial": &inc.Serial, "max_fail_percentage": &inc.MaxFailPercentage, "when": &inc.When} {
 		if a, ok := content.Attributes[name]; ok {
 			*dst = a.Expr
 		}

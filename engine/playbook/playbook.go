@@ -131,11 +131,16 @@ type Include struct {
 	Hosts             hcl.Expression
 	Serial            hcl.Expression
 	MaxFailPercentage hcl.Expression
-	Vars              map[string]hcl.Expression
-	VarsOrder         []string
-	Playbook          *Playbook
-	Index             int // position among the file's items
-	DeclRange         hcl.Range
+	// When, when set, switches the whole include on or off per host, as
+	// a task's when does one task (Terraform's count = 0 on a module
+	// call): false skips, and reports as skipped, every task of the
+	// included playbook for that host, and its outputs read as null.
+	When      hcl.Expression
+	Vars      map[string]hcl.Expression
+	VarsOrder []string
+	Playbook  *Playbook
+	Index     int // position among the file's items
+	DeclRange hcl.Range
 }
 
 func (*Include) item() {}
