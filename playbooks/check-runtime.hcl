@@ -11,6 +11,40 @@ variable "cluster_flavour" {
   }
 }
 
+variable "network" {
+  type        = string
+  default     = "ovn-hybrid"
+  description = "The node's network (join's network): ovn-hybrid or hostprocess. The cluster must run what it needs (k8s_cluster_check on OpenShift, k8s_windows_network elsewhere)."
+  validation {
+    condition     = contains(["ovn-hybrid", "hostprocess"], var.network)
+    error_message = "network must be \"ovn-hybrid\" or \"hostprocess\"."
+  }
+}
+
+variable "cni_bin_dir" {
+  type        = string
+  default     = "C:\\k\\cni"
+  description = "containerd's CNI bin_dir."
+}
+
+variable "cni_conf_dir" {
+  type        = string
+  default     = "C:\\k\\cni\\config"
+  description = "containerd's CNI conf_dir."
+}
+
+variable "cni_daemonset" {
+  type        = string
+  default     = null
+  description = "network hostprocess: NAMESPACE/NAME of the Windows CNI DaemonSet; null: found."
+}
+
+variable "kube_proxy_daemonset" {
+  type        = string
+  default     = null
+  description = "network hostprocess: NAMESPACE/NAME of the Windows kube-proxy DaemonSet; null: found."
+}
+
 variable "kubeconfig" {
   type        = string
   default     = null
@@ -97,6 +131,19 @@ play "check-runtime" {
     }
   }
 
+  # Elsewhere the network is the cluster's choice: its CNI and kube-proxy
+  # as HostProcess DaemonSets (hostprocess), or OVN-Kubernetes with the
+  # hybrid overlay (ovn-hybrid). Missing, the plan fails here, host untouched.
+  task "windows network" {
+    when = var.cluster_flavour != "openshift" || var.network == "hostprocess"
+    k8s_windows_network {
+      kubeconfig           = var.kubeconfig
+      network              = var.network
+      cni_daemonset        = var.cni_daemonset
+      kube_proxy_daemonset = var.kube_proxy_daemonset
+    }
+  }
+
   # Read unless the variables say it: a cluster that cannot be read fails
   # here, before the host is changed.
   task "service network" {
@@ -159,6 +206,8 @@ play "check-runtime" {
       content = templatefile("templates/containerd_conf.toml.tftpl", {
         pause_image                 = var.pause_image
         image_pull_progress_timeout = var.image_pull_progress_timeout
+        cni_bin_dir                 = var.cni_bin_dir
+        cni_conf_dir                = var.cni_conf_dir
       })
     }
     notify = ["restart containerd"]
@@ -265,4 +314,14 @@ output "service_cidr" {
 output "cluster_dns" {
   description = "The cluster DNS address(es): var.cluster_dns, else the cluster's."
   value       = var.cluster_dns != null ? var.cluster_dns : try(task["service network"].cluster_dns, null)
+}
+
+output "cni_daemonset" {
+  description = "network hostprocess: the Windows CNI DaemonSet (NAMESPACE/NAME) the cluster runs, else null."
+  value       = try(task["windows network"].cni_daemonset, null)
+}
+
+output "kube_proxy_daemonset" {
+  description = "network hostprocess: the Windows kube-proxy DaemonSet (NAMESPACE/NAME) the cluster runs, else null."
+  value       = try(task["windows network"].kube_proxy_daemonset, null)
 }

@@ -13,6 +13,58 @@ variable "cluster_flavour" {
   description = "openshift or kubeadm."
 }
 
+variable "network" {
+  type        = string
+  default     = null
+  description = "How the node's pods are networked: \"ovn-hybrid\" (OVN-Kubernetes' hybrid overlay, with hybrid-overlay-node and kube-proxy as node services, as WMCO) or \"hostprocess\" (the cluster's CNI and kube-proxy run on the node as HostProcess DaemonSets, upstream's path: Calico through the Tigera operator, sig-windows-tools' kube-proxy-windows; the node gets containerd, the kubelet and the firewall ports, and join waits for those pods). null: ovn-hybrid on OpenShift, hostprocess on kubeadm. The plan checks the cluster runs what the choice needs before any host is changed; upgrade keeps the network join recorded on the Node."
+  validation {
+    condition     = var.network == null || contains(["ovn-hybrid", "hostprocess"], var.network)
+    error_message = "network must be \"ovn-hybrid\" or \"hostprocess\"."
+  }
+}
+
+variable "cni_bin_dir" {
+  type        = string
+  default     = null
+  description = "containerd's CNI bin_dir: where the CNI plugins are. null: C:\\opt\\cni\\bin with network hostprocess (where Calico's and the Flannel DaemonSets write theirs; Calico's windowsNodes.cniBinDir must match), C:\\k\\cni with ovn-hybrid (WMCO's)."
+}
+
+variable "cni_conf_dir" {
+  type        = string
+  default     = null
+  description = "containerd's CNI conf_dir: where the CNI network configuration is. null: C:\\etc\\cni\\net.d with network hostprocess (Calico's windowsNodes.cniConfigDir must match), C:\\k\\cni\\config with ovn-hybrid."
+}
+
+variable "cni_daemonset" {
+  type        = string
+  default     = null
+  description = "network hostprocess: NAMESPACE/NAME of the cluster's Windows CNI DaemonSet; null: found (calico-system/calico-node-windows, or another HostProcess DaemonSet selecting Windows nodes named after a CNI)."
+}
+
+variable "kube_proxy_daemonset" {
+  type        = string
+  default     = null
+  description = "network hostprocess: NAMESPACE/NAME of the cluster's Windows kube-proxy DaemonSet; null: found (kube-system/kube-proxy-windows, or another HostProcess DaemonSet selecting Windows nodes whose name holds kube-proxy)."
+}
+
+variable "network_timeout" {
+  type        = number
+  default     = 600
+  description = "network hostprocess: seconds to wait for the CNI and kube-proxy pods to run on the node."
+}
+
+variable "network_firewall_ports" {
+  type        = map(string)
+  default     = null
+  description = "Inbound ports the pod network needs, by rule name, as PORT or PORT/PROTOCOL (tcp or udp). null: with network hostprocess UDP 4789 for VXLAN (Calico VXLAN; add { \"wsu-bgp\" = \"179/tcp\" } for Calico BGP), none with ovn-hybrid."
+}
+
+variable "csi_proxy" {
+  type        = bool
+  default     = true
+  description = "Run csi-proxy as a node service (Windows CSI node plugins talk to it). false where the cluster runs csi-proxy as a HostProcess DaemonSet instead, or no CSI driver needs it."
+}
+
 variable "kubeconfig" {
   type        = string
   default     = null
@@ -217,7 +269,7 @@ variable "log_flush_interval" {
 variable "firewall_ports" {
   type        = map(string)
   default     = { "wsu-kubelet" = "10250", "wsu-windows-exporter" = "9182" }
-  description = "Inbound TCP ports opened in the Windows Firewall, by rule name: the kubelet's (logs, exec, port-forward, metrics) and windows_exporter's, as WMCO and upstream PrepareNode.ps1 open them. The rules carry wsu's group, so remove deletes them and no one else's."
+  description = "Inbound ports opened in the Windows Firewall, by rule name, as PORT (TCP) or PORT/PROTOCOL (tcp or udp): the kubelet's (logs, exec, port-forward, metrics) and windows_exporter's, as WMCO and upstream PrepareNode.ps1 open them. The pod network's ports are network_firewall_ports. The rules carry wsu's group, so remove deletes them and no one else's."
 }
 
 variable "version_annotation" {
@@ -263,6 +315,16 @@ variable "metrics_namespace" {
 }
 
 locals {
+  # The node's network: WMCO's on OpenShift, upstream's HostProcess
+  # DaemonSets on kubeadm clusters.
+  network      = var.network != null ? var.network : (var.cluster_flavour == "openshift" ? "ovn-hybrid" : "hostprocess")
+  cni_bin_dir  = var.cni_bin_dir != null ? var.cni_bin_dir : (local.network == "hostprocess" ? "C:\\opt\\cni\\bin" : "C:\\k\\cni")
+  cni_conf_dir = var.cni_conf_dir != null ? var.cni_conf_dir : (local.network == "hostprocess" ? "C:\\etc\\cni\\net.d" : "C:\\k\\cni\\config")
+  # Every inbound rule, PORT or PORT/PROTOCOL, split.
+  firewall_rules = {
+    for name, spec in merge(var.firewall_ports, var.network_firewall_ports != null ? var.network_firewall_ports : (local.network == "hostprocess" ? { "wsu-vxlan" = "4789/udp" } : {})) :
+    name => { port = split("/", spec)[0], protocol = length(split("/", spec)) > 1 ? lower(split("/", spec)[1]) : "tcp" }
+  }
   # wsu's namespace for per-node objects (WMCO's on OpenShift).
   metrics_namespace = coalesce(var.metrics_namespace, var.cluster_flavour == "openshift" ? "openshift-windows-machine-config-operator" : "kube-system")
   platform          = var.platform != null ? var.platform : coalesce(include.runtime.platform, "None")
@@ -378,11 +440,12 @@ play "firewall" {
   hosts = "windows"
 
   task "inbound ports" {
-    for_each = var.firewall_ports
+    for_each = local.firewall_rules
     win_firewall_rule {
       name        = each.key
       description = "Opened by wsu for the cluster"
-      localport   = each.value
+      localport   = each.value.port
+      protocol    = each.value.protocol
     }
   }
 }
@@ -390,16 +453,21 @@ play "firewall" {
 include "runtime" {
   source = "./check-runtime.hcl"
   vars = {
-    cluster_flavour   = var.cluster_flavour
-    kubeconfig        = var.kubeconfig
-    manage_containerd = var.manage_containerd
-    payload_dir       = var.payload_dir
-    service_recovery  = var.service_recovery
-    service_cidr      = var.service_cidr
-    cluster_dns       = var.cluster_dns
-    pause_image       = var.pause_image
-    registry_mirrors  = var.registry_mirrors
-    trusted_ca_bundle = var.trusted_ca_bundle
+    cluster_flavour      = var.cluster_flavour
+    network              = local.network
+    cni_bin_dir          = local.cni_bin_dir
+    cni_conf_dir         = local.cni_conf_dir
+    cni_daemonset        = var.cni_daemonset
+    kube_proxy_daemonset = var.kube_proxy_daemonset
+    kubeconfig           = var.kubeconfig
+    manage_containerd    = var.manage_containerd
+    payload_dir          = var.payload_dir
+    service_recovery     = var.service_recovery
+    service_cidr         = var.service_cidr
+    cluster_dns          = var.cluster_dns
+    pause_image          = var.pause_image
+    registry_mirrors     = var.registry_mirrors
+    trusted_ca_bundle    = var.trusted_ca_bundle
 
     defender_excluded_processes = var.defender_excluded_processes
     defender_excluded_paths     = var.defender_excluded_paths
@@ -476,8 +544,12 @@ play "certificates" {
   }
 }
 
+# OVN-Kubernetes' hybrid overlay and kube-proxy as node services: only
+# with network ovn-hybrid. With hostprocess the cluster's DaemonSets bring
+# the CNI and kube-proxy, and the "network pods" wait below stands for them.
 include "overlay" {
   source = "./hybrid-overlay.hcl"
+  when   = local.network == "ovn-hybrid"
   vars = {
     kubeconfig                = var.kubeconfig
     node_name                 = include.kubelet.node_name
@@ -490,6 +562,7 @@ include "overlay" {
 
 include "kube_proxy" {
   source = "./kube-proxy.hcl"
+  when   = local.network == "ovn-hybrid"
   vars = {
     node_name        = include.kubelet.node_name
     node_subnet      = include.overlay.node_subnet
@@ -500,6 +573,7 @@ include "kube_proxy" {
 
 include "csi" {
   source = "./csi-proxy.hcl"
+  when   = var.csi_proxy
   vars = {
     service_recovery = var.service_recovery
   }
@@ -536,12 +610,24 @@ play "ready" {
     }
   }
 
+  # hostprocess: networked means the cluster's CNI and kube-proxy pods
+  # run on the node (the DaemonSets the runtime check found).
+  task "network pods" {
+    when = local.network == "hostprocess"
+    k8s_node_pods_wait {
+      kubeconfig = var.kubeconfig
+      node_name  = include.kubelet.node_name
+      daemonsets = [include.runtime.cni_daemonset, include.runtime.kube_proxy_daemonset]
+      timeout    = var.network_timeout
+    }
+  }
+
   task "labels and version annotation" {
     k8s_node {
       kubeconfig  = var.kubeconfig
       name        = include.kubelet.node_name
       labels      = local.node_labels_after_join
-      annotations = { (var.version_annotation) = include.payload.version }
+      annotations = { (var.version_annotation) = include.payload.version, "wsu.dev/network" = local.network }
     }
   }
 }

@@ -74,8 +74,8 @@ variable "cloud_node_manager_namespace" {
 
 variable "firewall_ports" {
   type        = map(string)
-  default     = { "wsu-kubelet" = "10250", "wsu-windows-exporter" = "9182" }
-  description = "The firewall rules join opened, by name; only those carrying wsu's group are deleted."
+  default     = { "wsu-kubelet" = "10250", "wsu-windows-exporter" = "9182", "wsu-vxlan" = "4789/udp" }
+  description = "The firewall rules join opened, by name (join's firewall_ports and network_firewall_ports; the values are not read); only those carrying wsu's group are deleted."
 }
 
 variable "defender_exclusions" {

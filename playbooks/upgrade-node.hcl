@@ -56,6 +56,12 @@ variable "version_annotation" {
   description = "Node annotation holding the payload version the node was configured with (join's): a node already at the payload's version is not cordoned or drained."
 }
 
+variable "network" {
+  type        = string
+  default     = null
+  description = "join's network; null: the one join recorded on the Node (annotation wsu.dev/network), so an upgrade keeps the node's network, else join's default."
+}
+
 locals {
   node = var.node_name != null ? var.node_name : (
     var.platform == "VSphere" ? lower(host.facts.fqdn) : coalesce(try(task["instance metadata name"].node_name, null), lower(host.facts.hostname))
@@ -109,6 +115,9 @@ play "cordon" {
 # are already right change nothing.
 include "join" {
   source = "./join.hcl"
+  vars = {
+    network = var.network != null ? var.network : try(task["current version"].annotations["wsu.dev/network"], null)
+  }
 }
 
 play "uncordon" {

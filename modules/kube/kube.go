@@ -40,6 +40,8 @@ func Modules(cache *kube.Cache) []modules.Module {
 		NodeDelete{c},
 		WaitAnnotation{c},
 		ClusterCheck{c},
+		WindowsNetwork{c},
+		NodePodsWait{c},
 		ClusterNetwork{c},
 		ImageMirrors{c},
 		TrustedCA{c},

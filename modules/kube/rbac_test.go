@@ -144,6 +144,25 @@ func TestRBAC(t *testing.T) {
 	t.Run("k8s_cluster_network", func(t *testing.T) {
 		converge(t, ClusterNetwork{testClusters}, as(t, ClusterNetwork{testClusters}, map[string]cty.Value{}))
 	})
+	t.Run("k8s_windows_network", func(t *testing.T) {
+		ns := "rbac-network"
+		createDS(t, c.Client, testDaemonSet(ns, "calico-node-windows", false))
+		createDS(t, c.Client, testDaemonSet(ns, "kube-proxy-windows", false))
+		m := WindowsNetwork{testClusters}
+		converge(t, m, as(t, m, map[string]cty.Value{"network": cty.StringVal("hostprocess"),
+			"cni_daemonset": cty.StringVal(ns + "/calico-node-windows"), "kube_proxy_daemonset": cty.StringVal(ns + "/kube-proxy-windows")}))
+		// ovn-hybrid reads one ConfigMap by name: refused for its absence, not by RBAC.
+		cfg := as(t, m, map[string]cty.Value{"network": cty.StringVal("ovn-hybrid")})
+		d := requireDiag(t, plan(t, m, cfg).Diagnostics, cfg, "The cluster does not run the network this node needs", "network")
+		assert.Contains(t, d.Detail, "ovnkube-config")
+	})
+	t.Run("k8s_node_pods_wait", func(t *testing.T) {
+		m := NodePodsWait{testClusters}
+		cfg := as(t, m, map[string]cty.Value{"node_name": cty.StringVal(node), "daemonsets": strs("rbac-network/kube-proxy-windows")})
+		p := plan(t, m, cfg)
+		require.Empty(t, p.Diagnostics)
+		require.NotNil(t, p.Change, "no pod on the node: a wait")
+	})
 	t.Run("k8s_image_mirrors", func(t *testing.T) {
 		converge(t, ImageMirrors{testClusters}, as(t, ImageMirrors{testClusters}, map[string]cty.Value{}))
 	})
@@ -192,6 +211,8 @@ func TestRBAC(t *testing.T) {
 		{verb: "list", resource: "pods"}, {verb: "get", resource: "pods", ns: "any"},
 		{verb: "create", resource: "pods", subresource: "eviction", ns: "any"},
 		{verb: "list", group: "policy", resource: "poddisruptionbudgets", ns: "any"},
+		{verb: "list", group: "apps", resource: "daemonsets"}, {verb: "get", group: "apps", resource: "daemonsets", ns: "any"},
+		{verb: "get", resource: "configmaps", ns: "ovn-kubernetes", name: "ovnkube-config"},
 		{verb: "get", group: "certificates.k8s.io", resource: "certificatesigningrequests"},
 		{verb: "list", group: "certificates.k8s.io", resource: "certificatesigningrequests"},
 		{verb: "watch", group: "certificates.k8s.io", resource: "certificatesigningrequests"},
@@ -239,6 +260,7 @@ func TestRBAC(t *testing.T) {
 		{verb: "patch", group: "config.openshift.io", resource: "networks"},
 		{verb: "get", resource: "configmaps", ns: "kube-system", name: "other"},
 		{verb: "list", resource: "services", ns: "kube-system"},
+		{verb: "update", group: "apps", resource: "daemonsets", ns: "any"}, {verb: "get", resource: "configmaps", ns: "ovn-kubernetes", name: "other"},
 		{verb: "get", resource: "secrets", ns: "openshift-config", name: "pull-secret"},
 		{verb: "list", resource: "configmaps", ns: "openshift-config"},
 		{verb: "update", resource: "configmaps", ns: "openshift-config", name: "user-ca-bundle"},

@@ -82,3 +82,18 @@ func Strings(ss []string) cty.Value {
 	}
 	return cty.ListVal(vals)
 }
+
+// StringList is a known, non-null list or set of strings in its order;
+// ok is false when the value is unknown or null, or holds an unknown
+// element.
+func StringList(v cty.Value) (out []string, ok bool) {
+	if !v.IsWhollyKnown() || v.IsNull() {
+		return nil, false
+	}
+	for it := v.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		s, _ := Str(e)
+		out = append(out, s)
+	}
+	return out, true
+}
