@@ -69,8 +69,9 @@ type Item struct {
 	Include bool
 	Name    string
 	Comment string // the comment written just above the block
-	// Placement: hosts, serial, max_fail_percentage as written.
-	Hosts, Serial, MaxFail string
+	// Placement: hosts, serial, max_fail_percentage as written, and an
+	// include's when.
+	Hosts, Serial, MaxFail, When string
 	// Play only.
 	Vars     []Pair
 	Tasks    []Task
@@ -213,6 +214,7 @@ func build(pb *playbook.Playbook, src []byte) (*Playbook, error) {
 				Hosts:   x.of(it.Hosts),
 				Serial:  x.of(it.Serial),
 				MaxFail: x.of(it.MaxFailPercentage),
+				When:    x.of(it.When),
 				Source:  it.Source,
 			}
 			for _, name := range it.VarsOrder {

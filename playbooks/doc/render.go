@@ -239,6 +239,9 @@ func placement(it Item, markdown bool) string {
 	if it.MaxFail != "" {
 		parts = append(parts, "max_fail_percentage "+c(it.MaxFail))
 	}
+	if it.When != "" {
+		parts = append(parts, "when "+c(it.When))
+	}
 	if it.Include {
 		src := it.Source
 		switch {
