@@ -98,7 +98,7 @@ func TestJobMode(t *testing.T) {
 	// The Jobs' playbooks act on the cluster they run in (in-cluster
 	// config): the var file names no kubeconfig.
 	varFile := filepath.Join(t.TempDir(), "job.wsuvars")
-	require.NoError(t, os.WriteFile(varFile, []byte(fmt.Sprintf("cluster_flavour = \"kubeadm\"\npayload_dir = %q\ncsr_timeout = 120\nready_timeout = 120\n", env.PayloadDir)), 0o644))
+	require.NoError(t, os.WriteFile(varFile, []byte(fmt.Sprintf("cluster_flavour = \"kubeadm\"\nnetwork = \"ovn-hybrid\"\npayload_dir = %q\ncsr_timeout = 120\nready_timeout = 120\n", env.PayloadDir)), 0o644))
 	scheme, err := controller.NewScheme()
 	require.NoError(t, err)
 	opts := controller.Options{

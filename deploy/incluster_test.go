@@ -70,6 +70,7 @@ const (
 // What the test's own overlay adds on top of deploy/'s, as a site's
 // overlay would: the image names, the simulated host's inventory variables
 // (--host-var: its sshd's port, the simulated agent's path and arguments),
+// the network the test bed plays (--var=network=ovn-hybrid),
 // and, for the Deployment, its metrics and probe ports on 127.0.0.1:0 —
 // the pod runner shares the host's network, where :8080 may be taken.
 func TestShipped(t *testing.T) {
@@ -172,7 +173,10 @@ func (b *shippedBed) hostVarArgs(t *testing.T) []string {
 	for _, k := range keys {
 		out = append(out, "--host-var="+k+"="+hv[k])
 	}
-	return out
+	// The test bed plays OVN-Kubernetes' hybrid overlay, not a CNI
+	// DaemonSet: the site's overlay says so, as a site on such a cluster
+	// would.
+	return append(out, "--var=network="+harness.NetworkOVNHybrid)
 }
 
 // patchOp is one JSON patch operation.

@@ -62,6 +62,10 @@ type Options struct {
 	// HostEnv (NAME=VALUE) is set in every SSH session, so the agent and
 	// the services it starts see it, e.g. WSU_STANDIN_NETWORK_DELAY=0.
 	HostEnv []string
+	// Network is join's network for the var file: NetworkOVNHybrid
+	// (default: the OVN-Kubernetes stand-ins play the hybrid overlay's
+	// master) or NetworkHostProcess.
+	Network string
 	// Cluster adds parts to the control plane (kubetest.WithControllerManager,
 	// kubetest.WithScheduler).
 	Cluster []kubetest.Option
@@ -328,14 +332,24 @@ func (e *Env) writeVarFile() error {
 	timeout := 120 + 3*len(e.Hosts)
 	vars := fmt.Sprintf(`# Variables for the stock playbooks against the harness cluster.
 cluster_flavour = "kubeadm"
+network         = %q
 kubeconfig      = %q
 payload_dir     = %q
 csr_timeout     = %d
 ready_timeout   = %d
-`, e.Cluster.Kubeconfig, e.PayloadDir, timeout, timeout)
+`, e.network(), e.Cluster.Kubeconfig, e.PayloadDir, timeout, timeout)
 	e.VarFile = filepath.Join(e.Dir, "cluster.wsuvars")
 	return os.WriteFile(e.VarFile, []byte(vars), 0o644)
 }
+
+// The networks a harness join can use (join's network variable).
+const (
+	NetworkOVNHybrid   = "ovn-hybrid"
+	NetworkHostProcess = "hostprocess"
+)
+
+// network is the join network the set-up plays.
+func (e *Env) network() string { return cmp.Or(e.opts.Network, NetworkOVNHybrid) }
 
 // WithSim opens h's simulated host from this process and calls f. The
 // state stays owned by the SSH user, whose agent and services use it.

@@ -123,6 +123,9 @@ func (c *Cluster) RunParts(ctx context.Context, opts PartsOptions) error {
 			return fmt.Errorf("kubetest: cluster CIDR %q is not an IPv4 network of /24 or larger", cidr)
 		}
 		ovn = &ovnMaster{c: c, cidr: p, names: opts.Nodes, assigned: map[string]netip.Prefix{}}
+		if err := c.publishOVNConfig(ctx, cidr); err != nil {
+			return err
+		}
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
