@@ -31,8 +31,9 @@ func main() {
 	wsu := flag.String("wsu", "bin/wsu", "the wsu binary to demonstrate")
 	hosts := flag.Int("hosts", 1, "how many simulated Windows hosts")
 	keep := flag.Bool("keep", false, "keep everything running until Ctrl-C")
+	network := flag.String("network", harness.NetworkOVNHybrid, "the node network to show: ovn-hybrid (OVN-Kubernetes' hybrid overlay, as on OpenShift) or hostprocess (a vanilla kubeadm cluster whose CNI and kube-proxy run as HostProcess DaemonSets)")
 	flag.Parse()
-	if err := demo(*wsu, *hosts, *keep); err != nil {
+	if err := demo(*wsu, *hosts, *keep, *network); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
@@ -42,14 +43,15 @@ func say(format string, args ...any) {
 	fmt.Printf("\n\033[1m== "+format+"\033[0m\n", args...)
 }
 
-func demo(wsu string, hosts int, keep bool) (err error) {
+func demo(wsu string, hosts int, keep bool, network string) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	say("setting up (all on 127.0.0.1)")
 	env, err := harness.Start(ctx, harness.Options{
-		Hosts: hosts,
-		WSU:   wsu,
-		Logf:  func(f string, a ...any) { fmt.Printf("   "+f+"\n", a...) },
+		Hosts:   hosts,
+		WSU:     wsu,
+		Network: network,
+		Logf:    func(f string, a ...any) { fmt.Printf("   "+f+"\n", a...) },
 	})
 	if err != nil {
 		return err
