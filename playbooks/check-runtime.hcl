@@ -14,10 +14,10 @@ variable "cluster_flavour" {
 variable "network" {
   type        = string
   default     = "ovn-hybrid"
-  description = "The node's network (join's network): ovn-hybrid or hostprocess. The cluster must run what it needs (k8s_cluster_check on OpenShift, k8s_windows_network elsewhere)."
+  description = "The node's network (join's network): ovn-hybrid, hostprocess or none. The cluster must run what the first two need (k8s_cluster_check on OpenShift, k8s_windows_network); none checks nothing."
   validation {
-    condition     = contains(["ovn-hybrid", "hostprocess"], var.network)
-    error_message = "network must be \"ovn-hybrid\" or \"hostprocess\"."
+    condition     = contains(["ovn-hybrid", "hostprocess", "none"], var.network)
+    error_message = "network must be \"ovn-hybrid\", \"hostprocess\" or \"none\"."
   }
 }
 
@@ -135,7 +135,7 @@ play "check-runtime" {
   # as HostProcess DaemonSets (hostprocess), or OVN-Kubernetes with the
   # hybrid overlay (ovn-hybrid). Missing, the plan fails here, host untouched.
   task "windows network" {
-    when = var.cluster_flavour != "openshift" || var.network == "hostprocess"
+    when = var.network == "hostprocess" || var.network == "ovn-hybrid" && var.cluster_flavour != "openshift"
     k8s_windows_network {
       kubeconfig           = var.kubeconfig
       network              = var.network

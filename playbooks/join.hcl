@@ -16,10 +16,10 @@ variable "cluster_flavour" {
 variable "network" {
   type        = string
   default     = null
-  description = "How the node's pods are networked: \"ovn-hybrid\" (OVN-Kubernetes' hybrid overlay, with hybrid-overlay-node and kube-proxy as node services, as WMCO) or \"hostprocess\" (the cluster's CNI and kube-proxy run on the node as HostProcess DaemonSets, upstream's path: Calico through the Tigera operator, sig-windows-tools' kube-proxy-windows; the node gets containerd, the kubelet and the firewall ports, and join waits for those pods). null: ovn-hybrid on OpenShift, hostprocess on kubeadm. The plan checks the cluster runs what the choice needs before any host is changed; upgrade keeps the network join recorded on the Node."
+  description = "How the node's pods are networked: \"ovn-hybrid\" (OVN-Kubernetes' hybrid overlay, with hybrid-overlay-node and kube-proxy as node services, as WMCO) or \"hostprocess\" (the cluster's CNI and kube-proxy run on the node as HostProcess DaemonSets, upstream's path: Calico through the Tigera operator, sig-windows-tools' kube-proxy-windows; the node gets containerd, the kubelet and the firewall ports, and join waits for those pods) or \"none\" (containerd with hostprocess's CNI dirs and the kubelet, nothing checked or waited for: a site play brings the network, e.g. Flannel or Calico as Windows services; docs/windows-node.md says what it adds). null: ovn-hybrid on OpenShift, hostprocess on kubeadm. The plan checks the cluster runs what the choice needs before any host is changed; upgrade keeps the network join recorded on the Node."
   validation {
-    condition     = var.network == null || contains(["ovn-hybrid", "hostprocess"], var.network)
-    error_message = "network must be \"ovn-hybrid\" or \"hostprocess\"."
+    condition     = var.network == null || contains(["ovn-hybrid", "hostprocess", "none"], var.network)
+    error_message = "network must be \"ovn-hybrid\", \"hostprocess\" or \"none\"."
   }
 }
 
@@ -318,8 +318,8 @@ locals {
   # The node's network: WMCO's on OpenShift, upstream's HostProcess
   # DaemonSets on kubeadm clusters.
   network      = var.network != null ? var.network : (var.cluster_flavour == "openshift" ? "ovn-hybrid" : "hostprocess")
-  cni_bin_dir  = var.cni_bin_dir != null ? var.cni_bin_dir : (local.network == "hostprocess" ? "C:\\opt\\cni\\bin" : "C:\\k\\cni")
-  cni_conf_dir = var.cni_conf_dir != null ? var.cni_conf_dir : (local.network == "hostprocess" ? "C:\\etc\\cni\\net.d" : "C:\\k\\cni\\config")
+  cni_bin_dir  = var.cni_bin_dir != null ? var.cni_bin_dir : (local.network == "ovn-hybrid" ? "C:\\k\\cni" : "C:\\opt\\cni\\bin")
+  cni_conf_dir = var.cni_conf_dir != null ? var.cni_conf_dir : (local.network == "ovn-hybrid" ? "C:\\k\\cni\\config" : "C:\\etc\\cni\\net.d")
   # Every inbound rule, PORT or PORT/PROTOCOL, split.
   firewall_rules = {
     for name, spec in merge(var.firewall_ports, var.network_firewall_ports != null ? var.network_firewall_ports : (local.network == "hostprocess" ? { "wsu-vxlan" = "4789/udp" } : {})) :

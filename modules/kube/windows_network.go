@@ -234,7 +234,11 @@ func (f networkFound) value(reason string) cty.Value {
 
 // fits says which network value the cluster looks made for, for an error.
 func (f networkFound) fits(network string) string {
-	if r := f.recognised(); r != "" && r != network {
+	r := f.recognised()
+	switch {
+	case r == "":
+		return " If the cluster's Windows network runs as services on the node (Flannel, Calico's manual install), set network = \"none\" and bring it with a site play."
+	case r != network:
 		return fmt.Sprintf(" This cluster looks made for network = %q.", r)
 	}
 	return ""
