@@ -41,6 +41,7 @@ func Modules(cache *kube.Cache) []modules.Module {
 		WaitAnnotation{c},
 		ClusterCheck{c},
 		ClusterNetwork{c},
+		KubeletConfig{c},
 		ImageMirrors{c},
 		TrustedCA{c},
 		Ignition{c},
