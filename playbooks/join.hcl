@@ -304,6 +304,12 @@ locals {
   node_labels        = var.node_labels != null ? var.node_labels : (local.openshift ? ["node.openshift.io/os_id=Windows"] : [])
   node_taints        = var.node_taints != null ? var.node_taints : (local.openshift ? [{ key = "os", value = "Windows", effect = "NoSchedule" }] : [])
   version_annotation = var.version_annotation != null ? var.version_annotation : (local.openshift ? "windowsmachineconfig.openshift.io/version" : "wsu.dev/version")
+  # Off OpenShift, WMCO's annotation (which older wsu wrote everywhere) is
+  # removed once wsu's own holds the version.
+  version_annotations = merge(
+    !local.openshift && local.version_annotation != "windowsmachineconfig.openshift.io/version" ? { "windowsmachineconfig.openshift.io/version" = null } : {},
+    { (local.version_annotation) = include.payload.version },
+  )
 }
 
 # Before anything changes: one error per problem that would fail the join
@@ -579,7 +585,7 @@ play "ready" {
       kubeconfig  = var.kubeconfig
       name        = include.kubelet.node_name
       labels      = local.node_labels_after_join
-      annotations = { (local.version_annotation) = include.payload.version }
+      annotations = local.version_annotations
     }
   }
 }
