@@ -115,6 +115,8 @@ func TestKubeletConfigDeterministic(t *testing.T) {
 	}
 	assert.Equal(t, first, render(first), "a rendered config is a fixed point")
 	assert.Contains(t, first, "apiVersion: kubelet.config.k8s.io/v1beta1\nauthentication:\n", "keys sorted")
+	assert.Contains(t, first, "    clientCAFile: C:\\k\\kubelet-ca.crt\n", "a Windows path stays plain")
+	assert.Contains(t, first, "clusterDNS:\n- 10.96.0.10\n")
 }
 
 func TestParseKubeletDoc(t *testing.T) {
