@@ -307,7 +307,7 @@ func (r *InstanceReconciler) recordNode(ctx context.Context, wi *wsuv1.WindowsIn
 		return false, err
 	}
 	wi.Status.NodeName = name
-	if v := node.Annotations[versionAnnotation]; v != "" {
+	if v := nodeVersion(node); v != "" {
 		wi.Status.AppliedVersion = v
 	}
 	for _, c := range node.Status.Conditions {
@@ -320,9 +320,22 @@ func (r *InstanceReconciler) recordNode(ctx context.Context, wi *wsuv1.WindowsIn
 	return false, nil
 }
 
-// versionAnnotation is the payload version the join playbook writes on the
-// Node (WMCO's annotation).
-const versionAnnotation = "windowsmachineconfig.openshift.io/version"
+// versionAnnotations hold the payload version the join playbook writes on
+// the Node: its default name off OpenShift first, then WMCO's, which join
+// writes on OpenShift (and older wsu everywhere). join removes WMCO's
+// from a kubeadm node when it writes its own, so the first one present is
+// current.
+var versionAnnotations = [...]string{"wsu.dev/version", "windowsmachineconfig.openshift.io/version"}
+
+// nodeVersion is the payload version node was last joined with, or "".
+func nodeVersion(node *corev1.Node) string {
+	for _, a := range versionAnnotations {
+		if v := node.Annotations[a]; v != "" {
+			return v
+		}
+	}
+	return ""
+}
 
 // nodeName is the Node the host registers as: the node_name variable when
 // set, else its host name lower-cased, as the kubelet registers.

@@ -101,7 +101,7 @@ func TestUpgradeOneAtATime(t *testing.T) {
 	node, err := b.env.Cluster.Client.CoreV1().Nodes().Get(ctx, manual.NodeName, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.False(t, node.Spec.Unschedulable, "not cordoned before approval")
-	assert.Equal(t, old, node.Annotations["windowsmachineconfig.openshift.io/version"], "not upgraded before approval")
+	assert.Equal(t, old, node.Annotations["wsu.dev/version"], "not upgraded before approval (kubeadm: wsu's annotation)")
 	require.NoError(t, controller.Approve(ctx, b.client, client.ObjectKey{Namespace: ns, Name: manual.Name}, hash))
 	for _, h := range b.env.Hosts {
 		eventually(t, 5*time.Minute, h.Name+" upgraded", func() (bool, string) {
@@ -118,7 +118,7 @@ func TestUpgradeOneAtATime(t *testing.T) {
 		node, err := b.env.Cluster.Client.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.False(t, node.Spec.Unschedulable, "%s uncordoned", h.NodeName)
-		assert.Equal(t, m.Version, node.Annotations["windowsmachineconfig.openshift.io/version"])
+		assert.Equal(t, m.Version, node.Annotations["wsu.dev/version"])
 		b.waitEvent(t, h.Name, controller.ReasonUpgrading)
 		b.waitEvent(t, h.Name, controller.ReasonUpgraded)
 		wi := b.get(t, h.Name)

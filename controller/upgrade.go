@@ -60,7 +60,7 @@ func (r *InstanceReconciler) upgradeDue(ctx context.Context, wi *wsuv1.WindowsIn
 	case err != nil:
 		return want, false, err
 	}
-	have := node.Annotations[versionAnnotation]
+	have := nodeVersion(node)
 	if have == want {
 		setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionTrue, ReasonAtVersion, fmt.Sprintf("Node %s runs payload %s", node.Name, want))
 		return want, false, nil

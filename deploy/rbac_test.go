@@ -161,8 +161,9 @@ func flavourAccess(o Overlay) []access {
 		deny("get", "", "configmaps", "kube-public", "other", "cluster-info only"),
 		deny("get", "", "secrets", "openshift-machine-config-operator", "node-bootstrapper-token", "OpenShift only"),
 		allow("get", "", "configmaps", "kube-system", "kubeadm-config", "k8s_cluster_network: kubeadm's service network"),
+		allow("get", "", "configmaps", "kube-system", "kubelet-config", "k8s_kubelet_config: kubeadm's kubelet configuration"),
 		allow("get", "", "services", "kube-system", "kube-dns", "k8s_cluster_network: the cluster DNS address"),
-		deny("get", "", "configmaps", "kube-system", "other", "kubeadm-config only"),
+		deny("get", "", "configmaps", "kube-system", "other", "kubeadm-config and kubelet-config only"),
 		deny("list", "", "services", "kube-system", "", "kube-dns only"),
 		deny("get", "", "configmaps", "openshift-config", "user-ca-bundle", "OpenShift only"),
 	}

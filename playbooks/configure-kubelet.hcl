@@ -1,6 +1,8 @@
 # configure-kubelet: C:\k\kubelet.conf and the kubelet service, as WMCO
 # configures them (config file generation; the removed --network-plugin /
 # --cni-* flags are not used: containerd's config holds the CNI paths).
+# On a kubeadm cluster join passes the whole config instead (kubelet_config,
+# from k8s_kubelet_config): the cluster's own, as kubeadm join writes it.
 
 variable "node_name" {
   type        = string
@@ -59,7 +61,19 @@ variable "cloud_config" {
 variable "node_labels" {
   type        = list(string)
   default     = ["node.openshift.io/os_id=Windows"]
-  description = "--node-labels the kubelet registers with."
+  description = "--node-labels the kubelet registers with (WMCO's OpenShift label by default; join passes [] on kubeadm clusters); [] leaves the flag out."
+}
+
+variable "node_taints" {
+  type        = list(object({ key = string, value = string, effect = string }))
+  default     = [{ key = "os", value = "Windows", effect = "NoSchedule" }]
+  description = "Taints the kubelet registers the Node with: registerWithTaints in the template's config, or --register-with-taints beside kubelet_config (as kubeadm passes nodeRegistration.taints). WMCO's os=Windows:NoSchedule by default; [] registers none."
+}
+
+variable "kubelet_config" {
+  type        = string
+  default     = null
+  description = "The whole kubelet configuration (YAML or JSON), written to C:\\k\\kubelet.conf as given; join passes k8s_kubelet_config's on kubeadm clusters. null: WMCO's template (templates/kubelet.conf.tftpl) with cluster_dns, cluster_domain, max_pods and node_taints."
 }
 
 variable "log_runner_flags" {
@@ -77,6 +91,15 @@ variable "service_recovery" {
 locals {
   node_name = coalesce(var.node_name, lower(host.facts.hostname))
   node_ip   = coalesce(var.node_ip, host.facts.ipv4)
+  # A taint value YAML would read as another type (true, 1, "") is quoted
+  # in the template; plain words stay bare, as WMCO writes them.
+  template_taints = [for t in var.node_taints : {
+    key    = t.key
+    effect = t.effect
+    value  = can(regex("^[A-Za-z][A-Za-z0-9_.-]*$", t.value)) && !contains(["true", "false", "yes", "no", "on", "off", "y", "n", "null"], lower(t.value)) ? t.value : jsonencode(t.value)
+  }]
+  # kubeadm's --register-with-taints form: key=value:effect, key:effect.
+  taint_flag = join(",", [for t in var.node_taints : t.value == "" ? "${t.key}:${t.effect}" : "${t.key}=${t.value}:${t.effect}"])
   # kube-log-runner's own flags come before the binary it runs (extra
   # kubelet args would land after kubelet.exe).
   kubelet_args = concat(
@@ -89,7 +112,9 @@ locals {
       "--kubeconfig=C:\\k\\kubeconfig",
       "--cert-dir=c:\\var\\lib\\kubelet\\pki\\",
       "--windows-service",
-      "--node-labels=${join(",", var.node_labels)}",
+    ],
+    length(var.node_labels) > 0 ? ["--node-labels=${join(",", var.node_labels)}"] : [],
+    [
       "--windows-priorityclass=ABOVE_NORMAL_PRIORITY_CLASS",
       "--v=${var.kubelet_verbosity}",
       "--hostname-override=${local.node_name}",
@@ -97,6 +122,7 @@ locals {
     ],
     var.cloud_provider != null ? ["--cloud-provider=${var.cloud_provider}"] : [],
     var.cloud_config != null ? ["--cloud-config=${var.cloud_config}"] : [],
+    var.kubelet_config != null && length(var.node_taints) > 0 ? ["--register-with-taints=${local.taint_flag}"] : [],
     var.extra_kubelet_args,
   )
 }
@@ -107,10 +133,11 @@ play "configure-kubelet" {
   task "kubelet config" {
     win_file {
       path = "C:\\k\\kubelet.conf"
-      content = templatefile("templates/kubelet.conf.tftpl", {
+      content = var.kubelet_config != null ? var.kubelet_config : templatefile("templates/kubelet.conf.tftpl", {
         cluster_dns    = var.cluster_dns
         cluster_domain = var.cluster_domain
         max_pods       = var.max_pods
+        node_taints    = local.template_taints
       })
     }
     notify = ["restart kubelet"]

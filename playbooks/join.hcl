@@ -242,6 +242,18 @@ variable "ready_timeout" {
   description = "Seconds to wait for the Node to become Ready after the network is configured."
 }
 
+variable "node_labels" {
+  type        = list(string)
+  default     = null
+  description = "Labels the kubelet registers the Node with (--node-labels; the kubelet may not set node-role labels). null: on OpenShift WMCO's node.openshift.io/os_id=Windows, elsewhere none (workloads select kubernetes.io/os=windows, which the kubelet sets itself)."
+}
+
+variable "node_taints" {
+  type        = list(object({ key = string, value = string, effect = string }))
+  default     = null
+  description = "Taints the kubelet registers the Node with, as [{ key, value, effect }]. null: on OpenShift WMCO's os=Windows:NoSchedule, elsewhere none (as Cluster API's Windows flavours); [] none."
+}
+
 variable "node_labels_after_join" {
   type        = map(string)
   default     = null
@@ -274,8 +286,8 @@ variable "firewall_ports" {
 
 variable "version_annotation" {
   type        = string
-  default     = "windowsmachineconfig.openshift.io/version"
-  description = "Node annotation holding the payload version the node was configured with."
+  default     = null
+  description = "Node annotation holding the payload version the node was configured with. null: windowsmachineconfig.openshift.io/version on OpenShift (WMCO's), wsu.dev/version elsewhere; upgrade-node and remove take the same default."
 }
 
 variable "min_windows_build" {
@@ -347,6 +359,18 @@ locals {
   node_labels_after_join = var.node_labels_after_join != null ? var.node_labels_after_join : merge(
     { "node-role.kubernetes.io/worker" = "" },
     var.cluster_flavour == "openshift" ? { "windowsmachineconfig.openshift.io/byoh" = "true" } : {},
+  )
+  # WMCO's registration label, taint and annotation name are OpenShift's;
+  # a vanilla cluster gets none of them unless asked.
+  openshift          = var.cluster_flavour == "openshift"
+  node_labels        = var.node_labels != null ? var.node_labels : (local.openshift ? ["node.openshift.io/os_id=Windows"] : [])
+  node_taints        = var.node_taints != null ? var.node_taints : (local.openshift ? [{ key = "os", value = "Windows", effect = "NoSchedule" }] : [])
+  version_annotation = var.version_annotation != null ? var.version_annotation : (local.openshift ? "windowsmachineconfig.openshift.io/version" : "wsu.dev/version")
+  # Off OpenShift, WMCO's annotation (which older wsu wrote everywhere) is
+  # removed once wsu's own holds the version.
+  version_annotations = merge(
+    !local.openshift && local.version_annotation != "windowsmachineconfig.openshift.io/version" ? { "windowsmachineconfig.openshift.io/version" = null } : {},
+    { (local.version_annotation) = include.payload.version },
   )
 }
 
@@ -492,6 +516,23 @@ play "cloud node name" {
   }
 }
 
+# kubeadm: the kubelet runs with the cluster's own configuration
+# (kube-system/kubelet-config, as kubeadm join writes it, adapted to
+# Windows); OpenShift's comes from WMCO's template. A kubeadm cluster
+# without kubeadm's ConfigMaps fails here, and in the plan.
+play "kubelet configuration" {
+  hosts = "windows"
+
+  task "cluster kubelet config" {
+    when = var.cluster_flavour == "kubeadm"
+    k8s_kubelet_config {
+      kubeconfig  = var.kubeconfig
+      node_name   = coalesce(local.node_name, lower(host.facts.hostname))
+      cluster_dns = var.cluster_dns
+    }
+  }
+}
+
 include "payload" {
   source = "./copy-payload.hcl"
   vars = {
@@ -517,6 +558,9 @@ include "kubelet" {
     node_name          = local.node_name
     node_ip            = var.node_ip
     cluster_dns        = include.runtime.cluster_dns
+    kubelet_config     = try(task["cluster kubelet config"].config, null)
+    node_labels        = local.node_labels
+    node_taints        = local.node_taints
     kubelet_verbosity  = coalesce(include.ignition.kubelet_verbosity, var.kubelet_verbosity)
     extra_kubelet_args = var.extra_kubelet_args
     log_runner_flags   = local.log_runner_flags
@@ -627,7 +671,7 @@ play "ready" {
       kubeconfig  = var.kubeconfig
       name        = include.kubelet.node_name
       labels      = local.node_labels_after_join
-      annotations = { (var.version_annotation) = include.payload.version, "wsu.dev/network" = local.network }
+      annotations = merge(local.version_annotations, { "wsu.dev/network" = local.network })
     }
   }
 }

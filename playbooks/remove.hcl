@@ -50,8 +50,8 @@ variable "drain_timeout" {
 
 variable "version_annotation" {
   type        = string
-  default     = "windowsmachineconfig.openshift.io/version"
-  description = "Node annotation join set with the payload version; removed before the Node is deleted."
+  default     = null
+  description = "Node annotation join set with the payload version; removed before the Node is deleted. null: as join, by cluster_flavour (windowsmachineconfig.openshift.io/version on OpenShift, wsu.dev/version elsewhere)."
 }
 
 variable "cluster_flavour" {
@@ -91,6 +91,7 @@ variable "remove_containerd" {
 }
 
 locals {
+  version_annotation = var.version_annotation != null ? var.version_annotation : (var.cluster_flavour == "openshift" ? "windowsmachineconfig.openshift.io/version" : "wsu.dev/version")
   # Stop order from the reference: cloud-node-manager (Azure), exporter,
   # kube-proxy, hybrid-overlay, kubelet, then the runtime.
   services = concat(["cloud-node-manager", "windows_exporter", "kube-proxy", "hybrid-overlay-node", "csi-proxy", "kubelet"], var.remove_containerd ? ["containerd"] : [])
@@ -251,7 +252,7 @@ play "node" {
     k8s_node {
       kubeconfig  = var.kubeconfig
       name        = local.node
-      annotations = { (var.version_annotation) = null }
+      annotations = { (local.version_annotation) = null }
     }
   }
 

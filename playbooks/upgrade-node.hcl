@@ -52,8 +52,14 @@ variable "payload_dir" {
 
 variable "version_annotation" {
   type        = string
-  default     = "windowsmachineconfig.openshift.io/version"
-  description = "Node annotation holding the payload version the node was configured with (join's): a node already at the payload's version is not cordoned or drained."
+  default     = null
+  description = "Node annotation holding the payload version the node was configured with (join's): a node already at the payload's version is not cordoned or drained. null: as join, by cluster_flavour (windowsmachineconfig.openshift.io/version on OpenShift, wsu.dev/version elsewhere)."
+}
+
+variable "cluster_flavour" {
+  type        = string
+  default     = "openshift"
+  description = "openshift or kubeadm (join's): which version annotation join wrote, when version_annotation is null."
 }
 
 variable "network" {
@@ -63,13 +69,14 @@ variable "network" {
 }
 
 locals {
+  version_annotation = var.version_annotation != null ? var.version_annotation : (var.cluster_flavour == "openshift" ? "windowsmachineconfig.openshift.io/version" : "wsu.dev/version")
   node = var.node_name != null ? var.node_name : (
     var.platform == "VSphere" ? lower(host.facts.fqdn) : coalesce(try(task["instance metadata name"].node_name, null), lower(host.facts.hostname))
   )
   version = jsondecode(file("${var.payload_dir}/manifest.json")).version
   # Only a node whose version annotation differs from the payload's is
   # taken out of service; join below still converges every node.
-  outdated = try(task["current version"].annotations[var.version_annotation], null) != local.version
+  outdated = try(task["current version"].annotations[local.version_annotation], null) != local.version
 }
 
 play "cordon" {

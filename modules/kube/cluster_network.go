@@ -118,10 +118,13 @@ func openshiftServiceNetwork(ctx context.Context, cl *kube.Client, s *serviceNet
 	return false, nil
 }
 
-// kubeadmConfig is the part of kubeadm's ClusterConfiguration read here.
+// kubeadmConfig is the part of kubeadm's ClusterConfiguration wsu reads
+// (here and in k8s_kubelet_config).
 type kubeadmConfig struct {
 	Networking struct {
 		ServiceSubnet string `json:"serviceSubnet"`
+		PodSubnet     string `json:"podSubnet"`
+		DNSDomain     string `json:"dnsDomain"`
 	} `json:"networking"`
 }
 

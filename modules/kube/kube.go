@@ -43,6 +43,7 @@ func Modules(cache *kube.Cache) []modules.Module {
 		WindowsNetwork{c},
 		NodePodsWait{c},
 		ClusterNetwork{c},
+		KubeletConfig{c},
 		ImageMirrors{c},
 		TrustedCA{c},
 		Ignition{c},

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,6 +16,7 @@ import (
 	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/modules"
 	"github.com/wsu-project/wsu/modules/generic"
+	"github.com/wsu-project/wsu/test/kubetest"
 )
 
 // playbookSrc exercises the modules through the engine: HCL typing of the
@@ -123,4 +125,82 @@ func TestPlaybook(t *testing.T) {
 	res = run(engine.ModePlan)
 	require.False(t, res.Failed(), "plan: %s", res.Diagnostics)
 	assert.Equal(t, 0, res.Changes, "a second run has nothing to do")
+}
+
+// kubeletConfigSrc reads a kubeadm cluster's kubelet configuration and uses
+// it in a later task, as join does.
+const kubeletConfigSrc = `
+variable "kubeconfig" {
+  type = string
+}
+
+play "kubelet" {
+  hosts = "windows"
+
+  task "kubelet config" {
+    k8s_kubelet_config {
+      kubeconfig = var.kubeconfig
+      node_name  = lower(host.name)
+    }
+  }
+
+  task "windows fields" {
+    assert {
+      that = [
+        strcontains(task["kubelet config"].config, "cgroupsPerQOS: false\n"),
+        task["kubelet config"].cluster_domain == "example.internal",
+      ]
+    }
+  }
+}
+`
+
+// TestKubeletConfigPlaybook: a kubeadm cluster without its kubelet-config
+// fails the plan at the task's block; with it, plan and apply read the same
+// configuration and change nothing.
+func TestKubeletConfigPlaybook(t *testing.T) {
+	c := kubetest.Start(t) // kubeadm's ConfigMaps stay out of the shared cluster
+	reg := modules.NewRegistry(append(generic.Modules(), Modules(testClusters.Cache)...)...)
+	loader := playbook.NewLoader(reg, nil)
+	pb, diags := loader.LoadSource("play.hcl", []byte(kubeletConfigSrc))
+	require.False(t, diags.HasErrors(), "load: %s", diags)
+	inv, diags := inventory.ParseINI("inventory.ini", []byte("[windows]\nWIN-KC\n"))
+	require.False(t, diags.HasErrors(), "inventory: %s", diags)
+	var mu sync.Mutex
+	var failed []engine.DiagnosticView
+	run := func(mode engine.Mode) *engine.Result {
+		return engine.Run(ctx, engine.Request{
+			Hooks: engine.HooksFunc(func(e engine.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				if e.Type == engine.EventTaskResult && e.Status == engine.StatusFailed {
+					failed = append(failed, e.Diagnostics...)
+				}
+			}),
+			Playbook:  pb,
+			Inventory: inv,
+			Inputs:    engine.Inputs{Vars: []string{"kubeconfig=" + c.Kubeconfig}},
+			Mode:      mode,
+			Registry:  reg,
+			Connector: engine.ConnectorFunc(func(context.Context, engine.Target) (host.Host, error) {
+				return nil, errors.New("cluster modules must not connect to the host")
+			}),
+			Sources: loader.Sources(),
+		})
+	}
+
+	res := run(engine.ModePlan)
+	require.True(t, res.Failed(), "the plan finds the ConfigMap missing")
+	require.Len(t, failed, 1, "the task fails, saying why")
+	assert.Equal(t, "Missing kube-system/kubelet-config", failed[0].Summary)
+	require.NotNil(t, failed[0].Range)
+	assert.Equal(t, engine.RangeView{Filename: "play.hcl", Line: 11, Column: 20}, *failed[0].Range,
+		"in the task: its kubeconfig value, the cluster that lacks it")
+
+	putKubeadmConfigMaps(t, c, kubeadmKubelet, kubeadmClusterConfig)
+	for _, mode := range []engine.Mode{engine.ModePlan, engine.ModeApply, engine.ModePlan} {
+		res = run(mode)
+		require.False(t, res.Failed(), "%v: %s", mode, res.Diagnostics)
+		assert.Equal(t, 0, res.Changes, "%v: a read changes nothing", mode)
+	}
 }

@@ -163,6 +163,13 @@ func TestRBAC(t *testing.T) {
 		require.Empty(t, p.Diagnostics)
 		require.NotNil(t, p.Change, "no pod on the node: a wait")
 	})
+	t.Run("k8s_kubelet_config", func(t *testing.T) {
+		// The shared cluster has no kubeadm ConfigMaps: allowed to look,
+		// the module finds it missing rather than forbidden.
+		m := KubeletConfig{testClusters}
+		cfg := as(t, m, map[string]cty.Value{"node_name": cty.StringVal(node)})
+		requireDiag(t, plan(t, m, cfg).Diagnostics, cfg, "Missing kube-system/kubelet-config", "kubeconfig")
+	})
 	t.Run("k8s_image_mirrors", func(t *testing.T) {
 		converge(t, ImageMirrors{testClusters}, as(t, ImageMirrors{testClusters}, map[string]cty.Value{}))
 	})
@@ -237,6 +244,7 @@ func TestRBAC(t *testing.T) {
 		{verb: "get", resource: "configmaps", ns: "openshift-config", name: "user-ca-bundle"},
 		{verb: "get", group: "networking.k8s.io", resource: "servicecidrs", name: "kubernetes"},
 		{verb: "get", resource: "configmaps", ns: "kube-system", name: "kubeadm-config"},
+		{verb: "get", resource: "configmaps", ns: "kube-system", name: "kubelet-config"},
 		{verb: "get", resource: "services", ns: "kube-system", name: "kube-dns"},
 		{verb: "create", resource: "services", ns: "kube-system"},
 		{verb: "update", resource: "services", ns: "kube-system", name: "windows-exporter"},

@@ -10,6 +10,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -108,7 +109,7 @@ func demo(wsu string, hosts int, keep bool, network string) (err error) {
 				ready = string(c.Status)
 			}
 		}
-		fmt.Printf("   %-10s %-7s %-16s %s\n", n.Name, ready, n.Status.NodeInfo.KubeletVersion, n.Annotations["windowsmachineconfig.openshift.io/version"])
+		fmt.Printf("   %-10s %-7s %-16s %s\n", n.Name, ready, n.Status.NodeInfo.KubeletVersion, cmp.Or(n.Annotations["wsu.dev/version"], n.Annotations["windowsmachineconfig.openshift.io/version"]))
 	}
 
 	say("%s --detailed-exitcode   (again: nothing should change)", cmdline("plan", "join"))

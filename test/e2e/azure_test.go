@@ -45,7 +45,7 @@ func TestAzureCloudNodeManager(t *testing.T) {
 	node, err := admin.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.False(t, slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == uninitialized }), "taint removed: %v", node.Spec.Taints)
-	assert.Contains(t, node.Spec.Taints, corev1.Taint{Key: "os", Value: "Windows", Effect: corev1.TaintEffectNoSchedule}, "the other taints stay")
+	assert.NotContains(t, node.Spec.Taints, corev1.Taint{Key: "os", Value: "Windows", Effect: corev1.TaintEffectNoSchedule}, "kubeadm: no OpenShift taint")
 	assert.True(t, slices.ContainsFunc(node.ManagedFields, func(f metav1.ManagedFieldsEntry) bool {
 		return strings.Contains(f.Manager, "cloud-node-manager") && f.Operation == metav1.ManagedFieldsOperationUpdate
 	}), "the update came from azure-cloud-node-manager.exe: %v", node.ManagedFields)

@@ -111,7 +111,7 @@ func wantServices(h *harness.Host, apiServer string) map[string]host.ServiceConf
 		"kubelet": {BinaryPath: `C:\k\kube-log-runner.exe`, Dependencies: []string{"containerd"},
 			Args: []string{`-log-file=C:\var\log\kubelet\kubelet.log`, `C:\k\kubelet.exe`, `--config=C:\k\kubelet.conf`,
 				`--bootstrap-kubeconfig=C:\k\bootstrap-kubeconfig`, `--kubeconfig=C:\k\kubeconfig`, `--cert-dir=c:\var\lib\kubelet\pki\`,
-				"--windows-service", "--node-labels=node.openshift.io/os_id=Windows", "--windows-priorityclass=ABOVE_NORMAL_PRIORITY_CLASS",
+				"--windows-service", "--windows-priorityclass=ABOVE_NORMAL_PRIORITY_CLASS", // kubeadm: no OpenShift label
 				"--v=2", "--hostname-override=" + h.NodeName, "--node-ip=" + h.IPv4}},
 		"hybrid-overlay-node": {BinaryPath: `C:\k\hybrid-overlay-node.exe`, Dependencies: []string{"kubelet"},
 			Args: []string{"--node", h.NodeName, `--bootstrap-kubeconfig=C:\k\kubeconfig`, `--cert-dir=C:\k\cni\config`, "--cert-duration=24h",
@@ -168,9 +168,12 @@ func checkJoined(t *testing.T, env *harness.Env, h *harness.Host) {
 		// k8s_cluster_network (the test cluster has no DNS Service: .10).
 		conf, err := s.ReadFile(ctx, `C:\k\kubelet.conf`, 1<<20)
 		require.NoError(t, err)
-		assert.Contains(t, string(conf), "clusterDNS:\n  - "+clusterDNS(t, env)+"\n", "kubelet clusterDNS from the cluster")
-		assert.Contains(t, string(conf), "enableSystemLogQuery: true\n", "node log query (oc adm node-logs), as WMCO")
-		assert.Contains(t, string(conf), "  NodeLogQuery: true\n", "the feature gate log query needs")
+		// kubeadm: the cluster's kube-system/kubelet-config made fit for
+		// Windows (k8s_kubelet_config), not WMCO's template.
+		assert.Contains(t, string(conf), "clusterDNS:\n- "+clusterDNS(t, env)+"\n", "kubelet clusterDNS from the cluster")
+		assert.Contains(t, string(conf), "cgroupsPerQOS: false\n", "Windows has no cgroups")
+		assert.Contains(t, string(conf), "clientCAFile: C:\\k\\kubelet-ca.crt\n", "wsu's kubelet CA")
+		assert.NotContains(t, string(conf), "registerWithTaints", "no OpenShift taint on kubeadm")
 		ctrd, err := s.ReadFile(ctx, `C:\k\containerd\containerd_conf.toml`, 1<<20)
 		require.NoError(t, err)
 		assert.Contains(t, string(ctrd), `image_pull_progress_timeout = "30m0s"`, "WMCO's pull progress timeout")
@@ -205,11 +208,13 @@ func checkJoined(t *testing.T, env *harness.Env, h *harness.Host) {
 		ready = ready || (c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue)
 	}
 	assert.True(t, ready, "Node Ready")
-	assert.Equal(t, "Windows", node.Labels["node.openshift.io/os_id"])
+	assert.NotContains(t, node.Labels, "node.openshift.io/os_id", "OpenShift's label: not on a kubeadm cluster")
+	assert.NotContains(t, node.Spec.Taints, corev1.Taint{Key: "os", Value: "Windows", Effect: corev1.TaintEffectNoSchedule}, "no OpenShift taint on a kubeadm cluster")
 	role, ok := node.Labels["node-role.kubernetes.io/worker"]
 	assert.True(t, ok && role == "", "worker role label set through the API, as WMCO does")
 	assert.NotContains(t, node.Labels, "windowsmachineconfig.openshift.io/byoh", "the BYOH label is OpenShift's: not on a kubeadm cluster")
-	assert.Equal(t, env.Manifest.Version, node.Annotations["windowsmachineconfig.openshift.io/version"], "version annotation")
+	assert.Equal(t, env.Manifest.Version, node.Annotations["wsu.dev/version"], "version annotation (kubeadm: wsu's name)")
+	assert.NotContains(t, node.Annotations, "windowsmachineconfig.openshift.io/version", "OpenShift's annotation: not on a kubeadm cluster")
 
 	// Both of the node's CSRs were approved, by wsu, after passing its rules.
 	csrs, err := env.Cluster.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
@@ -513,7 +518,7 @@ func TestUpgradeOneHostAtATime(t *testing.T) {
 	for _, h := range env.Hosts {
 		node, err := env.Cluster.Client.CoreV1().Nodes().Get(context.Background(), h.NodeName, metav1.GetOptions{})
 		require.NoError(t, err)
-		assert.Equal(t, m.Version, node.Annotations["windowsmachineconfig.openshift.io/version"])
+		assert.Equal(t, m.Version, node.Annotations["wsu.dev/version"])
 		assert.False(t, node.Spec.Unschedulable)
 		checkJoined(t, env, h)
 	}
