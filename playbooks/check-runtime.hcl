@@ -14,7 +14,7 @@ variable "cluster_flavour" {
 variable "network" {
   type        = string
   default     = "ovn-hybrid"
-  description = "The node's network (join's network): ovn-hybrid, hostprocess or none. The cluster must run what the first two need (k8s_cluster_check on OpenShift, k8s_windows_network); none checks nothing."
+  description = "The node's network (join's network, which checks the cluster runs it): ovn-hybrid, hostprocess or none."
   validation {
     condition     = contains(["ovn-hybrid", "hostprocess", "none"], var.network)
     error_message = "network must be \"ovn-hybrid\", \"hostprocess\" or \"none\"."
@@ -31,18 +31,6 @@ variable "cni_conf_dir" {
   type        = string
   default     = "C:\\k\\cni\\config"
   description = "containerd's CNI conf_dir."
-}
-
-variable "cni_daemonset" {
-  type        = string
-  default     = null
-  description = "network hostprocess: NAMESPACE/NAME of the Windows CNI DaemonSet; null: found."
-}
-
-variable "kube_proxy_daemonset" {
-  type        = string
-  default     = null
-  description = "network hostprocess: NAMESPACE/NAME of the Windows kube-proxy DaemonSet; null: found."
 }
 
 variable "kubeconfig" {
@@ -128,19 +116,6 @@ play "check-runtime" {
     when = var.cluster_flavour == "openshift"
     k8s_cluster_check {
       kubeconfig = var.kubeconfig
-    }
-  }
-
-  # Elsewhere the network is the cluster's choice: its CNI and kube-proxy
-  # as HostProcess DaemonSets (hostprocess), or OVN-Kubernetes with the
-  # hybrid overlay (ovn-hybrid). Missing, the plan fails here, host untouched.
-  task "windows network" {
-    when = var.network == "hostprocess" || var.network == "ovn-hybrid" && var.cluster_flavour != "openshift"
-    k8s_windows_network {
-      kubeconfig           = var.kubeconfig
-      network              = var.network
-      cni_daemonset        = var.cni_daemonset
-      kube_proxy_daemonset = var.kube_proxy_daemonset
     }
   }
 
@@ -314,14 +289,4 @@ output "service_cidr" {
 output "cluster_dns" {
   description = "The cluster DNS address(es): var.cluster_dns, else the cluster's."
   value       = var.cluster_dns != null ? var.cluster_dns : try(task["service network"].cluster_dns, null)
-}
-
-output "cni_daemonset" {
-  description = "network hostprocess: the Windows CNI DaemonSet (NAMESPACE/NAME) the cluster runs, else null."
-  value       = try(task["windows network"].cni_daemonset, null)
-}
-
-output "kube_proxy_daemonset" {
-  description = "network hostprocess: the Windows kube-proxy DaemonSet (NAMESPACE/NAME) the cluster runs, else null."
-  value       = try(task["windows network"].kube_proxy_daemonset, null)
 }

@@ -391,6 +391,25 @@ include "preflight" {
   }
 }
 
+# The cluster runs what the node's network relies on: the Windows CNI
+# and kube-proxy DaemonSets (hostprocess), or OVN-Kubernetes with the
+# hybrid overlay (ovn-hybrid on a vanilla cluster; OpenShift's operator
+# config is read by check-runtime). Checked before any play changes the
+# host.
+play "network check" {
+  hosts = "windows"
+
+  task "windows network" {
+    when = local.network == "hostprocess" || local.network == "ovn-hybrid" && var.cluster_flavour != "openshift"
+    k8s_windows_network {
+      kubeconfig           = var.kubeconfig
+      network              = local.network
+      cni_daemonset        = var.cni_daemonset
+      kube_proxy_daemonset = var.kube_proxy_daemonset
+    }
+  }
+}
+
 # Stale CNI state (host-local IPAM leases of pods that are gone) makes new
 # pods fail to get addresses; WMCO removes C:\var\lib\cni before each
 # configuration. wsu does so on the first configuration only (no kubelet
@@ -477,21 +496,19 @@ play "firewall" {
 include "runtime" {
   source = "./check-runtime.hcl"
   vars = {
-    cluster_flavour      = var.cluster_flavour
-    network              = local.network
-    cni_bin_dir          = local.cni_bin_dir
-    cni_conf_dir         = local.cni_conf_dir
-    cni_daemonset        = var.cni_daemonset
-    kube_proxy_daemonset = var.kube_proxy_daemonset
-    kubeconfig           = var.kubeconfig
-    manage_containerd    = var.manage_containerd
-    payload_dir          = var.payload_dir
-    service_recovery     = var.service_recovery
-    service_cidr         = var.service_cidr
-    cluster_dns          = var.cluster_dns
-    pause_image          = var.pause_image
-    registry_mirrors     = var.registry_mirrors
-    trusted_ca_bundle    = var.trusted_ca_bundle
+    cluster_flavour   = var.cluster_flavour
+    network           = local.network
+    cni_bin_dir       = local.cni_bin_dir
+    cni_conf_dir      = local.cni_conf_dir
+    kubeconfig        = var.kubeconfig
+    manage_containerd = var.manage_containerd
+    payload_dir       = var.payload_dir
+    service_recovery  = var.service_recovery
+    service_cidr      = var.service_cidr
+    cluster_dns       = var.cluster_dns
+    pause_image       = var.pause_image
+    registry_mirrors  = var.registry_mirrors
+    trusted_ca_bundle = var.trusted_ca_bundle
 
     defender_excluded_processes = var.defender_excluded_processes
     defender_excluded_paths     = var.defender_excluded_paths
@@ -661,7 +678,7 @@ play "ready" {
     k8s_node_pods_wait {
       kubeconfig = var.kubeconfig
       node_name  = include.kubelet.node_name
-      daemonsets = [include.runtime.cni_daemonset, include.runtime.kube_proxy_daemonset]
+      daemonsets = [task["windows network"].cni_daemonset, task["windows network"].kube_proxy_daemonset]
       timeout    = var.network_timeout
     }
   }
