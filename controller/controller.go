@@ -75,9 +75,20 @@ type Options struct {
 	// own vars come after them.
 	Vars     []string
 	VarFiles []string
-	// HostVars are inventory variables for every instance's host; an
-	// instance's spec.hostVars override them.
+	// HostVars are inventory variables for every instance's host (the
+	// admin's, trusted: the agent, its path, ssh arguments); an instance's
+	// spec.hostVars override the few it may set (port, user, timeouts).
+	// Neither may set what the controller decides (hostvars.go): the
+	// connection, the key, the known_hosts file, the host key.
 	HostVars map[string]string
+	// AddressHostVars are an admin's inventory variables for the host at
+	// one spec.address, by address (a host_vars entry), after HostVars and
+	// as trusted.
+	AddressHostVars map[string]map[string]string
+	// AllowedJumpHosts are the jump hosts an instance's spec.hostVars may
+	// name in proxy_jump, exactly as written there ([user@]host[:port]);
+	// none by default.
+	AllowedJumpHosts []string
 	// Kubeconfig is the cluster the playbooks' cluster tasks act on: ""
 	// means the controller's own (in-cluster, or KUBECONFIG).
 	Kubeconfig string
@@ -152,7 +163,7 @@ func (o *Options) check() error {
 	if _, err := scaledMaxUnavailable(o.MaxUnavailable, 100); err != nil {
 		return fmt.Errorf("controller: max unavailable: %w", err)
 	}
-	return nil
+	return o.checkAdminHostVars()
 }
 
 // ParseMaxUnavailable reads a --max-unavailable value: a number ("2") or a

@@ -119,6 +119,9 @@ type running struct {
 func (b *bed) startController(t *testing.T, opts controller.Options, m controller.ManagerOptions, tweak func(*ctrl.Options)) *running {
 	t.Helper()
 	opts.Namespace = ns
+	if opts.AddressHostVars == nil {
+		opts.AddressHostVars = simHostVars(t, b.env)
+	}
 	opts.VarFiles = []string{b.env.VarFile}
 	opts.StateDir = t.TempDir()
 	runs := &recordingRunner{inner: controller.InProcess{Agents: agentbin.New(agentbin.Options{Dir: filepath.Dir(b.env.Agent)})}}
@@ -204,19 +207,29 @@ func (r *recordingRunner) record() (started int, ended []runRecord) {
 	return r.started, slices.Clone(r.ended)
 }
 
-func (b *bed) hostVars(t *testing.T, h *harness.Host) map[string]string {
+// simHostVars are how the controller reaches each simulated host (through
+// the one sshd) and runs its simulation (the agent's path and arguments),
+// by address: the admin's trusted per-address variables
+// (Options.AddressHostVars), since an instance may set none of them.
+func simHostVars(t *testing.T, env *harness.Env) map[string]map[string]string {
 	t.Helper()
-	vars, err := b.env.InstanceHostVars(h)
-	require.NoError(t, err)
-	return vars
+	out := map[string]map[string]string{}
+	for _, h := range env.Hosts {
+		vars, err := env.InstanceHostVars(h)
+		require.NoError(t, err)
+		out[h.Name] = vars
+	}
+	return out
 }
 
-func (b *bed) instance(t *testing.T, h *harness.Host, approval wsuv1.Approval) *wsuv1.WindowsInstance {
+// instance is h's WindowsInstance: its address and user; the controller
+// knows how to reach it (simHostVars).
+func (b *bed) instance(_ *testing.T, h *harness.Host, approval wsuv1.Approval) *wsuv1.WindowsInstance {
 	return &wsuv1.WindowsInstance{
 		ObjectMeta: metav1.ObjectMeta{Name: h.Name, Namespace: ns},
 		Spec: wsuv1.WindowsInstanceSpec{
 			Address: h.Name, Username: b.env.SSHUser, Approval: approval,
-			HostVars: b.hostVars(t, h),
+			HostVars: map[string]string{},
 		},
 	}
 }
@@ -299,8 +312,8 @@ func TestManualApprovalJoinThenRemove(t *testing.T) {
 
 	gone := &wsuv1.WindowsInstance{
 		ObjectMeta: metav1.ObjectMeta{Name: "win-gone", Namespace: ns},
-		Spec: wsuv1.WindowsInstanceSpec{Address: "win-gone", Username: b.env.SSHUser,
-			HostVars: map[string]string{"ansible_host": "127.0.0.1", "ansible_port": fmt.Sprint(closedPort(t)), "connect_retry_window": "0s"}},
+		Spec: wsuv1.WindowsInstanceSpec{Address: "127.0.0.1", Username: b.env.SSHUser,
+			HostVars: map[string]string{"ansible_port": fmt.Sprint(closedPort(t)), "connect_retry_window": "0s"}},
 	}
 	require.NoError(t, b.client.Create(ctx, gone))
 	require.NoError(t, b.client.Create(ctx, b.instance(t, h, wsuv1.ApprovalManual)))

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zclconf/go-cty/cty"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,7 +25,6 @@ import (
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/inventory"
-	"github.com/wsu-project/wsu/inventory/kubeinv"
 )
 
 // InstanceReconciler keeps one WindowsInstance's host joined: plan, approve,
@@ -110,6 +108,10 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	orig := wi.DeepCopy()
+	if err := r.checkHostVars(wi); err != nil {
+		return r.refuse(ctx, orig, wi, err)
+	}
+	meta.RemoveStatusCondition(&wi.Status.Conditions, wsuv1.ConditionValid)
 	want, due, err := r.upgradeDue(ctx, wi)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -364,6 +366,9 @@ func (r *InstanceReconciler) deconfigure(ctx context.Context, wi *wsuv1.WindowsI
 		}
 		return ctrl.Result{}, r.release(ctx, wi)
 	}
+	if err := r.checkHostVars(wi); err != nil {
+		return r.refuse(ctx, orig, wi, err)
+	}
 	if wait := r.backoffLeft(wi); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
@@ -485,6 +490,29 @@ func (r *InstanceReconciler) failed(ctx context.Context, orig, wi *wsuv1.Windows
 	return r.done(ctx, orig, wi, phase, wait)
 }
 
+// refuse records a spec the controller will not act on (Valid=False, an
+// event) and runs nothing: a new generation of the spec is looked at
+// again (deleting a refused instance needs the fix too, or the forget
+// annotation).
+func (r *InstanceReconciler) refuse(ctx context.Context, orig, wi *wsuv1.WindowsInstance, err error) (ctrl.Result, error) {
+	reason := ReasonInvalidInput
+	var hv *HostVarsRefused
+	if errors.As(err, &hv) {
+		reason = ReasonHostVarRefused
+	}
+	msg := truncate(err.Error(), 1000)
+	was := meta.FindStatusCondition(orig.Status.Conditions, wsuv1.ConditionValid)
+	setCondition(wi, wsuv1.ConditionValid, metav1.ConditionFalse, reason, msg)
+	if was == nil || was.Status != metav1.ConditionFalse || was.Message != msg || was.ObservedGeneration != wi.Generation {
+		r.event(wi, corev1.EventTypeWarning, reason, "%s; nothing runs until the spec is fixed", msg)
+	}
+	phase := wsuv1.PhaseFailed
+	if !wi.DeletionTimestamp.IsZero() {
+		phase = wsuv1.PhaseRemoving
+	}
+	return r.done(ctx, orig, wi, phase, 0)
+}
+
 // backoff is base·2^(failures-1), at most max.
 func backoff(base, max time.Duration, failures int32) time.Duration {
 	d := base
@@ -588,11 +616,17 @@ func (r *InstanceReconciler) runRequest(ctx context.Context, wi *wsuv1.WindowsIn
 }
 
 // inventory is the instance's host in group windows, as a BYOH ConfigMap
-// entry gives it, with the controller's and the instance's host variables
-// and the private key (sensitive). The host's SSH key is trusted on first
-// use and pinned in status from then on, as WMCO's ssh-host-key annotation:
-// a changed key is refused until the admin clears status.identity.hostKey.
+// entry gives it, with the admin's and the instance's host variables and
+// the controller's own applied last (hostvars.go): the private key
+// (sensitive), the known_hosts file, and the host's SSH key, trusted on
+// first use and pinned in status from then on, as WMCO's ssh-host-key
+// annotation: a changed key is refused until the admin clears
+// status.identity.hostKey. An instance setting a variable it may not is
+// refused (HostVarsRefused) before anything else is read.
 func (r *InstanceReconciler) inventory(ctx context.Context, wi *wsuv1.WindowsInstance) (*inventory.Inventory, SecretItem, error) {
+	if err := r.checkHostVars(wi); err != nil {
+		return nil, SecretItem{}, err
+	}
 	source := fmt.Sprintf("windowsinstance/%s/%s", wi.Namespace, wi.Name)
 	inv, diags := inventory.ParseWindowsInstances(source, map[string]string{wi.Spec.Address: "username=" + wi.Spec.Username})
 	if diags.HasErrors() {
@@ -606,20 +640,11 @@ func (r *InstanceReconciler) inventory(ctx context.Context, wi *wsuv1.WindowsIns
 	if err != nil {
 		return nil, SecretItem{}, err
 	}
-	h.Vars[kubeinv.KeyVar] = inventory.Var{Value: cty.StringVal(key).Mark(engine.Sensitive)}
 	if err := os.MkdirAll(r.stateDir(wi), 0o700); err != nil {
 		return nil, SecretItem{}, err
 	}
-	h.Vars["ssh_known_hosts_file"] = inventory.Var{Value: cty.StringVal(r.knownHostsFile(wi))}
-	if pinned := wi.Status.Identity.HostKey; pinned != "" {
-		h.Vars["ssh_host_key"] = inventory.Var{Value: cty.StringVal(pinned)}
-	} else {
-		h.Vars["ssh_trust_on_first_use"] = inventory.Var{Value: cty.StringVal("true")}
-	}
-	for _, vars := range []map[string]string{r.Options.HostVars, wi.Spec.HostVars} {
-		for _, k := range sortedKeys(vars) {
-			h.Vars[k] = inventory.Var{Value: cty.StringVal(vars[k])}
-		}
+	if err := r.setHostVars(h, wi, key, r.knownHostsFile(wi)); err != nil {
+		return nil, SecretItem{}, err
 	}
 	return inv, item, nil
 }

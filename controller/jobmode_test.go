@@ -102,7 +102,7 @@ func TestJobMode(t *testing.T) {
 	scheme, err := controller.NewScheme()
 	require.NoError(t, err)
 	opts := controller.Options{
-		Namespace: ns, VarFiles: []string{varFile}, StateDir: t.TempDir(),
+		Namespace: ns, VarFiles: []string{varFile}, StateDir: t.TempDir(), AddressHostVars: simHostVars(t, env),
 		RunMode: controller.RunModeJob,
 		Job: controller.JobOptions{Image: wsuImage, ServiceAccount: jobServiceAccount, TTL: 5 * time.Second, Poll: 250 * time.Millisecond,
 			Template: payloadTemplate(env)},
@@ -134,7 +134,7 @@ func TestJobMode(t *testing.T) {
 		require.NoError(t, c.Create(ctx, b.instance(t, h, wsuv1.ApprovalAuto)))
 	}
 	gone := b.instance(t, env.Hosts[0], wsuv1.ApprovalAuto)
-	gone.Name, gone.Spec.Address = "win-gone", "win-gone"
+	gone.Name, gone.Spec.Address = "win-gone", "127.0.0.1"
 	gone.Spec.HostVars["ansible_port"] = fmt.Sprint(closedPort(t))
 	require.NoError(t, c.Create(ctx, gone))
 

@@ -103,7 +103,13 @@ type WindowsInstanceSpec struct {
 	// +optional
 	VarsFrom []VarSource `json:"varsFrom,omitempty"`
 	// HostVars are inventory variables for this host (an Ansible host_vars
-	// entry): connection settings such as ansible_port.
+	// entry), limited to the connection settings InstanceHostVars lists:
+	// ansible_port, ansible_user, timeouts, and proxy_jump naming one of the controller's
+	// --allowed-jump-hosts. The connection, the key, the known_hosts file,
+	// the host key and the agent are the controller's (an admin sets other
+	// variables with its --host-var).
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k in ['ansible_port', 'ansible_ssh_port', 'ansible_user', 'ansible_ssh_user', 'connect_timeout', 'ansible_timeout', 'connect_retry_window', 'auth_retry_window', 'reconnect_timeout', 'keepalive_interval', 'keepalive_count_max', 'op_timeout', 'ansible_winrm_read_timeout_sec', 'ansible_winrm_operation_timeout_sec', 'proxy_jump'])",message="hostVars may set only ansible_port, ansible_ssh_port, ansible_user, ansible_ssh_user, connect_timeout, ansible_timeout, connect_retry_window, auth_retry_window, reconnect_timeout, keepalive_interval, keepalive_count_max, op_timeout, ansible_winrm_read_timeout_sec, ansible_winrm_operation_timeout_sec and proxy_jump; the controller decides the connection, key, host key, known_hosts file and agent"
 	// +optional
 	HostVars map[string]string `json:"hostVars,omitempty"`
 	// Approval says when a planned change is applied. Default: Auto.
@@ -119,6 +125,27 @@ type WindowsInstanceSpec struct {
 	// +optional
 	Paused bool `json:"paused,omitempty"`
 }
+
+// InstanceHostVars are the inventory variables a WindowsInstance's
+// spec.hostVars may set: where and how long to connect, never what runs or
+// what is trusted. Ansible's names only: wsu's short ones (port, user)
+// would also set a playbook variable of that name. The CRD's rule on
+// hostVars lists the same names
+// (api_test.go checks), and the controller refuses others too. proxy_jump
+// must also name one of the controller's allowed jump hosts, which only the
+// controller can check.
+func InstanceHostVars() []string {
+	return []string{
+		"ansible_port", "ansible_ssh_port", "ansible_user", "ansible_ssh_user",
+		"connect_timeout", "ansible_timeout", "connect_retry_window", "auth_retry_window",
+		"reconnect_timeout", "keepalive_interval", "keepalive_count_max", "op_timeout",
+		"ansible_winrm_read_timeout_sec", "ansible_winrm_operation_timeout_sec",
+		JumpHostVar,
+	}
+}
+
+// JumpHostVar is the host variable naming a jump host (bastion).
+const JumpHostVar = "proxy_jump"
 
 // Condition types of a WindowsInstance.
 const (
@@ -137,6 +164,10 @@ const (
 	ConditionDrifted = "Drifted"
 	// ConditionDegraded: the last run failed; see its reason and message.
 	ConditionDegraded = "Degraded"
+	// ConditionValid: False when the spec asks for something the
+	// controller refuses (reason HostVarRefused: spec.hostVars sets a
+	// variable an instance may not set); no run happens until it is fixed.
+	ConditionValid = "Valid"
 	// ConditionKeyRotated: the host accepts the key in use
 	// (status.identity.keyFingerprint); False while a new key in the key
 	// Secret (KEY.new) waits for rotate-key on this host.

@@ -23,7 +23,7 @@ import (
 func (a *app) controllerCommand() *cobra.Command {
 	o := controller.Options{}
 	m := controller.ManagerOptions{}
-	var hostVars []string
+	var hostVars, addressHostVars []string
 	var kubeconfig, kubeContext, maxUnavailable, jobTemplate string
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -41,6 +41,9 @@ the workflows and a troubleshooting table.`,
 				return err
 			}
 			o.HostVars = vars
+			if o.AddressHostVars, err = parseAddressHostVars(addressHostVars); err != nil {
+				return err
+			}
 			if o.MaxUnavailable, err = controller.ParseMaxUnavailable(maxUnavailable); err != nil {
 				return fmt.Errorf("--max-unavailable %q: %w", maxUnavailable, err)
 			}
@@ -77,6 +80,8 @@ the workflows and a troubleshooting table.`,
 	f.StringArrayVar(&o.Vars, "var", nil, "a playbook variable for every run: -var 'name=value' (repeatable)")
 	f.StringArrayVar(&o.VarFiles, "var-file", nil, "a var file for every run (repeatable)")
 	f.StringArrayVar(&hostVars, "host-var", nil, "an inventory variable for every host: --host-var ansible_port=2222 (repeatable)")
+	f.StringArrayVar(&addressHostVars, "address-host-var", nil, "an inventory variable for the host at one instance address: --address-host-var 10.0.0.11:wsu_agent_path='C:\\k\\wsu.exe' (repeatable)")
+	f.StringSliceVar(&o.AllowedJumpHosts, "allowed-jump-hosts", nil, "jump hosts an instance's spec.hostVars.proxy_jump may name, exactly as written there: [user@]host[:port] (comma-separated or repeated; default none)")
 	f.StringVar(&o.StateDir, "state-dir", "", "directory for known_hosts and site playbooks (default: a temp directory)")
 	f.DurationVar(&o.DriftInterval, "drift-interval", controller.DefaultDriftInterval, "how often joined instances are planned again")
 	f.DurationVar(&o.Backoff, "retry-backoff", controller.DefaultBackoff, "first retry delay after a failed run (doubles each time)")
@@ -156,6 +161,25 @@ func parseHostVars(list []string) (map[string]string, error) {
 			return nil, fmt.Errorf("--host-var %q: want NAME=VALUE", kv)
 		}
 		out[strings.TrimSpace(k)] = v
+	}
+	return out, nil
+}
+
+// parseAddressHostVars reads --address-host-var ADDRESS:NAME=VALUE options
+// (an address has no ':', a BYOH key being an IPv4 address or DNS name).
+func parseAddressHostVars(list []string) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	for _, s := range list {
+		addr, kv, ok := strings.Cut(s, ":")
+		k, v, ok2 := strings.Cut(kv, "=")
+		if !ok || !ok2 || strings.TrimSpace(addr) == "" || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("--address-host-var %q: want ADDRESS:NAME=VALUE", s)
+		}
+		addr = strings.TrimSpace(addr)
+		if out[addr] == nil {
+			out[addr] = map[string]string{}
+		}
+		out[addr][strings.TrimSpace(k)] = v
 	}
 	return out, nil
 }

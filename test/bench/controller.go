@@ -71,7 +71,15 @@ func measureController(ctx context.Context, c config, env *harness.Env, fresh *h
 		// simulated host's connection and simulation arguments are the
 		// controller's host variables here, as a site's SSH port would be.
 		HostVars: freshVars,
-		Runner:   controller.InProcess{Agents: agentbin.New(agentbin.Options{Dir: filepath.Dir(env.Agent)})},
+		// The joined hosts' are by address (an instance may set none of
+		// them: only port, user and timeouts).
+		AddressHostVars: map[string]map[string]string{},
+		Runner:          controller.InProcess{Agents: agentbin.New(agentbin.Options{Dir: filepath.Dir(env.Agent)})},
+	}
+	for _, h := range joined {
+		if o.AddressHostVars[h.Name], err = env.InstanceHostVars(h); err != nil {
+			return nil, err
+		}
 	}
 	stop, err := startController(ctx, env, o)
 	if err != nil {
@@ -93,13 +101,9 @@ func measureController(ctx context.Context, c config, env *harness.Env, fresh *h
 
 	c.logf("controller: adopting the %d host(s) the CLI joined", len(joined))
 	for _, h := range joined {
-		vars, err := env.InstanceHostVars(h)
-		if err != nil {
-			return res, err
-		}
 		wi := &wsuv1.WindowsInstance{
 			ObjectMeta: metav1.ObjectMeta{Name: h.Name, Namespace: benchNamespace},
-			Spec:       wsuv1.WindowsInstanceSpec{Address: h.Name, Username: env.SSHUser, HostVars: vars},
+			Spec:       wsuv1.WindowsInstanceSpec{Address: h.Name, Username: env.SSHUser},
 		}
 		if err := cl.Create(ctx, wi); err != nil {
 			return res, err

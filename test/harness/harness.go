@@ -557,9 +557,11 @@ func (e *Env) BumpPayload(ctx context.Context, component, version string) (*payl
 }
 
 // InstanceHostVars are the inventory variables the harness gives h (how to
-// reach it through the one sshd, and its simulation's arguments) as a
-// WindowsInstance's spec.hostVars holds them: strings, without the ones the
-// controller sets itself (the key, known_hosts, the user, the connection).
+// reach it through the one sshd, and its simulation's arguments) as the
+// controller's admin-set host variables hold them (Options.HostVars,
+// Options.AddressHostVars; a WindowsInstance may set none of the agent's):
+// strings, without the ones the controller sets itself (the key,
+// known_hosts, the user, the connection).
 func (e *Env) InstanceHostVars(h *Host) (map[string]string, error) {
 	inv, diags := inventory.Load(e.Inventory)
 	if diags.HasErrors() {
