@@ -27,8 +27,12 @@ const (
 
 // InitKubeadm leaves behind what `kubeadm init` does that a node join
 // needs: the ConfigMap kube-public/cluster-info (a kubeconfig with this API
-// server's URL and CA) readable anonymously, and the RBAC that lets kubeadm
-// node tokens request client certificates. Bootstrap token authentication
+// server's URL and CA) readable anonymously, the RBAC that lets kubeadm
+// node tokens request client certificates, and what kubeadm uploads for a
+// join to read (see uploadKubeadmConfig): the kubelet-config and
+// kubeadm-config ConfigMaps with their Roles, the kube-proxy addon's
+// cluster side (ServiceAccount, RBAC, ConfigMap; not its DaemonSet), and
+// the kube-dns Service (not CoreDNS itself). Bootstrap token authentication
 // and the Node authorizer are on in every test cluster. It is idempotent.
 func (c *Cluster) InitKubeadm(ctx context.Context) error {
 	c.logf("kubetest: as kubeadm init: publishing %s/%s and the node bootstrap RBAC", ClusterInfoNamespace, ClusterInfoName)
@@ -114,5 +118,5 @@ func (c *Cluster) InitKubeadm(ctx context.Context) error {
 	if len(errs) > 0 {
 		return fmt.Errorf("kubetest: kubeadm RBAC: %w", errors.Join(errs...))
 	}
-	return nil
+	return c.uploadKubeadmConfig(ctx)
 }
