@@ -79,8 +79,8 @@ func (c *Cluster) InitKubeadm(ctx context.Context) error {
 		// kubeadm join checks for a Node of its name.
 		{ObjectMeta: metav1.ObjectMeta{Name: "kubeadm:get-nodes"}, RoleRef: clusterRole("kubeadm:get-nodes"), Subjects: tokens},
 		// These two mean something only to kube-controller-manager's CSR
-		// approver, which does not run here: no CSR is approved without a
-		// test (or wsu) approving it.
+		// approver, which runs only WithKubeadmControllers: otherwise no
+		// CSR is approved without a test (or wsu) approving it.
 		{ObjectMeta: metav1.ObjectMeta{Name: "kubeadm:node-autoapprove-bootstrap"}, RoleRef: clusterRole("system:certificates.k8s.io:certificatesigningrequests:nodeclient"), Subjects: tokens},
 		{ObjectMeta: metav1.ObjectMeta{Name: "kubeadm:node-autoapprove-certificate-rotation"}, RoleRef: clusterRole("system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"), Subjects: nodes},
 	}
