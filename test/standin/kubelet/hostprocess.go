@@ -154,10 +154,13 @@ func (r *podRunner) sync(ctx context.Context, key string) error {
 		r.stop(key, "the pod is being deleted")
 		return r.finishDeletion(ctx, pod)
 	}
-	if p := r.get(key); p != nil {
-		if p.uid == pod.UID {
-			return nil
-		}
+	switch p := r.get(key); {
+	case p != nil && p.uid == pod.UID && pod.Status.Phase == corev1.PodRunning:
+		return nil
+	case p != nil && p.uid == pod.UID:
+		// Started, but reporting it failed: report it again.
+		return r.setRunning(ctx, pod, p, r.restartCount(pod.UID))
+	case p != nil:
 		r.stop(key, "the pod was replaced")
 	}
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
@@ -199,6 +202,12 @@ func (r *podRunner) noteOnce(pod *corev1.Pod, why string) {
 		r.noted[pod.UID] = true
 		log.Printf("pod %s/%s: %s", pod.Namespace, pod.Name, why)
 	}
+}
+
+func (r *podRunner) restartCount(uid types.UID) int32 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.restarts[uid]
 }
 
 func (r *podRunner) get(key string) *podProcs {

@@ -75,9 +75,7 @@ func (r *podRunner) start(ctx context.Context, pod *corev1.Pod, bins []string) e
 	if err := r.writeConfigMapVolumes(ctx, pod, local); err != nil {
 		return err
 	}
-	r.mu.Lock()
-	restarts := r.restarts[pod.UID]
-	r.mu.Unlock()
+	restarts := r.restartCount(pod.UID)
 	p := &podProcs{uid: pod.UID}
 	for i, c := range pod.Spec.Containers {
 		env, err := r.containerEnv(ctx, pod, &c, sandbox)
