@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -229,6 +230,19 @@ func TestWindowsNetworkHostProcess(t *testing.T) {
 	})
 	next := waitDaemonSetPod(t, c, metav1.NamespaceSystem, KubeProxyWindowsDaemonSet, n.name)
 	assert.NotEqual(t, proxy.UID, next.UID)
+
+	// kube-proxy as a node service with the kubelet's identity (gap 4 of
+	// docs/vanilla-kubernetes.md): the Node authorizer lets a node list
+	// Services but not EndpointSlices, and the stand-in fails on that.
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(rctx, n.local(t, `C:\k\kubeproxy`), `--kubeconfig=C:\etc\kubernetes\kubelet.conf`, "--hostname-override="+n.name)
+	cmd.Env = append(os.Environ(), sim.EnvRoot+"="+h.Root())
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s", out)
+	assert.Equal(t, 1, exit.ExitCode(), "%s", out)
+	assert.Contains(t, string(out), "failed to list/watch endpointslices.discovery.k8s.io as system:node:"+n.name, "%s", out)
 
 	// Stopping the kubelet stops what it started.
 	pids := []int{containerPID(t, calico), containerPID(t, next)}
