@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +26,7 @@ type Option func(*options)
 
 type options struct {
 	controllerManager, scheduler bool
+	kubeadmControllers           bool
 }
 
 // WithControllerManager runs a real kube-controller-manager beside the API
@@ -36,6 +38,49 @@ type options struct {
 // needed). The API server then also admits pods through the
 // ServiceAccount plugin, as a real cluster does.
 func WithControllerManager() Option { return func(o *options) { o.controllerManager = true } }
+
+// WithKubeadmControllers runs kube-controller-manager (it implies
+// WithControllerManager) with, besides ControllerManagerControllers, the
+// controllers of a kubeadm cluster that a node join and HostProcess
+// DaemonSets meet (KubeadmControllers): the CSR approver (kubeadm's
+// node-autoapprove bindings from InitKubeadm then take effect), the
+// bootstrap signer and token cleaner, node IPAM (each Node gets a /24 of
+// KubeadmPodSubnet as spec.podCIDR) and the DaemonSet controller.
+func WithKubeadmControllers() Option {
+	return func(o *options) { o.controllerManager, o.kubeadmControllers = true, true }
+}
+
+// The networks a cluster with WithKubeadmControllers uses, as a kubeadm
+// cluster with `--pod-network-cidr=10.244.0.0/16` (Flannel's and the
+// sig-windows-tools guides' value) does.
+const (
+	// KubeadmPodSubnet is the cluster CIDR node IPAM allocates from.
+	KubeadmPodSubnet = "10.244.0.0/16"
+	// KubeadmNodeCIDRMaskSize is the size of each Node's spec.podCIDR.
+	KubeadmNodeCIDRMaskSize = 24
+	// ServiceSubnet is the API server's service range: envtest's
+	// --service-cluster-ip-range, which this package keeps.
+	ServiceSubnet = "10.0.0.0/24"
+	// ClusterDNSIP is the kube-dns Service's address, the 10th of
+	// ServiceSubnet as kubeadm picks it.
+	ClusterDNSIP = "10.0.0.10"
+	// ClusterDomain is kubeadm's default DNS domain.
+	ClusterDomain = "cluster.local"
+)
+
+// KubeadmControllers are the controllers WithKubeadmControllers adds to
+// ControllerManagerControllers, by kube-controller-manager's names
+// (`kube-controller-manager --help`, --controllers). The bootstrap signer
+// and token cleaner are off by default upstream; kubeadm turns them on.
+func KubeadmControllers() []string {
+	return []string{
+		"certificatesigningrequest-approving-controller",
+		"bootstrap-signer-controller",
+		"token-cleaner-controller",
+		"node-ipam-controller",
+		"daemonset-controller",
+	}
+}
 
 // WithScheduler runs a real kube-scheduler beside the API server: pods are
 // bound to Nodes that fit them (test/podrunner registers one and runs what
@@ -118,17 +163,29 @@ func (c *Cluster) controllerManagerArgs() ([]string, error) {
 			return nil, fmt.Errorf("kubetest: %w", err)
 		}
 	}
-	return []string{
+	controllers := slices.Clone(ControllerManagerControllers)
+	var extra []string
+	if c.opts.kubeadmControllers {
+		controllers = append(controllers, KubeadmControllers()...)
+		extra = []string{
+			"--allocate-node-cidrs=true",
+			"--cluster-cidr=" + KubeadmPodSubnet,
+			"--node-cidr-mask-size=" + strconv.Itoa(KubeadmNodeCIDRMaskSize),
+			// node IPAM keeps the service range out of what it allocates.
+			"--service-cluster-ip-range=" + ServiceSubnet,
+		}
+	}
+	return append([]string{
 		"--kubeconfig=" + c.Kubeconfig,
 		"--leader-elect=false",
-		"--controllers=" + strings.Join(ControllerManagerControllers, ","),
+		"--controllers=" + strings.Join(controllers, ","),
 		"--cluster-signing-cert-file=" + filepath.Join(c.dir, "signer.crt"),
 		"--cluster-signing-key-file=" + filepath.Join(c.dir, "signer.key"),
 		"--service-account-private-key-file=" + c.env.serviceAccountKey(),
 		"--root-ca-file=" + filepath.Join(c.dir, "apiserver-ca"),
 		// Finished Jobs and their pods go at once when a test asks for it.
 		"--concurrent-ttl-after-finished-syncs=5",
-	}, nil
+	}, extra...), nil
 }
 
 // startComponent starts one binary on a free port of 127.0.0.1, its output

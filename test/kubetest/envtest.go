@@ -47,6 +47,8 @@ func newControlPlane(etcd, apiserver string, clientCA *signer, serviceAccounts b
 	}
 	api.Configure().
 		Set("enable-bootstrap-token-auth", "true").
+		// envtest's own default, made explicit: kubeadm's objects name it.
+		Set("service-cluster-ip-range", ServiceSubnet).
 		Set("authorization-mode", "Node,RBAC").
 		Set("enable-admission-plugins", admission)
 	return &controlPlane{env: env}

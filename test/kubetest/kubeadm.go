@@ -27,8 +27,12 @@ const (
 
 // InitKubeadm leaves behind what `kubeadm init` does that a node join
 // needs: the ConfigMap kube-public/cluster-info (a kubeconfig with this API
-// server's URL and CA) readable anonymously, and the RBAC that lets kubeadm
-// node tokens request client certificates. Bootstrap token authentication
+// server's URL and CA) readable anonymously, the RBAC that lets kubeadm
+// node tokens request client certificates, and what kubeadm uploads for a
+// join to read (see uploadKubeadmConfig): the kubelet-config and
+// kubeadm-config ConfigMaps with their Roles, the kube-proxy addon's
+// cluster side (ServiceAccount, RBAC, ConfigMap; not its DaemonSet), and
+// the kube-dns Service (not CoreDNS itself). Bootstrap token authentication
 // and the Node authorizer are on in every test cluster. It is idempotent.
 func (c *Cluster) InitKubeadm(ctx context.Context) error {
 	c.logf("kubetest: as kubeadm init: publishing %s/%s and the node bootstrap RBAC", ClusterInfoNamespace, ClusterInfoName)
@@ -75,8 +79,8 @@ func (c *Cluster) InitKubeadm(ctx context.Context) error {
 		// kubeadm join checks for a Node of its name.
 		{ObjectMeta: metav1.ObjectMeta{Name: "kubeadm:get-nodes"}, RoleRef: clusterRole("kubeadm:get-nodes"), Subjects: tokens},
 		// These two mean something only to kube-controller-manager's CSR
-		// approver, which does not run here: no CSR is approved without a
-		// test (or wsu) approving it.
+		// approver, which runs only WithKubeadmControllers: otherwise no
+		// CSR is approved without a test (or wsu) approving it.
 		{ObjectMeta: metav1.ObjectMeta{Name: "kubeadm:node-autoapprove-bootstrap"}, RoleRef: clusterRole("system:certificates.k8s.io:certificatesigningrequests:nodeclient"), Subjects: tokens},
 		{ObjectMeta: metav1.ObjectMeta{Name: "kubeadm:node-autoapprove-certificate-rotation"}, RoleRef: clusterRole("system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"), Subjects: nodes},
 	}
@@ -114,5 +118,5 @@ func (c *Cluster) InitKubeadm(ctx context.Context) error {
 	if len(errs) > 0 {
 		return fmt.Errorf("kubetest: kubeadm RBAC: %w", errors.Join(errs...))
 	}
-	return nil
+	return c.uploadKubeadmConfig(ctx)
 }

@@ -8,7 +8,13 @@
 // Deployment, garbage collector, namespace, ServiceAccount and CSR signing
 // controllers) and a real kube-scheduler, built and cached the same way,
 // for the tests that run workloads (with test/podrunner, the kubelet and
-// runtime stand-in). There is never a kubelet or network plugin. The work
+// runtime stand-in). WithKubeadmControllers adds the controllers a kubeadm
+// cluster runs that a node join and HostProcess DaemonSets meet (CSR
+// approver, bootstrap signer, token cleaner, node IPAM, DaemonSet), and
+// InstallWindowsNetwork applies the Calico and kube-proxy HostProcess
+// DaemonSets that the kubelet stand-in (test/standin/kubelet) runs as
+// stand-ins on a simulated Windows host. There is never a real kubelet or
+// network plugin. The work
 // of the missing parts that wsu depends on is played explicitly by the
 // helpers here, so a test shows which part it stands in for: SignCSR (the
 // CSR signer, where kube-controller-manager does not run), CreateNode, SetNodeReady,
@@ -17,7 +23,9 @@
 // OVN-Kubernetes master). RunParts plays
 // the CSR signer and the OVN-Kubernetes master continuously, for end-to-end
 // joins with a real kubelet stand-in (test/standin/kubelet), and
-// InitKubeadm publishes what kubeadm init leaves for joining nodes.
+// InitKubeadm publishes what kubeadm init leaves for joining nodes
+// (cluster-info, bootstrap RBAC, the kubelet-config, kubeadm-config and
+// kube-proxy uploads, the kube-dns Service).
 //
 // The API server is set up as a kubeadm cluster's is where a join depends
 // on it: the signer's CA is its client CA (so bootstrapped kubelet

@@ -1,5 +1,6 @@
 // Command kubelet is a TEST STAND-IN for kubelet.exe, not a product binary
-// and not a kubelet: it runs no pods and serves nothing. Under the
+// and not a kubelet: it runs no containers and serves nothing; the only
+// pods it runs are HostProcess pods it maps to other stand-ins (4). Under the
 // simulated Windows host (agent/platform/sim), started by the kube-log-runner
 // stand-in for the kubelet service, it takes the real kubelet's command line
 // (playbooks/configure-kubelet.hcl) and does to the API server what a real
@@ -18,7 +19,23 @@
 //  3. With serverTLSBootstrap, request a serving certificate (signer
 //     kubernetes.io/kubelet-serving, SANs: the node IP and host name) unless
 //     cert-dir\kubelet-server-current.pem is valid, and store it.
-//  4. On SIGTERM or SIGINT, exit 0 at once.
+//  4. Run the HostProcess pods bound to the node (hostprocess.go): for each
+//     pod whose containers are all HostProcess and whose images the
+//     stand-in maps (calico/node-windows → calicowindows, kube-proxy →
+//     kubeproxy, binaries from WSU_KUBELET_HOSTPROCESS_DIR, default the
+//     kubelet's own directory), write the sandbox C:\C\<pod uid> (a
+//     pod-bound ServiceAccount token from TokenRequest with the cluster
+//     CA and namespace at var\run\secrets\kubernetes.io\serviceaccount,
+//     ConfigMap volumes at their mount paths), start one host process per
+//     container with CONTAINER_SANDBOX_MOUNT_POINT, the container's env
+//     (value, fieldRef, configMapKeyRef) and
+//     KUBERNETES_SERVICE_HOST/PORT naming the API server's real address,
+//     output in C:\var\log\pods\<ns>_<pod>_<uid>\<container>\<n>.log,
+//     and report the pod Running and Ready. A process that exits makes the
+//     pod not Ready (CrashLoopBackOff) and is restarted after a back-off.
+//     A deleted pod's processes are stopped and the pod removed. Other
+//     pods are left Pending (logged once).
+//  5. On SIGTERM or SIGINT, stop those processes and exit 0.
 //
 // Windows paths are translated through the simulated host (WSU_SIM_ROOT).
 // Flags it does not know are logged and ignored, so extra kubelet
@@ -272,6 +289,13 @@ func run(ctx context.Context, args []string) error {
 	} else {
 		log.Print("serverTLSBootstrap is off: a real kubelet would serve with a self-signed certificate; the stand-in serves nothing")
 	}
+	runner, err := newPodRunner(cs, o, paths)
+	if err != nil {
+		return err
+	}
+	podsDone := make(chan struct{})
+	go func() { defer close(podsDone); runner.run(ctx) }()
 	heartbeat(ctx, cs, o)
+	<-podsDone
 	return nil
 }
