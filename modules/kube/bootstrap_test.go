@@ -187,6 +187,10 @@ func TestBootstrapTokenValidate(t *testing.T) {
 		{"empty description", map[string]cty.Value{"description": cty.StringVal(" ")}, []string{"Empty description"}},
 		{"http api_server", map[string]cty.Value{"api_server": cty.StringVal("http://x")}, []string{"Invalid api_server"}},
 		{"unknown ttl", map[string]cty.Value{"ttl": cty.UnknownVal(cty.String)}, nil},
+		{"kubeadm's group", map[string]cty.Value{"group": cty.StringVal(kube.KubeadmNodeTokenGroup)}, nil},
+		{"not a bootstrappers group", map[string]cty.Value{"group": cty.StringVal("system:nodes")}, []string{"Invalid group"}},
+		{"bare bootstrappers prefix", map[string]cty.Value{"group": cty.StringVal("system:bootstrappers:")}, []string{"Invalid group"}},
+		{"unknown group", map[string]cty.Value{"group": cty.UnknownVal(cty.String)}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
