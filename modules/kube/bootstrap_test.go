@@ -98,8 +98,9 @@ func TestBootstrapTokenCreateAndReuse(t *testing.T) {
 	assert.Equal(t, map[string]string{
 		"token-id": id, "token-secret": r["token"].AsString()[7:], "description": kube.DefaultTokenDescription,
 		"usage-bootstrap-authentication": "true", "usage-bootstrap-signing": "true",
-		"auth-extra-groups": "system:bootstrappers:kubeadm:default-node-token",
-	}, data)
+		"auth-extra-groups": "system:bootstrappers:wsu",
+	}, data, "wsu's own group: kube-controller-manager does not auto-approve its CSRs")
+	assert.Equal(t, "system:bootstrappers:wsu", r["group"].AsString())
 
 	assert.Equal(t, string(ca), r["ca"].AsString())
 	server, gotCA, token := kubeconfigParts(t, r["bootstrap_kubeconfig"].AsString())
