@@ -187,6 +187,31 @@ func checkRBAC(ctx context.Context, t *testing.T, c *kubetest.Cluster, o Overlay
 			}
 		})
 	}
+	if o.Flavour == "kubeadm" {
+		// deploy/rbac/kubeadm-bootstrappers: wsu's bootstrap tokens may
+		// create and watch CSRs and get Nodes, and no more; in particular
+		// not certificatesigningrequests/nodeclient, which is what
+		// kube-controller-manager's csrapproving asks before approving a
+		// client CSR: k8s_csr_approve stays the gate.
+		t.Run("rbac system:bootstrappers:wsu", func(t *testing.T) {
+			groups := []string{"system:bootstrappers:wsu", "system:bootstrappers", "system:authenticated"}
+			for _, a := range []access{
+				allow("create", cert, "certificatesigningrequests", "", "", "the kubelet's client CSR"),
+				allow("get", cert, "certificatesigningrequests", "", "", "waits for its certificate"),
+				allow("watch", cert, "certificatesigningrequests", "", "", "waits for its certificate"),
+				allow("get", "", "nodes", "", "win-1", "a node-side join checks its Node"),
+				deny("create", cert, "certificatesigningrequests", "", "", "no auto-approval").on("nodeclient"),
+				deny("create", cert, "certificatesigningrequests", "", "", "no renewal approval").on("selfnodeclient"),
+				deny("update", cert, "certificatesigningrequests", "", "", "never approves").on("approval"),
+				deny("list", "", "nodes", "", "", "get only"),
+				deny("get", "", "secrets", "kube-system", "", "no Secrets"),
+				deny("get", "", "configmaps", "kube-system", "kubeadm-config", "wsu writes the kubelet's config"),
+			} {
+				got := reviewAs(ctx, t, c, "system:bootstrap:abcdef", groups, a)
+				assert.Equal(t, a.allowed, got, "a wsu bootstrap token may %s: want %v (%s)", a, a.allowed, a.why)
+			}
+		})
+	}
 	t.Run("requests as the ServiceAccounts", func(t *testing.T) {
 		createSecrets(ctx, t, c, o.Namespace)
 		createSecrets(ctx, t, c, "default")
@@ -216,9 +241,15 @@ func checkRBAC(ctx context.Context, t *testing.T, c *kubetest.Cluster, o Overlay
 // ServiceAccount of ns has.
 func review(ctx context.Context, t *testing.T, c *kubetest.Cluster, ns, user string, a access) bool {
 	t.Helper()
+	return reviewAs(ctx, t, c, user, []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}, a)
+}
+
+// reviewAs asks a SubjectAccessReview for user in groups.
+func reviewAs(ctx context.Context, t *testing.T, c *kubetest.Cluster, user string, groups []string, a access) bool {
+	t.Helper()
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User:   user,
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+		Groups: groups,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{
 			Namespace: a.ns, Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.sub, Name: a.name,
 		},

@@ -23,9 +23,22 @@ const (
 	BootstrapTokenNamespace    = "kube-system"
 	BootstrapTokenSecretPrefix = "bootstrap-token-"
 	BootstrapTokenType         = corev1.SecretType("bootstrap.kubernetes.io/token")
-	// DefaultBootstrapGroup is the group kubeadm's node tokens join, which
-	// its RBAC lets create CSRs.
-	DefaultBootstrapGroup = "system:bootstrappers:kubeadm:default-node-token"
+	// KubeadmNodeTokenGroup is the group kubeadm's node tokens join. kubeadm
+	// binds it to system:node-bootstrapper and also to
+	// system:certificates.k8s.io:certificatesigningrequests:nodeclient
+	// (kubeadm:node-autoapprove-bootstrap), so kube-controller-manager's
+	// csrapproving controller approves any client CSR its tokens make.
+	KubeadmNodeTokenGroup = "system:bootstrappers:kubeadm:default-node-token"
+	// WSUBootstrapGroup is the group of wsu's own tokens. deploy/rbac's
+	// kubeadm-bootstrappers binds it to system:node-bootstrapper and get on
+	// nodes, never to nodeclient: no controller approves its CSRs, so
+	// k8s_csr_approve's rules are the gate.
+	WSUBootstrapGroup = "system:bootstrappers:wsu"
+	// DefaultBootstrapGroup is the group a token joins when none is asked for.
+	DefaultBootstrapGroup = WSUBootstrapGroup
+	// BootstrapGroupPrefix is what the API server requires of a bootstrap
+	// token's auth-extra-groups.
+	BootstrapGroupPrefix = "system:bootstrappers:"
 	// DefaultTokenDescription marks a token as wsu's when none is given.
 	DefaultTokenDescription = "wsu: joins Windows nodes"
 
@@ -43,6 +56,15 @@ type BootstrapToken struct {
 	ID, Secret  string
 	Expiration  time.Time
 	Description string
+	// Group is the token's extra group; "" means DefaultBootstrapGroup.
+	Group string
+}
+
+func (t BootstrapToken) group() string {
+	if t.Group == "" {
+		return DefaultBootstrapGroup
+	}
+	return t.Group
 }
 
 // String is the token as a kubeconfig carries it. It is a credential.
@@ -59,6 +81,9 @@ func (t BootstrapToken) Username() string { return BootstrapUserPrefix + t.ID }
 type TokenRequest struct {
 	TTL         time.Duration
 	Description string // "" means DefaultTokenDescription
+	// Group is the token's one extra group (auth-extra-groups); "" means
+	// DefaultBootstrapGroup.
+	Group string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -69,6 +94,12 @@ func (r TokenRequest) normalise() (TokenRequest, error) {
 	}
 	if r.Description == "" {
 		r.Description = DefaultTokenDescription
+	}
+	if r.Group == "" {
+		r.Group = DefaultBootstrapGroup
+	}
+	if err := ValidBootstrapGroup(r.Group); err != nil {
+		return r, err
 	}
 	if r.Now == nil {
 		r.Now = time.Now
@@ -101,16 +132,38 @@ func FindReusableToken(ctx context.Context, kc kubernetes.Interface, req TokenRe
 	return best, nil
 }
 
+// ValidBootstrapGroup checks a group as the API server checks a bootstrap
+// token's auth-extra-groups (system:bootstrappers:[a-z0-9:-]{0,255}[a-z0-9]).
+func ValidBootstrapGroup(g string) error {
+	rest, ok := strings.CutPrefix(g, BootstrapGroupPrefix)
+	bad := !ok || rest == "" || len(rest) > 256 || strings.HasSuffix(rest, ":") || strings.HasSuffix(rest, "-")
+	for _, c := range rest {
+		if !strings.ContainsRune(tokenAlphabet+":-", c) {
+			bad = true
+		}
+	}
+	if bad {
+		return fmt.Errorf("bootstrap token group %q must be %s followed by lower-case letters, digits, ':' and '-', ending in a letter or digit", g, BootstrapGroupPrefix)
+	}
+	return nil
+}
+
 // reusable checks one secret against everything a join relies on, so a
-// token someone edited (usages dropped, group changed) is never handed out.
+// token someone edited (usages dropped, group changed or added) is never
+// handed out: its groups must be exactly the one asked for, since another
+// group (kubeadm's node-token group) could let a controller approve its
+// CSRs before wsu's rules look at them.
 func reusable(s *corev1.Secret, req TokenRequest) (*BootstrapToken, bool) {
 	d := func(k string) string { return string(s.Data[k]) }
-	t := &BootstrapToken{ID: d("token-id"), Secret: d("token-secret"), Description: d("description")}
+	if req.Group == "" {
+		req.Group = DefaultBootstrapGroup
+	}
+	t := &BootstrapToken{ID: d("token-id"), Secret: d("token-secret"), Description: d("description"), Group: req.Group}
 	if s.Type != BootstrapTokenType || s.DeletionTimestamp != nil || s.Name != t.SecretName() ||
 		!validTokenPart(t.ID, tokenIDLen) || !validTokenPart(t.Secret, tokenSecretLen) ||
 		t.Description != req.Description ||
 		d("usage-bootstrap-authentication") != "true" || d("usage-bootstrap-signing") != "true" ||
-		!slices.Contains(strings.Split(d("auth-extra-groups"), ","), DefaultBootstrapGroup) {
+		!slices.Equal(strings.Split(d("auth-extra-groups"), ","), []string{req.Group}) {
 		return nil, false
 	}
 	exp, err := time.Parse(time.RFC3339, d("expiration"))
@@ -166,7 +219,7 @@ func CreateBootstrapToken(ctx context.Context, kc kubernetes.Interface, req Toke
 		if err := errors.Join(err1, err2); err != nil {
 			return nil, fmt.Errorf("generating a bootstrap token: %w", err)
 		}
-		t := &BootstrapToken{ID: id, Secret: secret, Description: req.Description,
+		t := &BootstrapToken{ID: id, Secret: secret, Description: req.Description, Group: req.Group,
 			Expiration: req.Now().Add(req.TTL).UTC().Truncate(time.Second)}
 		_, err := kc.CoreV1().Secrets(BootstrapTokenNamespace).Create(ctx, tokenSecret(t), metav1.CreateOptions{})
 		switch {
@@ -194,7 +247,7 @@ func tokenSecret(t *BootstrapToken) *corev1.Secret {
 			"expiration":                     t.Expiration.Format(time.RFC3339),
 			"usage-bootstrap-authentication": "true",
 			"usage-bootstrap-signing":        "true",
-			"auth-extra-groups":              DefaultBootstrapGroup,
+			"auth-extra-groups":              t.group(),
 			"description":                    t.Description,
 		},
 	}

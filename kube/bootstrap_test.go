@@ -46,9 +46,14 @@ func TestReusableToken(t *testing.T) {
 		{"authentication usage off", func(s *corev1.Secret) { s.Data["usage-bootstrap-authentication"] = []byte("false") }, false},
 		{"signing usage missing", func(s *corev1.Secret) { delete(s.Data, "usage-bootstrap-signing") }, false},
 		{"group changed", func(s *corev1.Secret) { s.Data["auth-extra-groups"] = []byte("system:bootstrappers:other") }, false},
-		{"extra group kept", func(s *corev1.Secret) {
+		// Another group may carry more rights: kubeadm's is auto-approved.
+		{"extra group", func(s *corev1.Secret) {
 			s.Data["auth-extra-groups"] = []byte("system:bootstrappers:other," + DefaultBootstrapGroup)
-		}, true},
+		}, false},
+		{"kubeadm's group added", func(s *corev1.Secret) {
+			s.Data["auth-extra-groups"] = []byte(DefaultBootstrapGroup + "," + KubeadmNodeTokenGroup)
+		}, false},
+		{"an earlier wsu's kubeadm-group token", func(s *corev1.Secret) { s.Data["auth-extra-groups"] = []byte(KubeadmNodeTokenGroup) }, false},
 		{"being deleted", func(s *corev1.Secret) { s.DeletionTimestamp = &metav1.Time{Time: now} }, false},
 	}
 	for _, tt := range tests {
@@ -65,6 +70,37 @@ func TestReusableToken(t *testing.T) {
 	}
 }
 
+// A token asked for in kubeadm's group is reused only in that group.
+func TestReusableTokenGroup(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	s := tokenSecret(&BootstrapToken{ID: "abc123", Secret: "0123456789abcdef", Description: DefaultTokenDescription,
+		Group: KubeadmNodeTokenGroup, Expiration: now.Add(20 * time.Hour)})
+	s.Data = map[string][]byte{}
+	for k, v := range s.StringData {
+		s.Data[k] = []byte(v)
+	}
+	assert.Equal(t, KubeadmNodeTokenGroup, s.StringData["auth-extra-groups"])
+	kubeadm, err := TokenRequest{TTL: 24 * time.Hour, Group: KubeadmNodeTokenGroup, Now: func() time.Time { return now }}.normalise()
+	require.NoError(t, err)
+	got, ok := reusable(s, kubeadm)
+	require.True(t, ok)
+	assert.Equal(t, KubeadmNodeTokenGroup, got.Group)
+	def, err := TokenRequest{TTL: 24 * time.Hour, Now: func() time.Time { return now }}.normalise()
+	require.NoError(t, err)
+	assert.Equal(t, WSUBootstrapGroup, def.Group)
+	_, ok = reusable(s, def)
+	assert.False(t, ok)
+}
+
+func TestValidBootstrapGroup(t *testing.T) {
+	for _, g := range []string{WSUBootstrapGroup, KubeadmNodeTokenGroup, "system:bootstrappers:a", "system:bootstrappers:site-1:win"} {
+		assert.NoError(t, ValidBootstrapGroup(g), g)
+	}
+	for _, g := range []string{"", "system:bootstrappers:", "system:nodes", "system:bootstrappers:Wsu", "system:bootstrappers:wsu:", "system:bootstrappers:wsu-", "system:bootstrappers:w s"} {
+		assert.Error(t, ValidBootstrapGroup(g), g)
+	}
+}
+
 func TestTokenSecretShape(t *testing.T) {
 	exp := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	s := tokenSecret(&BootstrapToken{ID: "abc123", Secret: "0123456789abcdef", Description: "d", Expiration: exp})
@@ -74,7 +110,7 @@ func TestTokenSecretShape(t *testing.T) {
 	assert.Equal(t, map[string]string{
 		"token-id": "abc123", "token-secret": "0123456789abcdef", "expiration": "2026-11-23T12:00:00Z",
 		"usage-bootstrap-authentication": "true", "usage-bootstrap-signing": "true",
-		"auth-extra-groups": "system:bootstrappers:kubeadm:default-node-token", "description": "d",
+		"auth-extra-groups": "system:bootstrappers:wsu", "description": "d",
 	}, s.StringData)
 	assert.Equal(t, "wsu", s.Labels[ManagedByLabel])
 }

@@ -46,6 +46,12 @@ variable "bootstrap_token_ttl" {
   description = "kubeadm: lifetime of the bootstrap token wsu creates or reuses."
 }
 
+variable "bootstrap_token_group" {
+  type        = string
+  default     = "system:bootstrappers:wsu"
+  description = "kubeadm: the bootstrap token's group. wsu's own (deploy/rbac/kubeadm-bootstrappers: CSRs, no auto-approval, so k8s_csr_approve is the gate), or kubeadm's system:bootstrappers:kubeadm:default-node-token, whose client CSRs kube-controller-manager approves itself."
+}
+
 play "extract-ignition" {
   hosts = "windows"
 
@@ -66,6 +72,7 @@ play "extract-ignition" {
       kubeconfig  = var.kubeconfig
       ttl         = var.bootstrap_token_ttl
       description = "wsu: Windows node join"
+      group       = var.bootstrap_token_group
       api_server  = var.api_server
     }
   }

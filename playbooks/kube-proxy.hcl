@@ -24,8 +24,66 @@ variable "service_recovery" {
   description = "Set the kube-proxy service's recovery actions (restart on failure); false leaves them as they are."
 }
 
+variable "identity" {
+  type        = string
+  default     = "kubelet"
+  description = "Whose credentials kube-proxy uses: kubelet (the kubelet's kubeconfig, C:\\k\\kubeconfig, system:node:<name>; as WMCO on OpenShift) or own (kubeadm: a ServiceAccount per node bound to system:node-proxier, with a renewed Node-bound token; the Node authorizer does not let nodes list EndpointSlices). own needs deploy/rbac/kubeadm-kube-proxy.yaml."
+  validation {
+    condition     = contains(["kubelet", "own"], var.identity)
+    error_message = "identity must be \"kubelet\" or \"own\"."
+  }
+}
+
+variable "kubeconfig" {
+  type        = string
+  default     = null
+  description = "identity = own: kubeconfig for the cluster; null: KUBECONFIG or the in-cluster config."
+}
+
+variable "api_server" {
+  type        = string
+  default     = null
+  description = "identity = own: API server URL the node reaches (the bootstrap kubeconfig's, extract-ignition's api_server output); its CA is C:\\k\\bootstrap-ca.crt."
+}
+
+variable "identity_namespace" {
+  type        = string
+  default     = "kube-system"
+  description = "identity = own: namespace of the node's ServiceAccount. Whoever may create its tokens may create any of that namespace's (deploy/rbac/kubeadm-kube-proxy.yaml)."
+}
+
+variable "token_ttl" {
+  type        = number
+  default     = 604800
+  description = "identity = own: lifetime in seconds asked for kube-proxy's token (the API server may cap it)."
+}
+
+variable "token_renew_after" {
+  type        = number
+  default     = 0.5
+  description = "identity = own: fraction of the token's lifetime after which a run renews it."
+}
+
 play "kube-proxy" {
   hosts = "windows"
+
+  # kube-proxy's own identity (kubeadm): ServiceAccount wsu-kube-proxy-<node>,
+  # ClusterRoleBinding wsu:kube-proxy:<node> to system:node-proxier and no
+  # more, a Node-bound token in C:\k\kube-proxy\token that client-go re-reads
+  # (renewal needs no restart).
+  task "kube-proxy identity" {
+    when = var.identity == "own"
+    k8s_node_identity {
+      kubeconfig   = var.kubeconfig
+      node_name    = var.node_name
+      namespace    = var.identity_namespace
+      name         = "kube-proxy"
+      cluster_role = "system:node-proxier"
+      api_server   = var.api_server
+      token_ttl    = var.token_ttl
+      renew_after  = var.token_renew_after
+    }
+  }
 
   task "source vip" {
     win_hns_endpoint {
@@ -41,6 +99,7 @@ play "kube-proxy" {
         source_vip   = task["source vip"].ip
         cluster_cidr = var.node_subnet
         node_name    = var.node_name
+        kubeconfig   = var.identity == "own" ? task["kube-proxy identity"].kubeconfig_path : "C:\\k\\kubeconfig"
       })
     }
     notify = ["restart kube-proxy"]

@@ -30,6 +30,10 @@ var bootstrapTokenAttrs = withConn(
 		Description: "The token's description; only a wsu token with the same description is reused, so different playbooks can keep separate tokens."},
 	modules.Attribute{Name: "api_server", Type: cty.String,
 		Description: "API server URL for the bootstrap kubeconfig. Default: the server in `kube-public/cluster-info`."},
+	modules.Attribute{Name: "group", Type: cty.String, Default: cty.StringVal(kube.WSUBootstrapGroup),
+		Description: "The token's group (`auth-extra-groups`). `" + kube.WSUBootstrapGroup + "` needs " +
+			"`deploy/rbac/kubeadm-bootstrappers` (CSR creation, no auto-approval: `k8s_csr_approve` is the gate); " +
+			"`" + kube.KubeadmNodeTokenGroup + "` is kubeadm's, whose client CSRs kube-controller-manager approves itself."},
 )
 
 var bootstrapTokenResults = []modules.Attribute{
@@ -37,6 +41,7 @@ var bootstrapTokenResults = []modules.Attribute{
 	{Name: "token_id", Type: cty.String, Description: "The token's public id."},
 	{Name: "requester", Type: cty.String,
 		Description: "The identity the token authenticates as, `system:bootstrap:<id>`: what `k8s_csr_approve` should accept as `client_requesters`."},
+	{Name: "group", Type: cty.String, Description: "The group the token authenticates in, besides `system:bootstrappers`."},
 	{Name: "expiration", Type: cty.String, Description: "When the token expires (RFC 3339)."},
 	{Name: "ca", Type: cty.String,
 		Description: "The cluster CA bundle from `kube-public/cluster-info`; with kubeadm it also verifies clients of the kubelet (`C:\\k\\kubelet-ca.crt`)."},
@@ -52,10 +57,13 @@ func (BootstrapToken) Schema() modules.Schema {
 		Summary: "Create (or reuse) a kubeadm bootstrap token and the kubelet's bootstrap kubeconfig.",
 		Description: "The vanilla-Kubernetes counterpart of `k8s_ignition`: a secret `bootstrap-token-<id>` of " +
 			"type `bootstrap.kubernetes.io/token` in `kube-system`, usable for authentication and signing, " +
-			"in group `" + kube.DefaultBootstrapGroup + "` (which kubeadm's RBAC lets request node " +
-			"certificates), labelled `" + kube.ManagedByLabel + "=wsu`. When a wsu token with the same " +
-			"description has more than half of `ttl` left the plan shows no change and reuses it; otherwise " +
-			"it creates one. The CA comes from the ConfigMap `kube-public/cluster-info`.",
+			"in the one group `group`, labelled `" + kube.ManagedByLabel + "=wsu`. The default group `" +
+			kube.WSUBootstrapGroup + "` may create CSRs and get Nodes (deploy/rbac/kubeadm-bootstrappers) but is " +
+			"not bound to `...:nodeclient`, so kube-controller-manager does not approve its client CSRs and " +
+			"`k8s_csr_approve` decides (kubeadm's own group `" + kube.KubeadmNodeTokenGroup + "` is). When a wsu " +
+			"token with the same description and exactly that group has more than half of `ttl` left the plan " +
+			"shows no change and reuses it; otherwise it creates one. The CA comes from the ConfigMap " +
+			"`kube-public/cluster-info`.",
 		Target:     modules.TargetController,
 		Attributes: bootstrapTokenAttrs,
 		Results:    bootstrapTokenResults,
@@ -78,6 +86,12 @@ func (BootstrapToken) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 	}
 	if u, ok := str(get(cfg, "api_server")); ok && !strings.HasPrefix(u, "https://") {
 		diags = append(diags, cfg.Error("api_server", "Invalid api_server", fmt.Sprintf("api_server must be an https URL, got %q.", u)))
+	}
+	if v := get(cfg, "group"); v.IsKnown() {
+		g, _ := str(v)
+		if err := kube.ValidBootstrapGroup(g); err != nil {
+			diags = append(diags, cfg.Error("group", "Invalid group", err.Error()+"."))
+		}
 	}
 	return diags
 }
@@ -105,7 +119,8 @@ func ttl(cfg modules.Config) (time.Duration, error) {
 func tokenRequest(cfg modules.Config) kube.TokenRequest {
 	d, _ := ttl(cfg)
 	desc, _ := str(get(cfg, "description"))
-	return kube.TokenRequest{TTL: d, Description: desc}
+	group, _ := str(get(cfg, "group"))
+	return kube.TokenRequest{TTL: d, Description: desc, Group: group}
 }
 
 // tokenResult is the result for a token, with the kubeconfig built from
@@ -119,6 +134,7 @@ func tokenResult(t *kube.BootstrapToken, server string, ca []byte) (cty.Value, e
 		"token":                cty.StringVal(t.String()),
 		"token_id":             cty.StringVal(t.ID),
 		"requester":            cty.StringVal(t.Username()),
+		"group":                cty.StringVal(t.Group),
 		"expiration":           cty.StringVal(t.Expiration.UTC().Format(time.RFC3339)),
 		"ca":                   cty.StringVal(strings.ToValidUTF8(string(ca), "\uFFFD")),
 		"bootstrap_kubeconfig": cty.StringVal(string(kc)),
@@ -144,6 +160,7 @@ func (m BootstrapToken) Plan(ctx context.Context, req modules.PlanRequest) modul
 		Fields: []modules.FieldChange{
 			{Name: "ttl", Old: cty.NullVal(cty.String), New: get(cfg, "ttl")},
 			{Name: "description", Old: cty.NullVal(cty.String), New: get(cfg, "description")},
+			{Name: "group", Old: cty.NullVal(cty.String), New: get(cfg, "group")},
 		}}
 	cl, known, diags := m.client(cfg)
 	if diags.HasErrors() {

@@ -98,8 +98,9 @@ func TestBootstrapTokenCreateAndReuse(t *testing.T) {
 	assert.Equal(t, map[string]string{
 		"token-id": id, "token-secret": r["token"].AsString()[7:], "description": kube.DefaultTokenDescription,
 		"usage-bootstrap-authentication": "true", "usage-bootstrap-signing": "true",
-		"auth-extra-groups": "system:bootstrappers:kubeadm:default-node-token",
-	}, data)
+		"auth-extra-groups": "system:bootstrappers:wsu",
+	}, data, "wsu's own group: kube-controller-manager does not auto-approve its CSRs")
+	assert.Equal(t, "system:bootstrappers:wsu", r["group"].AsString())
 
 	assert.Equal(t, string(ca), r["ca"].AsString())
 	server, gotCA, token := kubeconfigParts(t, r["bootstrap_kubeconfig"].AsString())
@@ -187,6 +188,10 @@ func TestBootstrapTokenValidate(t *testing.T) {
 		{"empty description", map[string]cty.Value{"description": cty.StringVal(" ")}, []string{"Empty description"}},
 		{"http api_server", map[string]cty.Value{"api_server": cty.StringVal("http://x")}, []string{"Invalid api_server"}},
 		{"unknown ttl", map[string]cty.Value{"ttl": cty.UnknownVal(cty.String)}, nil},
+		{"kubeadm's group", map[string]cty.Value{"group": cty.StringVal(kube.KubeadmNodeTokenGroup)}, nil},
+		{"not a bootstrappers group", map[string]cty.Value{"group": cty.StringVal("system:nodes")}, []string{"Invalid group"}},
+		{"bare bootstrappers prefix", map[string]cty.Value{"group": cty.StringVal("system:bootstrappers:")}, []string{"Invalid group"}},
+		{"unknown group", map[string]cty.Value{"group": cty.UnknownVal(cty.String)}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -44,7 +44,8 @@ var csrApproveAttrs = withConn(
 	modules.Attribute{Name: "client_requesters", Type: cty.List(cty.String),
 		Default: cty.ListVal([]cty.Value{cty.StringVal(kube.OpenShiftBootstrapper)}),
 		Description: "Usernames allowed to request the client certificate: OpenShift's node-bootstrapper service account by default; " +
-			"for kubeadm, `system:bootstrap:<token id>` (`k8s_bootstrap_token`'s `requester`)."},
+			"for kubeadm, `system:bootstrap:<token id>` (`k8s_bootstrap_token`'s `requester`; in its default group `" +
+			kube.WSUBootstrapGroup + "` nothing else approves the client CSR, so these rules are the gate)."},
 	modules.Attribute{Name: "not_before", Type: cty.String,
 		Description: "When the instance's join began (RFC 3339, e.g. `2026-11-22T10:00:00Z`): CSRs created more than a minute of clock skew earlier are refused. " +
 			"Default: when the run started. Set it earlier to approve a kubelet's CSR left pending by an earlier run, or restart the kubelet so it asks again."},

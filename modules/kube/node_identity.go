@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -26,9 +27,11 @@ import (
 	"github.com/wsu-project/wsu/modules"
 )
 
-// NodeIdentity gives a node component (Azure's cloud-node-manager) an
-// identity of its own: a ServiceAccount per node, RBAC that lets it write
-// its own Node and no other, and a bound token from the TokenRequest API
+// NodeIdentity gives a node component (Azure's cloud-node-manager, or
+// kube-proxy on kubeadm) an identity of its own: a ServiceAccount per node,
+// RBAC (for cloud-node-manager a per-node ClusterRole that lets it write its
+// own Node and no other; otherwise a binding to an existing ClusterRole such
+// as system:node-proxier), and a bound token from the TokenRequest API
 // written to the node with a kubeconfig that reads it (tokenFile, which
 // client-go re-reads, so renewal needs no restart). It is the one module of
 // this package that also works on the host: the token lives only there, so
@@ -53,26 +56,31 @@ var nodeIdentityResults = []modules.Attribute{
 func (NodeIdentity) Schema() modules.Schema {
 	return modules.Schema{
 		Name:    "k8s_node_identity",
-		Summary: "Give a node's cloud-node-manager its own ServiceAccount, least-privilege RBAC and a renewed bound token on the node.",
-		Description: "Makes, for `node_name`, the ServiceAccount `wsu-<name>-<node_name>` in `namespace`, the " +
-			"ClusterRole and ClusterRoleBinding `wsu:<name>:<node_name>` with cloud-node-manager's rights narrowed " +
+		Summary: "Give a node component (cloud-node-manager, kube-proxy) its own ServiceAccount, least-privilege RBAC and a renewed bound token on the node.",
+		Description: "Makes, for `node_name`, the ServiceAccount `wsu-<name>-<node_name>` in `namespace` and the " +
+			"ClusterRoleBinding `wsu:<name>:<node_name>`. With `cluster_role` set the binding grants that existing " +
+			"ClusterRole and nothing else (kube-proxy: `system:node-proxier`), and no ClusterRole is made. Without " +
+			"it (cloud-node-manager) the binding grants the ClusterRole `wsu:<name>:<node_name>`, made with " +
+			"cloud-node-manager's rights narrowed " +
 			"to that node: `get`, `list`, `watch`, `update`, `patch` on `nodes` and `patch` on `nodes/status` with " +
 			"`resourceNames: [<node_name>]` (cloud-node-manager lists and watches its Node with the field selector " +
 			"`metadata.name=<node>`, which RBAC authorises by name), and `create`, `patch`, `update` on `events` " +
-			"(core and `events.k8s.io`). All carry `" + managedByLabel + ": " + ManagedBy + "`.\n\n" +
+			"(core and `events.k8s.io`). All carry `" + managedByLabel + ": " + ManagedBy + "`; a binding to " +
+			"another role is replaced (its `roleRef` cannot change).\n\n" +
 			"The token comes from the TokenRequest API, bound to the Node object (deleting the Node revokes it), " +
 			"lifetime `token_ttl`. It is written on the node to `<dir>\\token` (SYSTEM and Administrators only) " +
 			"beside `<dir>\\kubeconfig`, which names `api_server`, the CA file `ca_file` on the node and the " +
 			"token by `tokenFile`. The token is never shown: the plan says only whether it will be requested " +
 			"and why. It is renewed when it is missing, unreadable, for another ServiceAccount (or an earlier " +
 			"one of the same name) or node, or when more than `renew_after` of its lifetime is gone; otherwise " +
-			"the plan shows no change. `state = \"absent\"` deletes the files, the binding, the role and the " +
-			"ServiceAccount (which revokes its tokens).",
+			"the plan shows no change. `state = \"absent\"` deletes the files, the binding, the role (when it " +
+			"made one) and the ServiceAccount (which revokes its tokens).",
 		Target: modules.TargetHost,
 		Attributes: withConn(
 			modules.Attribute{Name: "node_name", Type: cty.String, Required: true, Description: "The Node the component manages."},
 			modules.Attribute{Name: "namespace", Type: cty.String, Required: true, Description: "Namespace of the ServiceAccount."},
 			modules.Attribute{Name: "name", Type: cty.String, Default: cty.StringVal("cloud-node-manager"), Description: "The component, in the objects' names."},
+			modules.Attribute{Name: "cluster_role", Type: cty.String, Description: "An existing ClusterRole to bind, e.g. `system:node-proxier` for kube-proxy. Default: a per-node ClusterRole with cloud-node-manager's rights on this Node only."},
 			modules.Attribute{Name: "api_server", Type: cty.String, Description: "API server URL the node reaches (the bootstrap kubeconfig's). Required unless `state = \"absent\"`."},
 			modules.Attribute{Name: "ca_file", Type: cty.String, Default: cty.StringVal(`C:\k\bootstrap-ca.crt`), Description: "Path on the node of the CA bundle that verifies `api_server`."},
 			modules.Attribute{Name: "dir", Type: cty.String, Description: "Directory on the node for `token` and `kubeconfig`. Default: `C:\\k\\<name>`."},
@@ -97,6 +105,11 @@ func (NodeIdentity) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 	state, _ := str(get(cfg, "state"))
 	if v := get(cfg, "state"); v.IsKnown() && state != "present" && state != "absent" {
 		diags = append(diags, cfg.Error("state", "Invalid state", `state must be "present" or "absent".`))
+	}
+	if r, ok := str(get(cfg, "cluster_role")); ok {
+		if errs := path.IsValidPathSegmentName(r); r == "" || len(errs) > 0 {
+			diags = append(diags, cfg.Error("cluster_role", "Invalid cluster_role", fmt.Sprintf("%q is not a ClusterRole name %v.", r, errs)))
+		}
 	}
 	if ns, ok := str(get(cfg, "namespace")); ok && len(validation.IsDNS1123Label(ns)) > 0 {
 		diags = append(diags, cfg.Error("namespace", "Invalid namespace", fmt.Sprintf("%q is not a namespace name.", ns)))
@@ -125,9 +138,13 @@ func (NodeIdentity) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 // identity is what the task asks for, read from its configuration.
 type identity struct {
 	node, ns, sa, role, api, caFile, dir string
-	ttl                                  time.Duration
-	renewAfter                           float64
-	absent                               bool
+	// clusterRole is the ClusterRole the binding grants: role (made here,
+	// ownRole) or the one cluster_role names.
+	clusterRole string
+	ownRole     bool
+	ttl         time.Duration
+	renewAfter  float64
+	absent      bool
 }
 
 func (id identity) tokenPath() string      { return id.dir + `\token` }
@@ -140,6 +157,10 @@ func readIdentity(cfg modules.Config) identity {
 	name, _ := str(get(cfg, "name"))
 	id.sa = "wsu-" + name + "-" + id.node
 	id.role = "wsu:" + name + ":" + id.node
+	id.clusterRole, _ = str(get(cfg, "cluster_role"))
+	if id.ownRole = id.clusterRole == ""; id.ownRole {
+		id.clusterRole = id.role
+	}
 	id.api, _ = str(get(cfg, "api_server"))
 	id.caFile, _ = str(get(cfg, "ca_file"))
 	id.dir, _ = str(get(cfg, "dir"))
@@ -251,10 +272,12 @@ func (m NodeIdentity) observe(ctx context.Context, cfg modules.Config, cl *kube.
 			return o, idAPIError(cfg, "namespace", "Cannot read the ServiceAccount", err)
 		}
 	}
-	if o.role, err = cl.Kube.RbacV1().ClusterRoles().Get(ctx, id.role, metav1.GetOptions{}); err != nil {
-		o.role = nil
-		if !apierrors.IsNotFound(err) {
-			return o, idAPIError(cfg, "name", "Cannot read the ClusterRole", err)
+	if id.ownRole {
+		if o.role, err = cl.Kube.RbacV1().ClusterRoles().Get(ctx, id.role, metav1.GetOptions{}); err != nil {
+			o.role = nil
+			if !apierrors.IsNotFound(err) {
+				return o, idAPIError(cfg, "name", "Cannot read the ClusterRole", err)
+			}
 		}
 	}
 	if o.binding, err = cl.Kube.RbacV1().ClusterRoleBindings().Get(ctx, id.role, metav1.GetOptions{}); err != nil {
@@ -342,7 +365,7 @@ func roleDiffers(have *rbacv1.ClusterRole, id identity) bool {
 func (id identity) wantBinding() *rbacv1.ClusterRoleBinding {
 	return &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: id.role, Labels: id.labels()},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: id.role},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: id.clusterRole},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: id.sa, Namespace: id.ns}},
 	}
 }
@@ -368,7 +391,7 @@ func (id identity) diff(o idObserved, now time.Time) *modules.Change {
 	if o.sa == nil {
 		add("service_account", "", id.ns+"/"+id.sa)
 	}
-	if roleDiffers(o.role, id) {
+	if id.ownRole && roleDiffers(o.role, id) {
 		old := ""
 		if o.role != nil {
 			old = "(other rules)"
@@ -376,7 +399,14 @@ func (id identity) diff(o idObserved, now time.Time) *modules.Change {
 		add("cluster_role", old, id.role+" (its Node only: get, list, watch, patch, update, status patch; events)")
 	}
 	if bindingDiffers(o.binding, id) {
-		add("cluster_role_binding", "", id.role+" → "+id.ns+"/"+id.sa)
+		old, grants := "", ""
+		if o.binding != nil && o.binding.RoleRef.Name != id.clusterRole {
+			old = "grants " + o.binding.RoleRef.Name
+		}
+		if !id.ownRole {
+			grants = " (grants " + id.clusterRole + ")"
+		}
+		add("cluster_role_binding", old, id.role+grants+" → "+id.ns+"/"+id.sa)
 	}
 	if string(o.kubeconfig) != id.kubeconfig() {
 		old := ""
@@ -393,7 +423,7 @@ func (id identity) diff(o idObserved, now time.Time) *modules.Change {
 	}
 	action := modules.Update
 	if o.sa == nil && o.role == nil && o.binding == nil {
-		action = modules.Create
+		action = modules.Create // o.role is nil too when the role is not ours
 	}
 	return &modules.Change{Action: action, Subject: id.ns + "/" + id.sa, Fields: fields}
 }
@@ -510,6 +540,7 @@ func (id identity) ensure(ctx context.Context, cfg modules.Config, cl *kube.Clie
 	}
 	roles := cl.Kube.RbacV1().ClusterRoles()
 	switch want := (&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: id.role, Labels: id.labels()}, Rules: id.rules()}); {
+	case !id.ownRole:
 	case o.role == nil:
 		if _, err := roles.Create(ctx, want, metav1.CreateOptions{}); err != nil {
 			return time.Time{}, idAPIError(cfg, "name", "Cannot create the ClusterRole", err)
@@ -602,11 +633,13 @@ func (id identity) remove(ctx context.Context, cfg modules.Config, cl *kube.Clie
 }
 
 // idAPIError is apiError naming the permissions this module needs, which
-// are Azure's own file, not wsu-cluster-role.yaml.
+// are files of their own, not wsu-cluster-role.yaml.
 func idAPIError(cfg modules.Config, attr, summary string, err error) hcl.Diagnostics {
 	detail := err.Error()
 	if apierrors.IsForbidden(err) {
-		detail += "\n\nThe identity wsu runs as lacks this permission: on Azure bind deploy/rbac/azure-cloud-node-manager.yaml to it (docs/kubernetes.md, \"cloud-node-manager's own identity\")."
+		detail += "\n\nThe identity wsu runs as lacks this permission: on Azure bind deploy/rbac/azure-cloud-node-manager.yaml to it " +
+			"(docs/kubernetes.md, \"cloud-node-manager's own identity\"); for kube-proxy's identity on kubeadm, " +
+			"deploy/rbac/kubeadm-kube-proxy.yaml (\"kube-proxy's own identity\")."
 	}
 	return hcl.Diagnostics{cfg.Error(attr, summary, detail)}
 }

@@ -172,6 +172,10 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	if err := e.Cluster.InitKubeadm(ctx); err != nil {
 		return nil, err
 	}
+	// wsu's install on kubeadm: its token group may create CSRs.
+	if err := e.Cluster.InstallWSUBootstrappers(ctx); err != nil {
+		return nil, err
+	}
 	partsCtx, cancel := context.WithCancel(context.Background())
 	e.stopParts, e.partsDone = cancel, make(chan struct{})
 	go func() {

@@ -77,8 +77,9 @@ func TestKubeadmBootstrap(t *testing.T) {
 	_, err = anon.CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{})
 	assert.True(t, apierrors.IsForbidden(err), "nothing else is public: %v", err)
 
-	// The token and kubeconfig exactly as k8s_bootstrap_token makes them.
-	tok, err := kube.CreateBootstrapToken(ctx, c.Client, kube.TokenRequest{TTL: time.Hour})
+	// The token and kubeconfig exactly as k8s_bootstrap_token makes them
+	// in kubeadm's group (wsu's own group needs wsu's RBAC, not kubeadm's).
+	tok, err := kube.CreateBootstrapToken(ctx, c.Client, kube.TokenRequest{TTL: time.Hour, Group: kube.KubeadmNodeTokenGroup})
 	require.NoError(t, err)
 	kc, err := kube.BootstrapKubeconfig(server, ca, tok.String())
 	require.NoError(t, err)

@@ -163,6 +163,7 @@ func TestKubeletJoin(t *testing.T) {
 
 	c := kubetest.Start(t)
 	require.NoError(t, c.InitKubeadm(ctx))
+	require.NoError(t, c.InstallWSUBootstrappers(ctx))
 	pctx, stopParts := context.WithCancel(ctx)
 	partsDone := make(chan error, 1)
 	go func() { partsDone <- c.RunParts(pctx, kubetest.PartsOptions{}) }()
