@@ -59,6 +59,16 @@ variable "network_firewall_ports" {
   description = "Inbound ports the pod network needs, by rule name, as PORT or PORT/PROTOCOL (tcp or udp). null: with network hostprocess UDP 4789 for VXLAN (Calico VXLAN; add { \"wsu-bgp\" = \"179/tcp\" } for Calico BGP), none with ovn-hybrid."
 }
 
+variable "kube_proxy_identity" {
+  type        = string
+  default     = null
+  description = "network ovn-hybrid: whose credentials kube-proxy (a node service) uses: \"kubelet\" (the node's, as WMCO; OpenShift grants nodes what kube-proxy needs) or \"own\" (a per-node ServiceAccount bound to system:node-proxier with a Node-bound token, k8s_node_identity: upstream's Node authorizer does not let a node list EndpointSlices; needs deploy/rbac/kubeadm-kube-proxy.yaml bound to wsu). null: kubelet on OpenShift, own on kubeadm."
+  validation {
+    condition     = var.kube_proxy_identity == null || contains(["kubelet", "own"], var.kube_proxy_identity)
+    error_message = "kube_proxy_identity must be \"kubelet\" or \"own\"."
+  }
+}
+
 variable "csi_proxy" {
   type        = bool
   default     = true
@@ -329,9 +339,10 @@ variable "metrics_namespace" {
 locals {
   # The node's network: WMCO's on OpenShift, upstream's HostProcess
   # DaemonSets on kubeadm clusters.
-  network      = var.network != null ? var.network : (var.cluster_flavour == "openshift" ? "ovn-hybrid" : "hostprocess")
-  cni_bin_dir  = var.cni_bin_dir != null ? var.cni_bin_dir : (local.network == "ovn-hybrid" ? "C:\\k\\cni" : "C:\\opt\\cni\\bin")
-  cni_conf_dir = var.cni_conf_dir != null ? var.cni_conf_dir : (local.network == "ovn-hybrid" ? "C:\\k\\cni\\config" : "C:\\etc\\cni\\net.d")
+  network             = var.network != null ? var.network : (var.cluster_flavour == "openshift" ? "ovn-hybrid" : "hostprocess")
+  cni_bin_dir         = var.cni_bin_dir != null ? var.cni_bin_dir : (local.network == "ovn-hybrid" ? "C:\\k\\cni" : "C:\\opt\\cni\\bin")
+  cni_conf_dir        = var.cni_conf_dir != null ? var.cni_conf_dir : (local.network == "ovn-hybrid" ? "C:\\k\\cni\\config" : "C:\\etc\\cni\\net.d")
+  kube_proxy_identity = var.kube_proxy_identity != null ? var.kube_proxy_identity : (var.cluster_flavour == "openshift" ? "kubelet" : "own")
   # Every inbound rule, PORT or PORT/PROTOCOL, split.
   firewall_rules = {
     for name, spec in merge(var.firewall_ports, var.network_firewall_ports != null ? var.network_firewall_ports : (local.network == "hostprocess" ? { "wsu-vxlan" = "4789/udp" } : {})) :
@@ -629,6 +640,9 @@ include "kube_proxy" {
     node_subnet      = include.overlay.node_subnet
     log_runner_flags = local.log_runner_flags
     service_recovery = var.service_recovery
+    identity         = local.kube_proxy_identity
+    kubeconfig       = var.kubeconfig
+    api_server       = include.ignition.api_server
   }
 }
 

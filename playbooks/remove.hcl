@@ -84,6 +84,12 @@ variable "defender_exclusions" {
   description = "The Windows Defender exclusions join wrote as local policy (join's defender_excluded_processes and defender_excluded_paths), by list; removed with containerd (remove_containerd). The Exclusions_Processes/Exclusions_Paths switches stay: other exclusions may use them."
 }
 
+variable "kube_proxy_identity" {
+  type        = string
+  default     = "own"
+  description = "join's kube_proxy_identity on kubeadm: \"own\" removes kube-proxy's per-node identity from a node joined with network ovn-hybrid (the Node's wsu.dev/network says); \"kubelet\" when join ran with that."
+}
+
 variable "remove_containerd" {
   type        = bool
   default     = true
@@ -115,6 +121,15 @@ play "cloud node name" {
 
 play "drain" {
   hosts = "windows"
+
+  # The network join recorded on the Node (wsu.dev/network): what else
+  # there is to remove.
+  task "joined network" {
+    k8s_node {
+      kubeconfig = var.kubeconfig
+      name       = local.node
+    }
+  }
 
   # Prometheus stops scraping the node before its exporter stops.
   task "metrics endpoint" {
@@ -156,6 +171,20 @@ play "deconfigure" {
       name            = each.value
       state           = "absent"
       only_if_managed = true
+    }
+  }
+
+  # kube-proxy's own identity (join with network ovn-hybrid on kubeadm,
+  # kube_proxy_identity "own"): its files, binding and ServiceAccount.
+  task "kube-proxy identity" {
+    when = var.cluster_flavour == "kubeadm" && try(task["joined network"].annotations["wsu.dev/network"], "") == "ovn-hybrid" && var.kube_proxy_identity == "own"
+    k8s_node_identity {
+      kubeconfig   = var.kubeconfig
+      node_name    = local.node
+      namespace    = "kube-system"
+      name         = "kube-proxy"
+      cluster_role = "system:node-proxier"
+      state        = "absent"
     }
   }
 

@@ -37,6 +37,7 @@ import (
 	"github.com/wsu-project/wsu/test/kubetest"
 	"github.com/wsu-project/wsu/test/payloadtest"
 	sshdtest "github.com/wsu-project/wsu/test/sshd"
+	"github.com/wsu-project/wsu/test/standin"
 	"github.com/wsu-project/wsu/transport/agentbin"
 )
 
@@ -105,12 +106,15 @@ type Env struct {
 	// inventory names, for other SSH clients (the benchmarks' floor).
 	KeyFile, KnownHosts string
 
-	opts      Options
-	winrm     map[*Host]*WinRMHost // TransportWinRM only
-	stopParts context.CancelFunc
-	partsDone chan struct{}
-	closeOnce sync.Once
-	uid, gid  int
+	opts Options
+	// hostProcessDir holds the HostProcess pod stand-ins (network
+	// hostprocess only).
+	hostProcessDir string
+	winrm          map[*Host]*WinRMHost // TransportWinRM only
+	stopParts      context.CancelFunc
+	partsDone      chan struct{}
+	closeOnce      sync.Once
+	uid, gid       int
 }
 
 // Host is one simulated Windows host.
@@ -165,8 +169,14 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		return nil, fmt.Errorf("harness: payload: %w", err)
 	}
 
+	clusterOpts := opts.Cluster
+	if e.network() == NetworkHostProcess {
+		// A kubeadm cluster's controllers, and the scheduler that binds
+		// the Windows network's DaemonSet pods to the node.
+		clusterOpts = append(clusterOpts, kubetest.WithKubeadmControllers(), kubetest.WithScheduler())
+	}
 	opts.Logf("harness: starting kube-apiserver and etcd (the first run builds them: minutes)")
-	if e.Cluster, err = kubetest.New(ctx, opts.Logf, opts.Cluster...); err != nil {
+	if e.Cluster, err = kubetest.New(ctx, opts.Logf, clusterOpts...); err != nil {
 		return nil, err
 	}
 	if err := e.Cluster.InitKubeadm(ctx); err != nil {
@@ -176,11 +186,21 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	if err := e.Cluster.InstallWSUBootstrappers(ctx); err != nil {
 		return nil, err
 	}
+	parts := kubetest.PartsOptions{}
+	if e.network() == NetworkHostProcess {
+		// No OVN-Kubernetes: Calico and kube-proxy-windows, as HostProcess
+		// DaemonSets the kubelet stand-in runs on the node.
+		parts.NoOVNMaster, parts.NoOVNIdentity = true, true
+		opts.Logf("harness: installing the Windows network's DaemonSets (calico-node-windows, kube-proxy-windows)")
+		if err := e.Cluster.InstallWindowsNetwork(ctx, kubetest.WindowsNetworkOptions{}); err != nil {
+			return nil, err
+		}
+	}
 	partsCtx, cancel := context.WithCancel(context.Background())
 	e.stopParts, e.partsDone = cancel, make(chan struct{})
 	go func() {
 		defer close(e.partsDone)
-		e.Cluster.RunParts(partsCtx, kubetest.PartsOptions{})
+		e.Cluster.RunParts(partsCtx, parts)
 	}()
 
 	switch opts.Transport {
@@ -195,11 +215,27 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		return nil, fmt.Errorf("harness: unknown Transport %q (want %q or %q)", opts.Transport, TransportSSH, TransportWinRM)
 	}
 
+	hostEnv := opts.HostEnv
+	if e.network() == NetworkHostProcess {
+		// Outside Dir (which holds the client key): the SSH user's
+		// services (the kubelet stand-in) run them.
+		if e.hostProcessDir, err = os.MkdirTemp("", "wsu-hostprocess-"); err != nil {
+			return nil, err
+		}
+		if err := os.Chmod(e.hostProcessDir, 0o755); err != nil {
+			return nil, err
+		}
+		opts.Logf("harness: building the HostProcess pod stand-ins (calicowindows, kubeproxy)")
+		if _, err := standin.Build(ctx, e.hostProcessDir, "", "calicowindows", "kubeproxy"); err != nil {
+			return nil, fmt.Errorf("harness: hostprocess stand-ins: %w", err)
+		}
+		hostEnv = append(hostEnv, "WSU_KUBELET_HOSTPROCESS_DIR="+e.hostProcessDir)
+	}
 	opts.Logf("harness: starting sshd on 127.0.0.1")
 	// All hosts share this sshd: it takes a connection from each at once
 	// (its default drops unauthenticated ones beyond 10 at random).
 	limits := max(opts.Hosts, 10) * 2
-	if e.SSHD, err = sshdtest.New(sshdtest.Options{SetEnv: opts.HostEnv, MaxStartups: strconv.Itoa(limits), MaxSessions: limits}); err != nil {
+	if e.SSHD, err = sshdtest.New(sshdtest.Options{SetEnv: hostEnv, MaxStartups: strconv.Itoa(limits), MaxSessions: limits}); err != nil {
 		return nil, err
 	}
 	if e.SSHUser, e.UserDir, err = sshdtest.FastUser(); err != nil {
@@ -336,12 +372,11 @@ func (e *Env) writeVarFile() error {
 	timeout := 120 + 3*len(e.Hosts)
 	vars := fmt.Sprintf(`# Variables for the stock playbooks against the harness cluster.
 cluster_flavour = "kubeadm"
-network         = %q
-kubeconfig      = %q
+%skubeconfig      = %q
 payload_dir     = %q
 csr_timeout     = %d
 ready_timeout   = %d
-`, e.network(), e.Cluster.Kubeconfig, e.PayloadDir, timeout, timeout)
+`, e.networkVar(), e.Cluster.Kubeconfig, e.PayloadDir, timeout, timeout)
 	e.VarFile = filepath.Join(e.Dir, "cluster.wsuvars")
 	return os.WriteFile(e.VarFile, []byte(vars), 0o644)
 }
@@ -354,6 +389,15 @@ const (
 
 // network is the join network the set-up plays.
 func (e *Env) network() string { return cmp.Or(e.opts.Network, NetworkOVNHybrid) }
+
+// networkVar is the var file's network line: none for hostprocess, which
+// is join's default on kubeadm and what a vanilla user leaves unset.
+func (e *Env) networkVar() string {
+	if e.network() == NetworkHostProcess {
+		return ""
+	}
+	return fmt.Sprintf("network         = %q\n", e.network())
+}
 
 // WithSim opens h's simulated host from this process and calls f. The
 // state stays owned by the SSH user, whose agent and services use it.
@@ -406,6 +450,9 @@ func (e *Env) Close() error {
 		}
 		if e.Dir != "" {
 			os.RemoveAll(e.Dir)
+		}
+		if e.hostProcessDir != "" {
+			os.RemoveAll(e.hostProcessDir)
 		}
 	})
 	return errors.Join(errs...)

@@ -79,6 +79,9 @@ func KubeadmControllers() []string {
 		"token-cleaner-controller",
 		"node-ipam-controller",
 		"daemonset-controller",
+		// Pods bound to a Node that is gone are deleted (a removed
+		// Windows node's DaemonSet pods).
+		"pod-garbage-collector-controller",
 	}
 }
 
