@@ -68,9 +68,9 @@ func demo(wsu string, hosts int, keep bool, network string) (err error) {
 	}()
 	fmt.Printf(`   started:
      kube-apiserver + etcd   %s   (admin kubeconfig %s)
-     cluster parts           CSR signer and OVN-Kubernetes master stand-ins (test/kubetest)
+     cluster parts           %s
      sshd                    %s   (OpenSSH, user %s)
-`, env.Cluster.Config.Host, env.Cluster.Kubeconfig, env.SSHD.Addr, env.SSHUser)
+`, env.Cluster.Config.Host, env.Cluster.Kubeconfig, clusterParts(network), env.SSHD.Addr, env.SSHUser)
 	for _, h := range env.Hosts {
 		fmt.Printf("     simulated Windows host  %s (%s, %s) state in %s\n", h.Name, h.Hostname, h.IPv4, h.Root)
 	}
@@ -131,4 +131,12 @@ func demo(wsu string, hosts int, keep bool, network string) (err error) {
 	}
 	say("done: the host joined, and a second plan found nothing to change")
 	return nil
+}
+
+// clusterParts says what plays the cluster's side for the network shown.
+func clusterParts(network string) string {
+	if network == harness.NetworkHostProcess {
+		return "kube-controller-manager (kubeadm's controllers) and kube-scheduler; Calico and kube-proxy-windows DaemonSets, their pods stand-ins the kubelet stand-in runs (test/kubetest)"
+	}
+	return "CSR signer and OVN-Kubernetes master stand-ins (test/kubetest)"
 }
