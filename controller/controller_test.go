@@ -83,8 +83,15 @@ func startBed(t *testing.T, hosts int, opts controller.Options) *bed {
 
 func newBed(t *testing.T, hosts int) *bed {
 	t.Helper()
+	return newBedWith(t, harness.Options{Hosts: hosts})
+}
+
+// newBedWith is newBed with the harness options given (a network).
+func newBedWith(t *testing.T, hopts harness.Options) *bed {
+	t.Helper()
 	ctx := context.Background()
-	env, err := harness.Start(ctx, harness.Options{Hosts: hosts, WSU: wsuBin, Logf: t.Logf})
+	hopts.WSU, hopts.Logf = wsuBin, t.Logf
+	env, err := harness.Start(ctx, hopts)
 	require.NoError(t, err)
 	t.Cleanup(func() { env.Close() })
 	crd, err := filepath.Abs("../deploy/crd/wsu.dev_windowsinstances.yaml")
