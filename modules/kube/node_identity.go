@@ -18,7 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/validation/path"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -107,7 +107,7 @@ func (NodeIdentity) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 		diags = append(diags, cfg.Error("state", "Invalid state", `state must be "present" or "absent".`))
 	}
 	if r, ok := str(get(cfg, "cluster_role")); ok {
-		if errs := path.IsValidPathSegmentName(r); r == "" || len(errs) > 0 {
+		if errs := content.IsPathSegmentName(r); r == "" || len(errs) > 0 {
 			diags = append(diags, cfg.Error("cluster_role", "Invalid cluster_role", fmt.Sprintf("%q is not a ClusterRole name %v.", r, errs)))
 		}
 	}

@@ -271,7 +271,7 @@ func (c *Cluster) ensureKubeDNS(ctx context.Context) error {
 	if _, err := svcs.Get(ctx, KubeDNSService, metav1.GetOptions{}); err == nil {
 		return nil
 	} else if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("Service %s: %w", KubeDNSService, err)
+		return fmt.Errorf("kubetest: service %s: %w", KubeDNSService, err)
 	}
 	port := func(name string, proto corev1.Protocol, p int32) corev1.ServicePort {
 		return corev1.ServicePort{Name: name, Protocol: proto, Port: p, TargetPort: intstr.FromInt32(p)}
@@ -288,7 +288,7 @@ func (c *Cluster) ensureKubeDNS(ctx context.Context) error {
 	}
 	_, err := svcs.Create(ctx, svc, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("Service %s: %w", KubeDNSService, err)
+		return fmt.Errorf("kubetest: service %s: %w", KubeDNSService, err)
 	}
 	return nil
 }

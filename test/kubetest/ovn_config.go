@@ -29,7 +29,7 @@ func (c *Cluster) publishOVNConfig(ctx context.Context, clusterCIDR string) erro
 	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: OVNConfigMapName, Namespace: OVNNamespace},
-		Data: map[string]string{"ovnkube.conf": fmt.Sprintf("[default]\nmtu=1400\n\n[hybridoverlay]\nenabled=true\ncluster-subnets=%s\n", clusterCIDR)},
+		Data:       map[string]string{"ovnkube.conf": fmt.Sprintf("[default]\nmtu=1400\n\n[hybridoverlay]\nenabled=true\ncluster-subnets=%s\n", clusterCIDR)},
 	}
 	cms := c.Client.CoreV1().ConfigMaps(OVNNamespace)
 	_, err := cms.Create(ctx, cm, metav1.CreateOptions{})
