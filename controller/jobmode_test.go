@@ -96,9 +96,12 @@ func TestJobMode(t *testing.T) {
 	jobs := recordJobs(t, env)
 
 	// The Jobs' playbooks act on the cluster they run in (in-cluster
-	// config): the var file names no kubeconfig.
+	// config): the var file names no kubeconfig. The bed plays OVN-Kubernetes' hybrid
+	// overlay (network ovn-hybrid), and kube-proxy keeps the kubelet's
+	// identity: wsu-cluster-role.yaml lacks the opt-in rights of its own one
+	// (deploy/rbac/kubeadm-kube-proxy.yaml).
 	varFile := filepath.Join(t.TempDir(), "job.wsuvars")
-	require.NoError(t, os.WriteFile(varFile, []byte(fmt.Sprintf("cluster_flavour = \"kubeadm\"\nnetwork = \"ovn-hybrid\"\npayload_dir = %q\ncsr_timeout = 120\nready_timeout = 120\n", env.PayloadDir)), 0o644))
+	require.NoError(t, os.WriteFile(varFile, []byte(fmt.Sprintf("cluster_flavour = \"kubeadm\"\nnetwork = \"ovn-hybrid\"\nkube_proxy_identity = \"kubelet\"\npayload_dir = %q\ncsr_timeout = 120\nready_timeout = 120\n", env.PayloadDir)), 0o644))
 	scheme, err := controller.NewScheme()
 	require.NoError(t, err)
 	opts := controller.Options{

@@ -175,8 +175,11 @@ func (b *shippedBed) hostVarArgs(t *testing.T) []string {
 	}
 	// The test bed plays OVN-Kubernetes' hybrid overlay, not a CNI
 	// DaemonSet: the site's overlay says so, as a site on such a cluster
-	// would.
-	return append(out, "--var=network="+harness.NetworkOVNHybrid)
+	// would. kube-proxy keeps the kubelet's identity: the shipped RBAC
+	// does not grant the opt-in rights its own identity needs
+	// (deploy/rbac/kubeadm-kube-proxy.yaml), and this bed's kube-proxy
+	// service stand-in does not talk to the API.
+	return append(out, "--var=network="+harness.NetworkOVNHybrid, "--var=kube_proxy_identity=kubelet")
 }
 
 // patchOp is one JSON patch operation.

@@ -130,7 +130,32 @@ func clientConfig(paths *simhost.Paths, cfg config) (*rest.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return clientcmd.BuildConfigFromFlags("", p)
+	rc, err := clientcmd.BuildConfigFromFlags("", p)
+	if err != nil {
+		return nil, err
+	}
+	// A node's kubeconfig names its token and CA files by Windows paths
+	// (k8s_node_identity writes tokenFile C:\k\...\token).
+	for _, f := range []*string{&rc.BearerTokenFile, &rc.TLSClientConfig.CAFile} {
+		win, ok := windowsTail(*f)
+		if !ok {
+			continue
+		}
+		if *f, err = paths.Local(win); err != nil {
+			return nil, err
+		}
+	}
+	return rc, nil
+}
+
+// windowsTail is the drive-letter path (C:\...) in p, which clientcmd
+// took for a relative one and prefixed with the kubeconfig's directory.
+func windowsTail(p string) (string, bool) {
+	i := strings.Index(p, `:\`)
+	if i < 1 || !simhost.IsWindows(p[i-1:]) {
+		return "", false
+	}
+	return p[i-1:], true
 }
 
 // waitNetwork is start.ps1's wait for the network and, for Overlay, its
