@@ -130,32 +130,29 @@ func clientConfig(paths *simhost.Paths, cfg config) (*rest.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	rc, err := clientcmd.BuildConfigFromFlags("", p)
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	kc, err := clientcmd.Load(raw)
 	if err != nil {
 		return nil, err
 	}
 	// A node's kubeconfig names its token and CA files by Windows paths
 	// (k8s_node_identity writes tokenFile C:\k\...\token).
-	for _, f := range []*string{&rc.BearerTokenFile, &rc.TLSClientConfig.CAFile} {
-		win, ok := windowsTail(*f)
-		if !ok {
-			continue
+	for _, a := range kc.AuthInfos {
+		for _, f := range []*string{&a.TokenFile, &a.ClientCertificate, &a.ClientKey} {
+			if *f, err = paths.Local(*f); err != nil {
+				return nil, err
+			}
 		}
-		if *f, err = paths.Local(win); err != nil {
+	}
+	for _, c := range kc.Clusters {
+		if c.CertificateAuthority, err = paths.Local(c.CertificateAuthority); err != nil {
 			return nil, err
 		}
 	}
-	return rc, nil
-}
-
-// windowsTail is the drive-letter path (C:\...) in p, which clientcmd
-// took for a relative one and prefixed with the kubeconfig's directory.
-func windowsTail(p string) (string, bool) {
-	i := strings.Index(p, `:\`)
-	if i < 1 || !simhost.IsWindows(p[i-1:]) {
-		return "", false
-	}
-	return p[i-1:], true
+	return clientcmd.NewDefaultClientConfig(*kc, &clientcmd.ConfigOverrides{}).ClientConfig()
 }
 
 // waitNetwork is start.ps1's wait for the network and, for Overlay, its
