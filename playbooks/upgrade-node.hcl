@@ -65,10 +65,16 @@ variable "cluster_flavour" {
 variable "network" {
   type        = string
   default     = null
-  description = "join's network; null: the one join recorded on the Node (annotation wsu.dev/network), so an upgrade keeps the node's network, else join's default."
+  description = "join's network; null: the one join recorded on the Node (annotation wsu.dev/network; ovn-hybrid for a node an earlier wsu joined, which has only the version annotation), so an upgrade keeps the node's network, else join's default."
 }
 
 locals {
+  # The network join recorded on the Node. A node an earlier wsu joined
+  # has WMCO's version annotation but no network one: that wsu knew only
+  # ovn-hybrid, which the upgrade keeps.
+  joined_network = try(task["current version"].annotations["wsu.dev/network"], (
+    try(task["current version"].annotations["windowsmachineconfig.openshift.io/version"], null) != null ? "ovn-hybrid" : null
+  ))
   version_annotation = var.version_annotation != null ? var.version_annotation : (var.cluster_flavour == "openshift" ? "windowsmachineconfig.openshift.io/version" : "wsu.dev/version")
   node = var.node_name != null ? var.node_name : (
     var.platform == "VSphere" ? lower(host.facts.fqdn) : coalesce(try(task["instance metadata name"].node_name, null), lower(host.facts.hostname))
@@ -123,7 +129,7 @@ play "cordon" {
 include "join" {
   source = "./join.hcl"
   vars = {
-    network = var.network != null ? var.network : try(task["current version"].annotations["wsu.dev/network"], null)
+    network = var.network != null ? var.network : local.joined_network
   }
 }
 
