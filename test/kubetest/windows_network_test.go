@@ -65,7 +65,9 @@ func startWindowsNode(t *testing.T, c *Cluster, n winNode) *kube.BootstrapToken 
 		require.NoError(t, err)
 		n.put(t, name, b, 0o755)
 	}
-	tok, err := kube.CreateBootstrapToken(ctx, c.Client, kube.TokenRequest{TTL: time.Hour})
+	// kubeadm's node token: its group reads kubelet-config and is
+	// auto-approved (wsu's own group is neither).
+	tok, err := kube.CreateBootstrapToken(ctx, c.Client, kube.TokenRequest{TTL: time.Hour, Group: kube.KubeadmNodeTokenGroup})
 	require.NoError(t, err)
 	server, ca, err := kube.ClusterInfo(ctx, c.Client)
 	require.NoError(t, err)

@@ -47,6 +47,7 @@ include "kubelet" {
   vars = {
     node_name        = var.node_name
     node_ip          = var.node_ip
+    node_labels      = [] # kubeadm: no OpenShift label (join's default there)
     service_recovery = false
   }
 }

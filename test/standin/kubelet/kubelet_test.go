@@ -19,6 +19,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
+	"github.com/zclconf/go-cty/cty/function/stdlib"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -69,11 +71,13 @@ func kubeletConf(t *testing.T) []byte {
 	require.NoError(t, err)
 	tmpl, diags := hclsyntax.ParseTemplate(src, "kubelet.conf.tftpl", hcl.InitialPos)
 	require.False(t, diags.HasErrors(), "%v", diags)
+	taint := cty.ObjectVal(map[string]cty.Value{"key": cty.StringVal("os"), "value": cty.StringVal("Windows"), "effect": cty.StringVal("NoSchedule")})
 	v, diags := tmpl.Value(&hcl.EvalContext{Variables: map[string]cty.Value{
 		"cluster_dns":    cty.ListVal([]cty.Value{cty.StringVal("172.30.0.10")}),
 		"cluster_domain": cty.StringVal("cluster.local"),
 		"max_pods":       cty.NumberIntVal(250),
-	}})
+		"node_taints":    cty.ListVal([]cty.Value{taint}), // OpenShift's
+	}, Functions: map[string]function.Function{"length": stdlib.LengthFunc}})
 	require.False(t, diags.HasErrors(), "%v", diags)
 	return []byte(v.AsString())
 }
