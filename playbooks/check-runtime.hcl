@@ -11,16 +11,6 @@ variable "cluster_flavour" {
   }
 }
 
-variable "network" {
-  type        = string
-  default     = "ovn-hybrid"
-  description = "The node's network (join's network, which checks the cluster runs it): ovn-hybrid, hostprocess or none."
-  validation {
-    condition     = contains(["ovn-hybrid", "hostprocess", "none"], var.network)
-    error_message = "network must be \"ovn-hybrid\", \"hostprocess\" or \"none\"."
-  }
-}
-
 variable "cni_bin_dir" {
   type        = string
   default     = "C:\\k\\cni"

@@ -508,7 +508,6 @@ include "runtime" {
   source = "./check-runtime.hcl"
   vars = {
     cluster_flavour   = var.cluster_flavour
-    network           = local.network
     cni_bin_dir       = local.cni_bin_dir
     cni_conf_dir      = local.cni_conf_dir
     kubeconfig        = var.kubeconfig
