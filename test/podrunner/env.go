@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/wsu-project/wsu/test/downward"
 )
 
 // defaultPath is the PATH of a container whose image sets none.
@@ -148,28 +150,10 @@ func (r *Runner) valueFrom(ctx context.Context, pod *corev1.Pod, src *corev1.Env
 	return "", fmt.Errorf("only fieldRef, configMapKeyRef and secretKeyRef are supported")
 }
 
-// fieldValue is a downward API field of the pod.
+// fieldValue is a downward API field of the pod (on the host's network:
+// the loopback address).
 func fieldValue(pod *corev1.Pod, field string) (string, error) {
-	switch field {
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
-	case "spec.nodeName":
-		return pod.Spec.NodeName, nil
-	case "spec.serviceAccountName":
-		return pod.Spec.ServiceAccountName, nil
-	case "status.podIP", "status.hostIP":
-		return loopback, nil
-	}
-	for prefix, m := range map[string]map[string]string{"metadata.labels": pod.Labels, "metadata.annotations": pod.Annotations} {
-		if rest, ok := strings.CutPrefix(field, prefix+"['"); ok && strings.HasSuffix(rest, "']") {
-			return m[strings.TrimSuffix(rest, "']")], nil
-		}
-	}
-	return "", fmt.Errorf("field %q is not supported by the pod runner", field)
+	return downward.FieldValue(pod, field, loopback)
 }
 
 // expand replaces $(NAME) with NAME's value when it is defined, and $$ with

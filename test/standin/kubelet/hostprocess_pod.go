@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/wsu-project/wsu/test/downward"
 )
 
 // The HostProcess container environment: the sandbox mount point and
@@ -261,22 +263,10 @@ func (r *podRunner) envValue(ctx context.Context, pod *corev1.Pod, e corev1.EnvV
 	return "", false, fmt.Errorf("the stand-in resolves only value, fieldRef and configMapKeyRef")
 }
 
+// fieldValue is a downward API field of the pod: HostProcess pods are on
+// the host network, so their IP is the node's.
 func (r *podRunner) fieldValue(pod *corev1.Pod, path string) (string, error) {
-	switch path {
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
-	case "spec.nodeName":
-		return pod.Spec.NodeName, nil
-	case "spec.serviceAccountName":
-		return pod.Spec.ServiceAccountName, nil
-	case "status.hostIP", "status.podIP":
-		return r.o.nodeIP.String(), nil // HostProcess pods are on the host network
-	}
-	return "", fmt.Errorf("fieldRef %s is not resolved by the stand-in", path)
+	return downward.FieldValue(pod, path, r.o.nodeIP.String())
 }
 
 // setRunning reports the pod Running and Ready, its containers started.
