@@ -23,10 +23,14 @@ func tcpPair(t *testing.T) (net.Conn, func() []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	// The listener closes once it has accepted: closed earlier (when this
+	// function returns), a connection still in its accept queue is reset,
+	// and the writer sees "connection reset by peer".
+	t.Cleanup(func() { ln.Close() })
 	got := make(chan []byte, 1)
 	go func() {
 		c, err := ln.Accept()
+		ln.Close()
 		if err != nil {
 			got <- nil
 			return
