@@ -108,7 +108,7 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	orig := wi.DeepCopy()
-	if err := r.checkHostVars(wi); err != nil {
+	if err := r.checkSpec(wi); err != nil {
 		return r.refuse(ctx, orig, wi, err)
 	}
 	meta.RemoveStatusCondition(&wi.Status.Conditions, wsuv1.ConditionValid)
@@ -497,8 +497,12 @@ func (r *InstanceReconciler) failed(ctx context.Context, orig, wi *wsuv1.Windows
 func (r *InstanceReconciler) refuse(ctx context.Context, orig, wi *wsuv1.WindowsInstance, err error) (ctrl.Result, error) {
 	reason := ReasonInvalidInput
 	var hv *HostVarsRefused
-	if errors.As(err, &hv) {
+	var pb *PlaybookRefused
+	switch {
+	case errors.As(err, &hv):
 		reason = ReasonHostVarRefused
+	case errors.As(err, &pb):
+		reason = ReasonPlaybookRefused
 	}
 	msg := truncate(err.Error(), 1000)
 	was := meta.FindStatusCondition(orig.Status.Conditions, wsuv1.ConditionValid)
@@ -604,9 +608,14 @@ func (r *InstanceReconciler) runRequest(ctx context.Context, wi *wsuv1.WindowsIn
 	if err != nil {
 		return RunRequest{}, err
 	}
+	var readDirs []string
+	if r.payloads != nil && r.payloads.dir != "" {
+		readDirs = []string{r.payloads.dir}
+	}
 	return RunRequest{
 		Instance:   wi.Namespace + "/" + wi.Name,
 		Playbook:   playbook,
+		ReadDirs:   readDirs,
 		Inventory:  inv,
 		Vars:       vars,
 		VarFiles:   r.Options.VarFiles,
@@ -668,6 +677,9 @@ func (r *InstanceReconciler) playbook(ctx context.Context, wi *wsuv1.WindowsInst
 	case src.ConfigMap != "" && src.Stock != "":
 		return "", errors.New("spec.playbook names both a stock playbook and a ConfigMap; give one")
 	case src.ConfigMap != "":
+		if !r.Options.AllowPlaybookConfigMaps {
+			return "", &PlaybookRefused{ConfigMap: src.ConfigMap}
+		}
 		return r.sitePlaybook(ctx, wi, src.ConfigMap)
 	case src.Stock != "":
 		return "wsu:" + strings.TrimSuffix(strings.TrimPrefix(src.Stock, "wsu:"), ".hcl") + ".hcl", nil

@@ -134,7 +134,7 @@ func (jr *jobRequest) runRequest(dir, key string) (RunRequest, error) {
 		}
 		vars[i] += string(data)
 	}
-	req := RunRequest{Instance: jr.Instance, Mode: jr.Mode, Playbook: jr.Playbook, Vars: vars, Inventory: inv}
+	req := RunRequest{Instance: jr.Instance, Mode: jr.Mode, Playbook: jr.Playbook, ReadDirs: jr.ReadDirs, Vars: vars, Inventory: inv}
 	if len(jr.Files) > 0 {
 		pdir := filepath.Join(dir, "playbook")
 		if err := writeFiles(pdir, jr.Files); err != nil {

@@ -37,6 +37,8 @@ type fixture struct {
 	forks int
 	// connect, when set, replaces the local connection.
 	connect engine.ConnectorFunc
+	// confine, when set, confines the run (playbook.Loader.Confine).
+	confine []string
 }
 
 func newFixture(t *testing.T, files map[string]string) *fixture {
@@ -91,6 +93,7 @@ func (f *fixture) runCtx(ctx context.Context, mode engine.Mode, hooks ...engine.
 	t := f.t
 	t.Helper()
 	loader := playbook.NewLoader(all.Schemas(), nil)
+	loader.Confine = f.confine
 	pb, diags := loader.Load(filepath.Join(f.dir, "play.hcl"))
 	require.False(t, diags.HasErrors(), "load: %s", diags)
 	inv, diags := inventory.ParseINI("inventory.ini", []byte(f.inv))
@@ -645,6 +648,7 @@ play "p" {
   }
 }`})
 	loader := playbook.NewLoader(all.Schemas(), nil)
+	loader.Confine = f.confine
 	pb, diags := loader.Load(filepath.Join(f.dir, "play.hcl"))
 	require.False(t, diags.HasErrors())
 	inv, _ := inventory.ParseINI("inv", []byte("win01 reconnect_timeout=10s\n"))

@@ -77,6 +77,11 @@ type Options struct {
 	Agents *agentbin.Source
 	// Stock are the stock playbooks `wsu:NAME` names. nil: the embedded ones.
 	Stock fs.FS
+	// Confine, when set, are the only directories the run reads files in
+	// on this machine (playbook.Loader.Confine): the playbook, its file
+	// functions and the files modules read. The controller confines a
+	// site playbook from a ConfigMap to its own files and the payload.
+	Confine []string
 }
 
 // Run is a prepared run.
@@ -120,6 +125,10 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 	registry := all.Registry(clusters)
 	loader := playbook.NewLoader(registry, stock)
 	var diags hcl.Diagnostics
+	loader.Confine, diags = confineDirs(o.Confine)
+	if diags.HasErrors() {
+		return &Run{Inputs: in, Text: loader.Sources(), Secrets: engine.NewScrubber()}, diags
+	}
 	in.Playbook, diags = ResolvePlaybook(in.Playbook, stock)
 	run := &Run{Inputs: in, Text: loader.Sources(), Secrets: engine.NewScrubber()}
 	if diags.HasErrors() {
@@ -504,4 +513,21 @@ func forks(n int) int {
 		return engine.DefaultForks
 	}
 	return n
+}
+
+// confineDirs are dirs made absolute with their symbolic links followed,
+// so a path is compared with what it really names.
+func confineDirs(dirs []string) ([]string, hcl.Diagnostics) {
+	var out []string
+	for _, d := range dirs {
+		abs, err := filepath.Abs(d)
+		if err == nil {
+			abs, err = filepath.EvalSymlinks(abs)
+		}
+		if err != nil {
+			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot confine the run", Detail: fmt.Sprintf("The directory %s the run is confined to: %s.", d, err)}}
+		}
+		out = append(out, abs)
+	}
+	return out, nil
 }
