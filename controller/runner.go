@@ -104,6 +104,21 @@ func (req RunRequest) confine() []string {
 	return append([]string{filepath.Dir(req.Playbook)}, req.ReadDirs...)
 }
 
+// secretVars name the vars whose values came from a varsFrom Secret:
+// sensitive in the run whatever the playbook declares, so no plan, event,
+// status or log shows them.
+func (req RunRequest) secretVars() []string {
+	var names []string
+	for i := range req.Secrets.Vars {
+		if i >= 0 && i < len(req.Vars) {
+			name, _, _ := strings.Cut(req.Vars[i], "=")
+			names = append(names, strings.TrimSpace(name))
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
 // Runner runs playbooks. The in-process runner is the default; a Job runner
 // (one Kubernetes Job per run) implements the same interface.
 type Runner interface {
@@ -125,13 +140,14 @@ type InProcess struct {
 func (p InProcess) Run(ctx context.Context, req RunRequest) RunOutcome {
 	rec := &recorder{}
 	run, diags := setup.Prepare(ctx, setup.Options{
-		Inputs:    planfile.Inputs{Playbook: req.Playbook, Vars: req.Vars, VarFiles: req.VarFiles, Kubeconfig: req.Kubeconfig},
-		Inventory: req.Inventory,
-		Mode:      req.Mode,
-		Hooks:     rec,
-		Clusters:  kube.NewCache(kube.Defaults{Kubeconfig: req.Kubeconfig}),
-		Agents:    p.Agents,
-		Confine:   req.confine(),
+		Inputs:     planfile.Inputs{Playbook: req.Playbook, Vars: req.Vars, VarFiles: req.VarFiles, Kubeconfig: req.Kubeconfig},
+		Inventory:  req.Inventory,
+		Mode:       req.Mode,
+		Hooks:      rec,
+		Clusters:   kube.NewCache(kube.Defaults{Kubeconfig: req.Kubeconfig}),
+		Agents:     p.Agents,
+		Confine:    req.confine(),
+		SecretVars: req.secretVars(),
 	})
 	if diags.HasErrors() {
 		return RunOutcome{Failed: true, Message: firstError(diags)}

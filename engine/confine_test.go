@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -143,4 +144,54 @@ func TestConfinedIncludes(t *testing.T) {
 	loader = playbook.NewLoader(all.Schemas(), nil)
 	_, diags = loader.Load(filepath.Join(dir, "play.hcl"))
 	assert.False(t, diags.HasErrors(), "%s", diags)
+}
+
+// TestSecretVarsAreSensitive: a -var the caller names a secret
+// (engine.Inputs.SecretVars, the controller's varsFrom Secret values) is
+// sensitive though its variable is not declared so: no message, failure
+// or diagnostic shows it. The same value given as a plain -var shows.
+func TestSecretVarsAreSensitive(t *testing.T) {
+	t.Parallel()
+	const value = "from-a-secret-7f3a9c"
+	run := func(secret bool) (*engine.Result, *recorder) {
+		f := newFixture(t, map[string]string{"play.hcl": rootVar + `
+variable "motd" {
+  type = string
+}
+
+play "p" {
+  hosts = "all"
+
+  task "show" {
+    print {
+      msg = "motd: ${var.motd}"
+    }
+  }
+  task "check" {
+    assert {
+      that         = [var.motd == "x"]
+      fail_message = "not x: ${var.motd}"
+    }
+  }
+}
+`})
+		f.vars = append(f.vars, "motd="+value)
+		if secret {
+			f.secretVars = []string{"motd"}
+		}
+		return f.run(engine.ModeApply)
+	}
+
+	res, rec := run(true)
+	require.True(t, res.Failed())
+	all, err := json.Marshal(rec.events)
+	require.NoError(t, err)
+	assert.NotContains(t, string(all), value, "no event shows the secret")
+	diags, err := json.Marshal(res.Diagnostics)
+	require.NoError(t, err)
+	assert.NotContains(t, string(diags), value)
+	assert.Contains(t, string(all), "(sensitive)")
+
+	_, rec = run(false)
+	assert.Equal(t, "motd: "+value, rec.result(t, "localhost", "show").Message, "the control: a plain -var shows")
 }

@@ -39,6 +39,8 @@ type fixture struct {
 	connect engine.ConnectorFunc
 	// confine, when set, confines the run (playbook.Loader.Confine).
 	confine []string
+	// secretVars are engine.Inputs.SecretVars.
+	secretVars []string
 }
 
 func newFixture(t *testing.T, files map[string]string) *fixture {
@@ -115,7 +117,7 @@ func (f *fixture) runCtx(ctx context.Context, mode engine.Mode, hooks ...engine.
 	res := engine.Run(ctx, engine.Request{
 		Playbook:  pb,
 		Inventory: inv,
-		Inputs:    engine.Inputs{Vars: append([]string{"root=" + f.root}, f.vars...)},
+		Inputs:    engine.Inputs{Vars: append([]string{"root=" + f.root}, f.vars...), SecretVars: f.secretVars},
 		Mode:      mode,
 		Registry:  all.Schemas(),
 		Connector: connector,

@@ -77,6 +77,10 @@ type Options struct {
 	Agents *agentbin.Source
 	// Stock are the stock playbooks `wsu:NAME` names. nil: the embedded ones.
 	Stock fs.FS
+	// SecretVars name -var values that are secrets whatever their
+	// variables declare (engine.Inputs.SecretVars): the controller's
+	// varsFrom Secret values.
+	SecretVars []string
 	// Confine, when set, are the only directories the run reads files in
 	// on this machine (playbook.Loader.Confine): the playbook, its file
 	// functions and the files modules read. The controller confines a
@@ -132,14 +136,14 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 	in.Playbook, diags = ResolvePlaybook(in.Playbook, stock)
 	run := &Run{Inputs: in, Text: loader.Sources(), Secrets: engine.NewScrubber()}
 	if diags.HasErrors() {
-		run.collectSecrets(nil, nil, in, o.Environ)
+		run.collectSecrets(nil, nil, in, o.Environ, o.SecretVars)
 		return run, run.scrub(append(savedDiags, diags...))
 	}
 	pb, loadDiags := loader.Load(in.Playbook)
 	diags = append(diags, loadDiags...)
 	if diags.HasErrors() {
 		diags = append(savedDiags, diags...)
-		run.collectSecrets(nil, nil, in, o.Environ)
+		run.collectSecrets(nil, nil, in, o.Environ, o.SecretVars)
 		return run, run.scrub(diags)
 	}
 	sources := map[string][]byte{}
@@ -159,7 +163,7 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 			run.Text[f] = src
 		}
 	}
-	run.collectSecrets(pb, inv, in, o.Environ)
+	run.collectSecrets(pb, inv, in, o.Environ, o.SecretVars)
 	diags = run.scrub(append(savedDiags, diags...))
 	if diags.HasErrors() {
 		return run, diags
@@ -175,7 +179,7 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 	run.Request = engine.Request{
 		Playbook:  pb,
 		Inventory: inv,
-		Inputs:    engine.Inputs{VarFiles: in.VarFiles, Vars: in.Vars, Environ: o.Environ},
+		Inputs:    engine.Inputs{VarFiles: in.VarFiles, Vars: in.Vars, Environ: o.Environ, SecretVars: o.SecretVars},
 		Mode:      o.Mode,
 		Registry:  registry,
 		Connector: connector(o, in.Local),
