@@ -157,12 +157,16 @@ func flavourAccess(o Overlay) []access {
 		}
 	}
 	return []access{
-		// kubeadm joins make or reuse a bootstrap token: kube-system
-		// Secrets, get, list and create (docs/install.md says what that
-		// grants).
+		// kubeadm joins mint a fresh bootstrap token each: create on
+		// kube-system Secrets and nothing else (reading them there
+		// reaches cluster-admin; docs/install.md says why).
 		allow("create", "", "secrets", "kube-system", "", "bootstrap tokens"),
-		allow("list", "", "secrets", "kube-system", "", "reuses a bootstrap token"),
-		deny("delete", "", "secrets", "kube-system", "", "no more than that"),
+		deny("list", "", "secrets", "kube-system", "", "never lists kube-system's Secrets"),
+		deny("get", "", "secrets", "kube-system", "", "never reads a kube-system Secret"),
+		deny("get", "", "secrets", "kube-system", "bootstrap-token-abcdef", "not even a token it made"),
+		deny("watch", "", "secrets", "kube-system", "", "never watches them"),
+		deny("update", "", "secrets", "kube-system", "bootstrap-token-abcdef", "never edits a token"),
+		deny("delete", "", "secrets", "kube-system", "", "tokencleaner deletes expired tokens"),
 		allow("get", "", "configmaps", "kube-public", "cluster-info", "the cluster CA and API server URL"),
 		deny("get", "", "configmaps", "kube-public", "other", "cluster-info only"),
 		deny("get", "", "secrets", "openshift-machine-config-operator", "node-bootstrapper-token", "OpenShift only"),
