@@ -607,8 +607,10 @@ play "certificates" {
       kubeconfig = var.kubeconfig
       node_name  = include.kubelet.node_name
       addresses  = [include.kubelet.node_ip]
-      hostnames  = distinct([include.kubelet.node_name, lower(host.facts.hostname), lower(host.facts.fqdn)])
-      timeout    = var.csr_timeout
+      # The node name, never the names the host reports of itself.
+      hostnames     = [include.kubelet.node_name]
+      service_cidrs = include.runtime.service_cidr != null ? [include.runtime.service_cidr] : []
+      timeout       = var.csr_timeout
       # kubeadm: the client CSR comes from the bootstrap token's identity.
       client_requesters = var.cluster_flavour == "kubeadm" && include.ignition.bootstrap_requester != null ? [include.ignition.bootstrap_requester] : null
     }

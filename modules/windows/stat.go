@@ -6,6 +6,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/modules"
 )
 
@@ -52,16 +53,13 @@ func (Stat) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 	return validatePath(req.Config, "path")
 }
 
-func (Stat) read(ctx context.Context, req modules.PlanRequest) (cty.Value, hcl.Diagnostics) {
-	cfg := req.Config
-	if diags := requireKnown(cfg, "path"); diags.HasErrors() {
-		return unknownResult(statResults), nil
-	}
-	if diags := onWindows(ctx, req.Host, cfg, "path"); diags.HasErrors() {
+// read stats the known path.
+func (Stat) read(ctx context.Context, cfg modules.Config, h host.Host) (cty.Value, hcl.Diagnostics) {
+	if diags := onWindows(ctx, h, cfg, "path"); diags.HasErrors() {
 		return unknownResult(statResults), diags
 	}
 	path, _ := str(get(cfg, "path"))
-	fi, err := req.Host.Stat(ctx, path)
+	fi, err := h.Stat(ctx, path)
 	if err != nil {
 		return unknownResult(statResults), hostError(cfg, "path", "Cannot read the path", err)
 	}
@@ -74,13 +72,23 @@ func (Stat) read(ctx context.Context, req modules.PlanRequest) (cty.Value, hcl.D
 	}), nil
 }
 
+// Plan reads the path; one not known yet is read at apply, which the plan
+// shows as a run (as win_service_info does).
 func (m Stat) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
-	res, diags := m.read(ctx, req)
+	if !req.Config.Value.IsWhollyKnown() {
+		return modules.PlanResponse{Result: unknownResult(statResults),
+			Change: &modules.Change{Action: modules.Run, Subject: "read " + knownAfterApply}}
+	}
+	res, diags := m.read(ctx, req.Config, req.Host)
 	return modules.PlanResponse{Result: res, Diagnostics: diags}
 }
 
-// Apply reads again: the path may have changed since the plan.
+// Apply reads again: the path may have changed since the plan, or was not
+// known then.
 func (m Stat) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
-	res, diags := m.read(ctx, modules.PlanRequest{Config: req.Config, Host: req.Host})
+	if diags := requireKnown(req.Config, "path"); diags.HasErrors() {
+		return modules.ApplyResponse{Result: unknownResult(statResults), Diagnostics: diags}
+	}
+	res, diags := m.read(ctx, req.Config, req.Host)
 	return modules.ApplyResponse{Result: res, Diagnostics: diags}
 }

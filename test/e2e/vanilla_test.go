@@ -293,13 +293,21 @@ func checkBootstrapCredentials(t *testing.T, env *harness.Env, h *harness.Host) 
 	}))
 }
 
-// wsuTokens are the bootstrap token Secrets wsu created, read as the admin.
+// wsuTokens are the bootstrap token Secrets wsu's joins created (in its
+// own group: checkTokenNotAutoApproved makes a kubeadm-group one through
+// the same library), read as the admin.
 func wsuTokens(t *testing.T, env *harness.Env) []corev1.Secret {
 	t.Helper()
 	list, err := env.Cluster.Client.CoreV1().Secrets(kube.BootstrapTokenNamespace).List(context.Background(),
 		metav1.ListOptions{LabelSelector: kube.ManagedByLabel + "=wsu"})
 	require.NoError(t, err)
-	return list.Items
+	var out []corev1.Secret
+	for _, s := range list.Items {
+		if string(s.Data["auth-extra-groups"]) == kube.WSUBootstrapGroup {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func approvedBy(c *certificatesv1.CertificateSigningRequest) string {
