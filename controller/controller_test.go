@@ -396,13 +396,26 @@ func TestManualApprovalJoinThenRemove(t *testing.T) {
 		extraSAN := b.nodeCSR(t, "renew-serving-extra-san", h.NodeName, certificatesv1.KubeletServingSignerName,
 			[]string{h.NodeName}, []string{h.IPv4, "10.9.9.9"})
 		unmanaged := b.nodeCSR(t, "renew-unmanaged", "not-managed", certificatesv1.KubeAPIServerClientKubeletSignerName, nil, nil)
-		eventually(t, time.Minute, "the managed node's renewal is approved", func() (bool, string) {
-			return b.csrApproved(t, renewal), "pending"
+		// The API server's in-cluster name: refused outright, whatever the
+		// instance or the node says.
+		clusterName := b.nodeCSR(t, "renew-serving-kubernetes", h.NodeName, certificatesv1.KubeletServingSignerName,
+			[]string{h.NodeName, "kubernetes.default.svc"}, []string{h.IPv4})
+		servingOK := b.nodeCSR(t, "renew-serving-ok", h.NodeName, certificatesv1.KubeletServingSignerName,
+			[]string{h.NodeName}, []string{h.IPv4})
+		eventually(t, time.Minute, "the managed node's renewals are approved", func() (bool, string) {
+			return b.csrApproved(t, renewal) && b.csrApproved(t, servingOK), "pending"
 		})
 		b.waitEvent(t, h.Name, controller.ReasonCSRRefused)
 		time.Sleep(2 * time.Second)
 		assert.False(t, b.csrApproved(t, extraSAN), "a serving CSR with a SAN the host does not have")
 		assert.False(t, b.csrApproved(t, unmanaged), "a CSR for a node no instance manages")
+		assert.False(t, b.csrApproved(t, clusterName), "a serving CSR naming kubernetes.default.svc")
+		var msgs []string
+		for _, e := range b.events(t, h.Name, controller.ReasonCSRRefused) {
+			msgs = append(msgs, e.Message)
+		}
+		assert.Contains(t, strings.Join(msgs, "\n"), `renew-serving-kubernetes (serving) for node `+h.NodeName+` not approved: rule serving-cluster-names: DNS name "kubernetes.default.svc" is the API server's in-cluster name`,
+			"the event says why")
 	})
 
 	t.Run("drift is reported", func(t *testing.T) {

@@ -22,9 +22,12 @@ import (
 // CSRReconciler approves the kubelet certificate renewals of managed nodes
 // for their whole life: a pending kubelet CSR whose node is a joined
 // WindowsInstance's is judged by the same rules as the join's
-// k8s_csr_approve (kube.Judge, with Renewal), bound to the identity the
-// instance's status recorded (node name, the addresses its host reported,
-// its address), and approved only if every rule holds. A CSR for a node no
+// k8s_csr_approve (kube.Judge, with Renewal), bound to what the admin gave
+// and wsu recorded (the node name recorded at join, spec.address,
+// vars.node_ip, and the node IP recorded at join), never to a host name
+// the host reports, and refused outright when it names the cluster's own
+// API (kube.RuleServingClusterNames), and approved only if every rule
+// holds. A CSR for a node no
 // joined instance records is never approved (nor refused: another approver
 // may own it). The first client certificate of a join is the join
 // playbook's to approve, not this reconciler's: its requester is the
@@ -52,6 +55,9 @@ const DefaultRenewalWindow = time.Hour
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=certificatesigningrequests,verbs=get;list;watch
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=certificatesigningrequests/approval,verbs=update
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=signers,resourceNames=kubernetes.io/kube-apiserver-client-kubelet;kubernetes.io/kubelet-serving,verbs=approve
+// +kubebuilder:rbac:groups="",resources=services;endpoints,resourceNames=kubernetes,verbs=get
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,resourceNames=kubernetes,verbs=get
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=servicecidrs,resourceNames=kubernetes,verbs=get
 
 // Reconcile implements reconcile.Reconciler.
 func (r *CSRReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -127,14 +133,14 @@ func (r *CSRReconciler) managing(ctx context.Context, node string) (*wsuv1.Windo
 // take it.
 func (r *CSRReconciler) expectation(wi *wsuv1.WindowsInstance) kube.Expectation {
 	addrs := append([]string(nil), wi.Status.Identity.Addresses...)
-	var names []string
+	if ip := wi.Spec.Vars["node_ip"]; net.ParseIP(ip) != nil {
+		addrs = append(addrs, ip)
+	}
+	names := []string{strings.ToLower(wi.Status.NodeName)}
 	if net.ParseIP(wi.Spec.Address) != nil {
 		addrs = append(addrs, wi.Spec.Address)
 	} else {
 		names = append(names, wi.Spec.Address)
-	}
-	if h := wi.Status.Identity.Hostname; h != "" {
-		names = append(names, strings.ToLower(h))
 	}
 	window := r.Window
 	if window <= 0 {

@@ -94,6 +94,11 @@ func joinAccess(o Overlay) []access {
 		deny("get", "", "configmaps", "ovn-kubernetes", "other", "that one ConfigMap only"),
 		allow("get", "networking.k8s.io", "servicecidrs", "", "kubernetes", "k8s_cluster_network: the service network"),
 		deny("get", "networking.k8s.io", "servicecidrs", "", "other", "only the cluster's own"),
+		allow("get", "", "services", "default", "kubernetes", "CSR approval: the API server's cluster IP, which no serving certificate may name"),
+		allow("get", "discovery.k8s.io", "endpointslices", "default", "kubernetes", "CSR approval: the API server's addresses"),
+		deny("get", "", "services", "default", "other", "the kubernetes Service only"),
+		deny("list", "discovery.k8s.io", "endpointslices", "default", "", "the kubernetes slice only"),
+		deny("update", "discovery.k8s.io", "endpointslices", "default", "kubernetes", "reads only"),
 		deny("create", wsu, "windowsinstances", ns, "", "the controller's API"),
 		deny("create", "rbac.authorization.k8s.io", "rolebindings", ns, "", "no escalation"),
 	}
@@ -105,6 +110,9 @@ func controllerAccess(o Overlay) []access {
 	ns := o.Namespace
 	list := []access{
 		allow("watch", wsu, "windowsinstances", ns, "", "its API"),
+		allow("get", "", "services", "default", "kubernetes", "renewal approval: the API server's cluster IP"),
+		allow("get", "discovery.k8s.io", "endpointslices", "default", "kubernetes", "renewal approval: the API server's addresses"),
+		deny("get", "", "services", "default", "other", "the kubernetes Service only"),
 		allow("update", wsu, "windowsinstances", ns, "", "finalizers").on("finalizers"),
 		allow("patch", wsu, "windowsinstances", ns, "", "status").on("status"),
 		allow("create", wsu, "windowsinstances", ns, "", "from the BYOH ConfigMap"),
@@ -157,12 +165,16 @@ func flavourAccess(o Overlay) []access {
 		}
 	}
 	return []access{
-		// kubeadm joins make or reuse a bootstrap token: kube-system
-		// Secrets, get, list and create (docs/install.md says what that
-		// grants).
+		// kubeadm joins mint a fresh bootstrap token each: create on
+		// kube-system Secrets and nothing else (reading them there
+		// reaches cluster-admin; docs/install.md says why).
 		allow("create", "", "secrets", "kube-system", "", "bootstrap tokens"),
-		allow("list", "", "secrets", "kube-system", "", "reuses a bootstrap token"),
-		deny("delete", "", "secrets", "kube-system", "", "no more than that"),
+		deny("list", "", "secrets", "kube-system", "", "never lists kube-system's Secrets"),
+		deny("get", "", "secrets", "kube-system", "", "never reads a kube-system Secret"),
+		deny("get", "", "secrets", "kube-system", "bootstrap-token-abcdef", "not even a token it made"),
+		deny("watch", "", "secrets", "kube-system", "", "never watches them"),
+		deny("update", "", "secrets", "kube-system", "bootstrap-token-abcdef", "never edits a token"),
+		deny("delete", "", "secrets", "kube-system", "", "tokencleaner deletes expired tokens"),
 		allow("get", "", "configmaps", "kube-public", "cluster-info", "the cluster CA and API server URL"),
 		deny("get", "", "configmaps", "kube-public", "other", "cluster-info only"),
 		deny("get", "", "secrets", "openshift-machine-config-operator", "node-bootstrapper-token", "OpenShift only"),

@@ -5,14 +5,12 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -42,7 +40,9 @@ const (
 	// DefaultTokenDescription marks a token as wsu's when none is given.
 	DefaultTokenDescription = "wsu: joins Windows nodes"
 
-	// ManagedByLabel marks the secrets wsu created; only those are reused.
+	// ManagedByLabel marks the secrets wsu created. wsu never reads them
+	// back (it may only create Secrets in kube-system): the label tells an
+	// administrator whose tokens they are.
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	managedByWSU   = "wsu"
 
@@ -107,31 +107,6 @@ func (r TokenRequest) normalise() (TokenRequest, error) {
 	return r, nil
 }
 
-// FindReusableToken returns a token wsu created earlier with the same
-// description that still has more than half the TTL to live, or nil.
-// Reusing it keeps repeated runs from piling up credentials.
-func FindReusableToken(ctx context.Context, kc kubernetes.Interface, req TokenRequest) (*BootstrapToken, error) {
-	req, err := req.normalise()
-	if err != nil {
-		return nil, err
-	}
-	list, err := kc.CoreV1().Secrets(BootstrapTokenNamespace).List(ctx, metav1.ListOptions{
-		LabelSelector: ManagedByLabel + "=" + managedByWSU,
-		FieldSelector: fields.OneTermEqualSelector("type", string(BootstrapTokenType)).String(),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("listing bootstrap tokens in %s: %w", BootstrapTokenNamespace, err)
-	}
-	var best *BootstrapToken
-	for i := range list.Items {
-		t, ok := reusable(&list.Items[i], req)
-		if ok && (best == nil || t.Expiration.After(best.Expiration)) {
-			best = t
-		}
-	}
-	return best, nil
-}
-
 // ValidBootstrapGroup checks a group as the API server checks a bootstrap
 // token's auth-extra-groups (system:bootstrappers:[a-z0-9:-]{0,255}[a-z0-9]).
 func ValidBootstrapGroup(g string) error {
@@ -146,32 +121,6 @@ func ValidBootstrapGroup(g string) error {
 		return fmt.Errorf("bootstrap token group %q must be %s followed by lower-case letters, digits, ':' and '-', ending in a letter or digit", g, BootstrapGroupPrefix)
 	}
 	return nil
-}
-
-// reusable checks one secret against everything a join relies on, so a
-// token someone edited (usages dropped, group changed or added) is never
-// handed out: its groups must be exactly the one asked for, since another
-// group (kubeadm's node-token group) could let a controller approve its
-// CSRs before wsu's rules look at them.
-func reusable(s *corev1.Secret, req TokenRequest) (*BootstrapToken, bool) {
-	d := func(k string) string { return string(s.Data[k]) }
-	if req.Group == "" {
-		req.Group = DefaultBootstrapGroup
-	}
-	t := &BootstrapToken{ID: d("token-id"), Secret: d("token-secret"), Description: d("description"), Group: req.Group}
-	if s.Type != BootstrapTokenType || s.DeletionTimestamp != nil || s.Name != t.SecretName() ||
-		!validTokenPart(t.ID, tokenIDLen) || !validTokenPart(t.Secret, tokenSecretLen) ||
-		t.Description != req.Description ||
-		d("usage-bootstrap-authentication") != "true" || d("usage-bootstrap-signing") != "true" ||
-		!slices.Equal(strings.Split(d("auth-extra-groups"), ","), []string{req.Group}) {
-		return nil, false
-	}
-	exp, err := time.Parse(time.RFC3339, d("expiration"))
-	if err != nil || exp.Sub(req.Now()) <= req.TTL/2 {
-		return nil, false
-	}
-	t.Expiration = exp
-	return t, true
 }
 
 func validTokenPart(s string, n int) bool {
@@ -207,7 +156,11 @@ func randomString(n int) (string, error) {
 	return string(out), nil
 }
 
-// CreateBootstrapToken creates a new token secret.
+// CreateBootstrapToken creates a new token secret, expiring req.TTL from
+// now. Each join gets its own: wsu never lists or reads Secrets in
+// kube-system (create is all its Role grants, as anything more there
+// reaches cluster-admin), and kube-controller-manager's tokencleaner
+// deletes the secret once it expires.
 func CreateBootstrapToken(ctx context.Context, kc kubernetes.Interface, req TokenRequest) (*BootstrapToken, error) {
 	req, err := req.normalise()
 	if err != nil {

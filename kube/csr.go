@@ -60,7 +60,10 @@ const (
 	RuleServingGroups    = "serving-groups"    // serving: requester in system:nodes and system:authenticated
 	RuleServingUsages    = "serving-usages"    // serving: server auth, plus only digital signature/key encipherment
 	RuleServingSANs      = "serving-sans"      // serving: IP/DNS SANs all the instance's, none other
-	RuleServingNodeSANs  = "serving-node-sans" // serving: IP/DNS SANs all in the Node's own status.addresses
+	// RuleServingClusterNames (csr_cluster.go): serving, no SAN is the
+	// cluster's API (kubernetes.default.svc..., the service network, the
+	// API server's addresses).
+	RuleServingNodeSANs = "serving-node-sans" // serving: IP/DNS SANs all in the Node's own status.addresses
 )
 
 // CSRClockSkew is how much earlier than Expectation.NotBefore a CSR may
@@ -85,8 +88,18 @@ type Expectation struct {
 	// Addresses are the instance's IP addresses; entries that are not IPs
 	// count as host names.
 	Addresses []string
-	// Hostnames are the instance's DNS names.
+	// Hostnames are the instance's DNS names: what the admin gave (the
+	// node name recorded at join, a DNS address), never what the host
+	// says of itself.
 	Hostnames []string
+	// Cluster are the cluster's own addresses, which no serving
+	// certificate may name. nil: not read, and then no serving CSR is
+	// approved. NodeCSRs and CSRList.NodeCSRs read them when nil.
+	Cluster *ClusterAddresses
+	// ServiceNetworks are service CIDRs the caller knows beyond what the
+	// cluster exposes to ReadClusterAddresses (join passes the one
+	// k8s_cluster_network read); NodeCSRs adds them to Cluster.
+	ServiceNetworks []string
 	// ClientRequesters are the usernames allowed to request a client
 	// certificate on a join; empty means OpenShiftBootstrapper only.
 	// Renewals ignore them: the requester is the node itself.
@@ -320,6 +333,9 @@ func validateServing(csr *certificatesv1.CertificateSigningRequest, req *x509.Ce
 	}
 	if len(req.IPAddresses) == 0 && len(req.DNSNames) == 0 {
 		return ruleErr(RuleServingSANs, "the request names no IP address or DNS name to serve")
+	}
+	if err := checkClusterNames(req.DNSNames, req.IPAddresses, want.Cluster); err != nil {
+		return err
 	}
 	ips, names := instanceNames(want)
 	if err := checkSANs(req, ips, names, RuleServingSANs, "the instance's", joinOrNone(want.Addresses), joinOrNone(want.Hostnames)); err != nil {

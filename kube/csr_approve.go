@@ -111,6 +111,10 @@ type NodeSurvey struct {
 // NodeCSRs reads the Node and the CSRs concerning want.NodeName and judges
 // them.
 func NodeCSRs(ctx context.Context, kc kubernetes.Interface, want Expectation) (NodeSurvey, error) {
+	want, err := withCluster(ctx, want, func(ctx context.Context) (ClusterAddresses, error) { return ReadClusterAddresses(ctx, kc) })
+	if err != nil {
+		return NodeSurvey{Want: want}, err
+	}
 	node, err := GetNode(ctx, kc, want.NodeName)
 	if err != nil {
 		return NodeSurvey{Want: want}, err
@@ -121,6 +125,25 @@ func NodeCSRs(ctx context.Context, kc kubernetes.Interface, want Expectation) (N
 	}
 	csrs, want := Judge(list.Items, want, node)
 	return NodeSurvey{Want: want, Node: node, CSRs: csrs}, nil
+}
+
+// withCluster fills want.Cluster, when it is nil, with what read returns
+// plus want.ServiceNetworks. An error leaves it nil: the caller fails,
+// naming what could not be read, rather than judge serving CSRs blind.
+func withCluster(ctx context.Context, want Expectation, read func(context.Context) (ClusterAddresses, error)) (Expectation, error) {
+	if want.Cluster != nil {
+		return want, nil
+	}
+	c, err := read(ctx)
+	if err != nil {
+		return want, fmt.Errorf("the cluster's own addresses, which no serving certificate may name: %w", err)
+	}
+	c.ServiceNetworks = slices.Clone(c.ServiceNetworks)
+	if err := c.AddServiceNetworks(want.ServiceNetworks...); err != nil {
+		return want, err
+	}
+	want.Cluster = &c
+	return want, nil
 }
 
 // Judge picks out the CSRs concerning want.NodeName, oldest first, and

@@ -45,6 +45,31 @@ type CSRList struct {
 	inflight chan struct{}          // closed when the list request in flight ends
 	names    map[types.UID][]string // whom each listed CSR concerns, by UID
 	parses   int                    // requests parsed so far (tests)
+
+	clusterMu sync.Mutex
+	cluster   *ClusterAddresses // the cluster's own addresses, read at clusterAt
+	clusterAt time.Time
+}
+
+// clusterMaxAge is how long the cluster's own addresses are reused: they
+// change when the control plane does, not between two looks of a join.
+const clusterMaxAge = 30 * time.Second
+
+// clusterAddresses reads the cluster's own addresses at most once per
+// clusterMaxAge for every host of the run.
+func (l *CSRList) clusterAddresses(ctx context.Context) (ClusterAddresses, error) {
+	l.clusterMu.Lock()
+	defer l.clusterMu.Unlock()
+	if l.cluster != nil && l.now().Sub(l.clusterAt) < clusterMaxAge {
+		return *l.cluster, nil
+	}
+	at := l.now()
+	c, err := ReadClusterAddresses(ctx, l.kc)
+	if err != nil {
+		return c, err
+	}
+	l.cluster, l.clusterAt = &c, at
+	return c, nil
 }
 
 // csrSnapshot is one list and its index.
@@ -64,6 +89,10 @@ func NewCSRList(kc kubernetes.Interface) *CSRList {
 // every change made before then: its own approvals, what a test created)
 // and at most maxAge ago.
 func (l *CSRList) NodeCSRs(ctx context.Context, want Expectation, since time.Time) (NodeSurvey, error) {
+	want, err := withCluster(ctx, want, l.clusterAddresses)
+	if err != nil {
+		return NodeSurvey{Want: want}, err
+	}
 	node, err := GetNode(ctx, l.kc, want.NodeName)
 	if err != nil {
 		return NodeSurvey{Want: want}, err

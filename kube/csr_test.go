@@ -13,7 +13,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -121,6 +123,13 @@ var (
 		Addresses: []string{"10.0.0.5", "fd00::5", "win-1.internal.example.com"},
 		Hostnames: []string{"win-1", "WIN-1.example.com."},
 		NotBefore: testStart,
+		Cluster:   &testCluster,
+	}
+	// testCluster: a service network, the kubernetes Service's IP in it,
+	// and the API server's endpoints outside it.
+	testCluster = ClusterAddresses{
+		ServiceNetworks: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd00:96::/108")},
+		APIServer:       []netip.Addr{netip.MustParseAddr("10.96.0.1"), netip.MustParseAddr("192.168.1.10"), netip.MustParseAddr("192.168.1.11")},
 	}
 	validClient = csrSpec{
 		cn: "system:node:" + testNode, orgs: []string{"system:nodes"},
@@ -294,12 +303,41 @@ func TestValidate(t *testing.T) {
 		{name: "serving extra usage", base: validServing, edit: func(s *csrSpec) { s.usages = append(s.usages, "client auth") }, wantKind: CSRServing, wantRule: RuleServingUsages},
 		{name: "serving repeated usage", base: validServing, edit: func(s *csrSpec) { s.usages = append(s.usages, "server auth") }, wantKind: CSRServing, wantRule: RuleServingUsages},
 		{name: "serving IP not the host's", base: validServing, edit: func(s *csrSpec) { s.ips = append(s.ips, "10.0.0.6") }, wantKind: CSRServing, wantRule: RuleServingSANs},
-		{name: "serving DNS not the host's", base: validServing, edit: func(s *csrSpec) { s.dns = append(s.dns, "kubernetes.default.svc") }, wantKind: CSRServing, wantRule: RuleServingSANs},
+		{name: "serving DNS not the host's", base: validServing, edit: func(s *csrSpec) { s.dns = append(s.dns, "win-2.example.com") }, wantKind: CSRServing, wantRule: RuleServingSANs},
 		{name: "serving DNS suffix trick", base: validServing, edit: func(s *csrSpec) { s.dns = []string{"win-1.example.com.evil.com"} }, wantKind: CSRServing, wantRule: RuleServingSANs},
 		{name: "serving email SAN", base: validServing, edit: func(s *csrSpec) { s.emails = []string{"a@b.c"} }, wantKind: CSRServing, wantRule: RuleServingSANs},
 		{name: "serving URI SAN", base: validServing, edit: func(s *csrSpec) { s.uris = []string{"https://win-1"} }, wantKind: CSRServing, wantRule: RuleServingSANs},
 		{name: "serving without any SAN", base: validServing, edit: func(s *csrSpec) { s.dns, s.ips = nil, nil }, wantKind: CSRServing, wantRule: RuleServingSANs},
 		{name: "serving with no addresses expected", base: validServing, expect: func(e *Expectation) { e.Addresses = nil }, wantKind: CSRServing, wantRule: RuleServingSANs},
+		// The cluster's own names and addresses are refused outright,
+		// even when the instance's expectation (what the admin gave, or a
+		// host's claim that reached it) lists them.
+		{name: "serving kubernetes", base: validServing, edit: func(s *csrSpec) { s.dns = append(s.dns, "kubernetes") },
+			expect: allowSANs("kubernetes"), wantKind: CSRServing, wantRule: RuleServingClusterNames, wantDetail: `DNS name "kubernetes" is the API server's in-cluster name`},
+		{name: "serving kubernetes.default", base: validServing, edit: func(s *csrSpec) { s.dns = append(s.dns, "kubernetes.default") },
+			expect: allowSANs("kubernetes.default"), wantKind: CSRServing, wantRule: RuleServingClusterNames},
+		{name: "serving kubernetes.default.svc", base: validServing, edit: func(s *csrSpec) { s.dns = append(s.dns, "kubernetes.default.svc") },
+			expect: allowSANs("kubernetes.default.svc"), wantKind: CSRServing, wantRule: RuleServingClusterNames},
+		{name: "serving kubernetes.default.svc.cluster.local, upper case, trailing dot", base: validServing,
+			edit:   func(s *csrSpec) { s.dns = append(s.dns, "Kubernetes.Default.SVC.cluster.local.") },
+			expect: allowSANs("kubernetes.default.svc.cluster.local"), wantKind: CSRServing, wantRule: RuleServingClusterNames, wantDetail: "kubernetes.default.svc.<cluster domain>"},
+		{name: "serving kubernetes.default.svc.other-domain", base: validServing, edit: func(s *csrSpec) { s.dns = append(s.dns, "kubernetes.default.svc.corp") },
+			expect: allowSANs("kubernetes.default.svc.corp"), wantKind: CSRServing, wantRule: RuleServingClusterNames},
+		{name: "serving kubernetes Service IP", base: validServing, edit: func(s *csrSpec) { s.ips = append(s.ips, "10.96.0.1") },
+			expect: allowSANs("10.96.0.1"), wantKind: CSRServing, wantRule: RuleServingClusterNames, wantDetail: "IP address 10.96.0.1 is the API server's"},
+		{name: "serving address in the service network", base: validServing, edit: func(s *csrSpec) { s.ips = append(s.ips, "10.100.3.4") },
+			expect: allowSANs("10.100.3.4"), wantKind: CSRServing, wantRule: RuleServingClusterNames, wantDetail: "is in the service network 10.96.0.0/12"},
+		{name: "serving address in the IPv6 service network", base: validServing, edit: func(s *csrSpec) { s.ips = append(s.ips, "fd00:96::a") },
+			expect: allowSANs("fd00:96::a"), wantKind: CSRServing, wantRule: RuleServingClusterNames},
+		{name: "serving API server endpoint", base: validServing, edit: func(s *csrSpec) { s.ips = append(s.ips, "192.168.1.11") },
+			expect: allowSANs("192.168.1.11"), wantKind: CSRServing, wantRule: RuleServingClusterNames, wantDetail: "the API server's"},
+		{name: "serving API server endpoint, IPv4-mapped", base: validServing, edit: func(s *csrSpec) { s.ips = append(s.ips, "::ffff:192.168.1.10") },
+			expect: allowSANs("192.168.1.10"), wantKind: CSRServing, wantRule: RuleServingClusterNames},
+		{name: "serving with the cluster's addresses unread", base: validServing, expect: func(e *Expectation) { e.Cluster = nil },
+			wantKind: CSRServing, wantRule: RuleServingClusterNames, wantDetail: "were not read"},
+		{name: "serving name merely starting with kubernetes", base: validServing, edit: func(s *csrSpec) { s.dns = append(s.dns, "kubernetes-win.example.com") },
+			expect: allowSANs("kubernetes-win.example.com"), node: nodeWith("kubernetes-win.example.com"), wantKind: CSRServing},
+		{name: "client unaffected by the cluster's addresses unread", base: validClient, expect: func(e *Expectation) { e.Cluster = nil }, node: noNode, wantKind: CSRClient},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -331,6 +369,30 @@ func TestValidate(t *testing.T) {
 			assert.Contains(t, err.Error(), "rule "+tt.wantRule+": ")
 			assert.Contains(t, re.Detail, tt.wantDetail)
 		})
+	}
+}
+
+// allowSANs adds names or addresses to the instance's expectation, so
+// that a test shows the cluster rule refusing them on its own.
+func allowSANs(extra ...string) func(*Expectation) {
+	return func(e *Expectation) {
+		e.Addresses = append(slices.Clone(e.Addresses), extra...)
+	}
+}
+
+// nodeWith is testNodeObj with extra Hostname addresses (DNS) or
+// InternalIPs (IP).
+func nodeWith(extra ...string) func() *corev1.Node {
+	return func() *corev1.Node {
+		n := testNodeObj()
+		for _, x := range extra {
+			t := corev1.NodeHostName
+			if net.ParseIP(x) != nil {
+				t = corev1.NodeInternalIP
+			}
+			n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: t, Address: x})
+		}
+		return n
 	}
 }
 

@@ -1,8 +1,12 @@
 # extract-ignition: what the kubelet needs to join — a bootstrap kubeconfig
 # and the kubelet CA (plus the cloud provider settings on OpenShift). On
 # OpenShift they come from the newest rendered-worker MachineConfig (or the
-# Machine Config Server); on kubeadm clusters from a bootstrap token and the
-# kube-public/cluster-info CA.
+# Machine Config Server); on kubeadm clusters from a bootstrap token minted
+# for this join and the kube-public/cluster-info CA. The bootstrap
+# kubeconfig is a credential: readable by SYSTEM and Administrators only,
+# and written only while the kubelet has no client certificate of its own
+# (C:\k\kubeconfig); join removes it once the kubelet has one, so a
+# re-run mints no token and writes nothing.
 
 variable "cluster_flavour" {
   type        = string
@@ -42,8 +46,8 @@ variable "mcs_ca" {
 
 variable "bootstrap_token_ttl" {
   type        = string
-  default     = "1h"
-  description = "kubeadm: lifetime of the bootstrap token wsu creates or reuses."
+  default     = "30m"
+  description = "kubeadm: lifetime of the bootstrap token minted for this join: long enough for the kubelet to get its client certificate (join waits csr_timeout for it), then kube-controller-manager's tokencleaner deletes it."
 }
 
 variable "bootstrap_token_group" {
@@ -54,6 +58,14 @@ variable "bootstrap_token_group" {
 
 play "extract-ignition" {
   hosts = "windows"
+
+  # The kubelet writes its own kubeconfig once its client certificate is
+  # issued; from then on it needs no bootstrap credential.
+  task "kubelet kubeconfig" {
+    win_stat {
+      path = "C:\\k\\kubeconfig"
+    }
+  }
 
   task "ignition" {
     when = var.cluster_flavour == "openshift"
@@ -70,6 +82,7 @@ play "extract-ignition" {
     when = var.cluster_flavour == "kubeadm"
     k8s_bootstrap_token {
       kubeconfig  = var.kubeconfig
+      mint        = !task["kubelet kubeconfig"].exists
       ttl         = var.bootstrap_token_ttl
       description = "wsu: Windows node join"
       group       = var.bootstrap_token_group
@@ -78,9 +91,11 @@ play "extract-ignition" {
   }
 
   task "bootstrap kubeconfig" {
+    when = !task["kubelet kubeconfig"].exists
     win_file {
       path    = "C:\\k\\bootstrap-kubeconfig"
       content = var.cluster_flavour == "openshift" ? task.ignition.bootstrap_kubeconfig : task.bootstrap_token.bootstrap_kubeconfig
+      acl     = "administrators"
     }
   }
 
@@ -127,7 +142,12 @@ output "api_server" {
   value       = var.cluster_flavour == "openshift" ? try(task.ignition.api_server, null) : try(task.bootstrap_token.api_server, null)
 }
 
+output "kubelet_kubeconfig" {
+  description = "Whether the kubelet had its own kubeconfig (its client certificate) before this run: then no bootstrap credential was written."
+  value       = try(task["kubelet kubeconfig"].exists, null)
+}
+
 output "bootstrap_requester" {
-  description = "kubeadm: the identity the kubelet's client CSR comes from (system:bootstrap:<token-id>)."
+  description = "kubeadm: the identity the kubelet's client CSR comes from (system:bootstrap:<token-id>); null when no token was minted."
   value       = var.cluster_flavour == "kubeadm" ? try(task.bootstrap_token.requester, null) : null
 }

@@ -607,10 +607,35 @@ play "certificates" {
       kubeconfig = var.kubeconfig
       node_name  = include.kubelet.node_name
       addresses  = [include.kubelet.node_ip]
-      hostnames  = distinct([include.kubelet.node_name, lower(host.facts.hostname), lower(host.facts.fqdn)])
-      timeout    = var.csr_timeout
+      # The node name, never the names the host reports of itself.
+      hostnames     = [include.kubelet.node_name]
+      service_cidrs = include.runtime.service_cidr != null ? [include.runtime.service_cidr] : []
+      timeout       = var.csr_timeout
       # kubeadm: the client CSR comes from the bootstrap token's identity.
-      client_requesters = var.cluster_flavour == "kubeadm" ? [include.ignition.bootstrap_requester] : null
+      client_requesters = var.cluster_flavour == "kubeadm" && include.ignition.bootstrap_requester != null ? [include.ignition.bootstrap_requester] : null
+    }
+  }
+}
+
+# The bootstrap kubeconfig is a credential (a bootstrap token, or
+# OpenShift's node-bootstrapper token) the kubelet needs only until it has
+# its client certificate: once the kubelet has written its own kubeconfig,
+# the bootstrap one goes. A re-run finds both as they are and changes
+# nothing (extract-ignition writes none while C:\k\kubeconfig exists).
+play "bootstrap credentials" {
+  hosts = "windows"
+
+  task "kubelet kubeconfig" {
+    win_wait {
+      file    = "C:\\k\\kubeconfig"
+      timeout = var.csr_timeout
+    }
+  }
+
+  task "bootstrap kubeconfig removed" {
+    win_file {
+      path  = "C:\\k\\bootstrap-kubeconfig"
+      state = "absent"
     }
   }
 }

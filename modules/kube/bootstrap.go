@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -14,8 +13,15 @@ import (
 	"github.com/wsu-project/wsu/modules"
 )
 
-// BootstrapToken makes sure a kubeadm bootstrap token exists for joining
-// nodes, and builds the kubelet's bootstrap kubeconfig around it.
+// BootstrapToken mints a kubeadm bootstrap token for one join and builds
+// the kubelet's bootstrap kubeconfig around it. It only ever creates a
+// Secret in kube-system, never reads or lists one there: get or list on
+// Secrets in kube-system reaches cluster-admin (create a token Secret for a
+// privileged ServiceAccount, read it back), create alone does not. So no
+// token is reused: each join gets a fresh one that expires soon after the
+// kubelet needs it, and kube-controller-manager's tokencleaner deletes it.
+// A join whose node already has its client certificate passes mint = false
+// and gets no token at all, so a re-run plans no change.
 type BootstrapToken struct{ Clusters }
 
 var (
@@ -24,16 +30,25 @@ var (
 )
 
 var bootstrapTokenAttrs = withConn(
-	modules.Attribute{Name: "ttl", Type: cty.String, Default: cty.StringVal("24h"),
-		Description: "How long a new token lives, as a Go duration (`24h`, `90m`). An existing wsu token is reused while more than half of this is left."},
+	modules.Attribute{Name: "ttl", Type: cty.String, Default: cty.StringVal(defaultTokenTTL),
+		Description: "How long the token lives, as a Go duration (`30m`, `2h`): what the join needs to get the kubelet's client certificate, plus a margin. At least a minute, at most " + maxTokenTTL.String() + "; kube-controller-manager's tokencleaner deletes it once it expires."},
+	modules.Attribute{Name: "mint", Type: cty.Bool, Default: cty.True,
+		Description: "`false` mints no token (the node already has its client certificate): no change, `token`, `token_id`, `requester`, `expiration` and `bootstrap_kubeconfig` are null, and `ca` and `api_server` are still read."},
 	modules.Attribute{Name: "description", Type: cty.String, Default: cty.StringVal(kube.DefaultTokenDescription),
-		Description: "The token's description; only a wsu token with the same description is reused, so different playbooks can keep separate tokens."},
+		Description: "The token's description, for whoever lists the tokens (`kubeadm token list`)."},
 	modules.Attribute{Name: "api_server", Type: cty.String,
 		Description: "API server URL for the bootstrap kubeconfig. Default: the server in `kube-public/cluster-info`."},
 	modules.Attribute{Name: "group", Type: cty.String, Default: cty.StringVal(kube.WSUBootstrapGroup),
 		Description: "The token's group (`auth-extra-groups`). `" + kube.WSUBootstrapGroup + "` needs " +
 			"`deploy/rbac/kubeadm-bootstrappers` (CSR creation, no auto-approval: `k8s_csr_approve` is the gate); " +
 			"`" + kube.KubeadmNodeTokenGroup + "` is kubeadm's, whose client CSRs kube-controller-manager approves itself."},
+)
+
+// Token lifetimes: a join takes minutes; a day is the most a token minted
+// for one join may outlive it.
+const (
+	defaultTokenTTL = "30m"
+	maxTokenTTL     = 24 * time.Hour
 )
 
 var bootstrapTokenResults = []modules.Attribute{
@@ -54,22 +69,26 @@ var bootstrapTokenResults = []modules.Attribute{
 func (BootstrapToken) Schema() modules.Schema {
 	return modules.Schema{
 		Name:    "k8s_bootstrap_token",
-		Summary: "Create (or reuse) a kubeadm bootstrap token and the kubelet's bootstrap kubeconfig.",
-		Description: "The vanilla-Kubernetes counterpart of `k8s_ignition`: a secret `bootstrap-token-<id>` of " +
-			"type `bootstrap.kubernetes.io/token` in `kube-system`, usable for authentication and signing, " +
-			"in the one group `group`, labelled `" + kube.ManagedByLabel + "=wsu`. The default group `" +
+		Summary: "Mint a short-lived kubeadm bootstrap token for one join, and the kubelet's bootstrap kubeconfig.",
+		Description: "The vanilla-Kubernetes counterpart of `k8s_ignition`: a new secret `bootstrap-token-<id>` of " +
+			"type `bootstrap.kubernetes.io/token` in `kube-system`, expiring `ttl` from now, usable for " +
+			"authentication and signing, in the one group `group`, labelled `" + kube.ManagedByLabel + "=wsu`. " +
+			"Every apply with `mint = true` creates a fresh token (the plan shows it) and never reads, lists " +
+			"or reuses a Secret in `kube-system`: `create` is the only right it needs there, and the only one " +
+			"deploy/rbac grants, because reading Secrets in `kube-system` reaches cluster-admin. " +
+			"kube-controller-manager's tokencleaner deletes the token when it expires. The default group `" +
 			kube.WSUBootstrapGroup + "` may create CSRs and get Nodes (deploy/rbac/kubeadm-bootstrappers) but is " +
 			"not bound to `...:nodeclient`, so kube-controller-manager does not approve its client CSRs and " +
-			"`k8s_csr_approve` decides (kubeadm's own group `" + kube.KubeadmNodeTokenGroup + "` is). When a wsu " +
-			"token with the same description and exactly that group has more than half of `ttl` left the plan " +
-			"shows no change and reuses it; otherwise it creates one. The CA comes from the ConfigMap " +
-			"`kube-public/cluster-info`.",
+			"`k8s_csr_approve` decides (kubeadm's own group `" + kube.KubeadmNodeTokenGroup + "` is). With " +
+			"`mint = false` (join passes it once the kubelet has its client certificate) no token is made and " +
+			"the plan shows no change. The CA comes from the ConfigMap `kube-public/cluster-info`; the token " +
+			"and the kubeconfig are sensitive.",
 		Target:     modules.TargetController,
 		Attributes: bootstrapTokenAttrs,
 		Results:    bootstrapTokenResults,
 		Example: `task "token" {
   k8s_bootstrap_token {
-    ttl = "2h"
+    ttl = "30m"
   }
 }`,
 	}
@@ -112,6 +131,8 @@ func ttl(cfg modules.Config) (time.Duration, error) {
 		return 0, fmt.Errorf("ttl %q is not a duration like \"24h\" or \"90m\"", s)
 	case d < time.Minute:
 		return 0, fmt.Errorf("ttl %q is shorter than a minute: the node could not finish joining", s)
+	case d > maxTokenTTL:
+		return 0, fmt.Errorf("ttl %q is longer than %s: a token minted for one join must not outlive it by days", s, maxTokenTTL)
 	}
 	return d, nil
 }
@@ -154,6 +175,34 @@ func clusterInfo(ctx context.Context, cl *kube.Client, cfg modules.Config) (stri
 	return server, ca, nil
 }
 
+// mint reports whether the task asks for a token; unknown counts as yes.
+func mint(cfg modules.Config) bool {
+	v := get(cfg, "mint")
+	return !v.IsKnown() || v.IsNull() || v.True()
+}
+
+// noTokenResult is the result when no token is minted: the CA and server
+// only.
+func noTokenResult(server string, ca []byte) cty.Value {
+	return result(bootstrapTokenResults, map[string]cty.Value{
+		"ca":         cty.StringVal(strings.ToValidUTF8(string(ca), "\uFFFD")),
+		"api_server": cty.StringVal(server),
+	})
+}
+
+// plannedTokenResult is a mint's result before apply: the CA and server are
+// known, the token is not.
+func plannedTokenResult(server string, ca []byte, group cty.Value) cty.Value {
+	vals := noTokenResult(server, ca).AsValueMap()
+	for _, a := range bootstrapTokenResults {
+		if a.Name != "ca" && a.Name != "api_server" {
+			vals[a.Name] = cty.UnknownVal(a.Type)
+		}
+	}
+	vals["group"] = group
+	return result(bootstrapTokenResults, vals)
+}
+
 func (m BootstrapToken) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
 	create := &modules.Change{Action: modules.Create, Subject: "bootstrap token in " + kube.BootstrapTokenNamespace,
@@ -175,22 +224,11 @@ func (m BootstrapToken) Plan(ctx context.Context, req modules.PlanRequest) modul
 	if diags.HasErrors() {
 		return modules.PlanResponse{Result: unknownResult(bootstrapTokenResults), Diagnostics: diags}
 	}
-	t, err := kube.FindReusableToken(ctx, cl.Kube, tokenRequest(cfg))
-	if err != nil {
-		return modules.PlanResponse{Result: unknownResult(bootstrapTokenResults), Diagnostics: apiError(cfg, "ttl", "Cannot list bootstrap tokens", err)}
+	if !mint(cfg) {
+		return modules.PlanResponse{Result: noTokenResult(server, ca)}
 	}
-	if t == nil {
-		return modules.PlanResponse{Change: create, Result: unknownResult(bootstrapTokenResults)}
-	}
-	res, err := tokenResult(t, server, ca)
-	if err != nil {
-		return modules.PlanResponse{Result: unknownResult(bootstrapTokenResults), Diagnostics: hcl.Diagnostics{cfg.Error("api_server", "Cannot build the bootstrap kubeconfig", err.Error())}}
-	}
-	return modules.PlanResponse{Result: res}
+	return modules.PlanResponse{Change: create, Result: plannedTokenResult(server, ca, get(cfg, "group"))}
 }
-
-// tokenMu makes finding or creating a token one step for the hosts of a run.
-var tokenMu sync.Mutex
 
 func (m BootstrapToken) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
 	cfg := req.Config
@@ -205,16 +243,10 @@ func (m BootstrapToken) Apply(ctx context.Context, req modules.ApplyRequest) mod
 	if diags.HasErrors() {
 		return modules.ApplyResponse{Result: unknownResult(bootstrapTokenResults), Diagnostics: diags}
 	}
-	// Plan found none to reuse. Hosts joining in parallel plan that at the
-	// same moment: the first creates the token, the others find and reuse
-	// it, so one run hands every host the same token (and a re-run, which
-	// reuses the newest, changes nothing).
-	tokenMu.Lock()
-	defer tokenMu.Unlock()
-	t, err := kube.FindReusableToken(ctx, cl.Kube, tokenRequest(cfg))
-	if err == nil && t == nil {
-		t, err = kube.CreateBootstrapToken(ctx, cl.Kube, tokenRequest(cfg))
+	if !mint(cfg) {
+		return modules.ApplyResponse{Result: noTokenResult(server, ca)}
 	}
+	t, err := kube.CreateBootstrapToken(ctx, cl.Kube, tokenRequest(cfg))
 	if err != nil {
 		return modules.ApplyResponse{Result: unknownResult(bootstrapTokenResults), Diagnostics: apiError(cfg, "ttl", "Cannot create a bootstrap token", err)}
 	}

@@ -2,7 +2,6 @@ package kube
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/zclconf/go-cty/cty"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -45,10 +45,18 @@ func kubeconfigParts(t *testing.T, kc string) (server string, ca []byte, token s
 	return cfg.Clusters[ctx.Cluster].Server, cfg.Clusters[ctx.Cluster].CertificateAuthorityData, cfg.AuthInfos[ctx.AuthInfo].Token
 }
 
-func TestBootstrapTokenCreateAndReuse(t *testing.T) {
+// TestBootstrapTokenFreshPerJoin runs the module as a user holding only
+// the shipped roles, which allow create and nothing else on Secrets in
+// kube-system: every join mints a token of its own, and mint = false
+// mints none and plans no change.
+func TestBootstrapTokenFreshPerJoin(t *testing.T) {
 	c := csrCluster(t)
+	grant(t, c, "wsu-tokens")
+	userKC, err := c.User("wsu-tokens")
+	require.NoError(t, err)
 	m := BootstrapToken{testClusters}
-	cfg := cfgFor(t, m, map[string]cty.Value{"kubeconfig": cty.StringVal(c.Kubeconfig), "ttl": cty.StringVal("2h")})
+	attrs := map[string]cty.Value{"kubeconfig": cty.StringVal(userKC), "ttl": cty.StringVal("20m")}
+	cfg := cfgFor(t, m, attrs)
 
 	// Without cluster-info the plan fails before creating anything.
 	plan := m.Plan(ctx, modules.PlanRequest{Config: cfg})
@@ -57,21 +65,13 @@ func TestBootstrapTokenCreateAndReuse(t *testing.T) {
 
 	ca := []byte("-----BEGIN CERTIFICATE-----\nY2x1c3Rlci1jYQ==\n-----END CERTIFICATE-----\n")
 	publishClusterInfo(t, c, ca)
-	// A token that is not wsu's is never reused.
-	_, err := c.Client.CoreV1().Secrets("kube-system").Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-kubeadm", Namespace: "kube-system"},
-		Type:       kube.BootstrapTokenType,
-		StringData: map[string]string{"token-id": "kubead", "token-secret": "0123456789abcdef", "description": kube.DefaultTokenDescription,
-			"usage-bootstrap-authentication": "true", "usage-bootstrap-signing": "true", "auth-extra-groups": kube.DefaultBootstrapGroup,
-			"expiration": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-
 	plan = m.Plan(ctx, modules.PlanRequest{Config: cfg})
 	require.False(t, plan.Diagnostics.HasErrors(), "%v", plan.Diagnostics)
 	require.NotNil(t, plan.Change)
 	assert.Equal(t, modules.Create, plan.Change.Action)
 	assert.False(t, plan.Result.GetAttr("token").IsKnown())
+	assert.Equal(t, string(ca), plan.Result.GetAttr("ca").AsString(), "the CA is known at plan")
+	assert.Equal(t, clusterInfoServer, plan.Result.GetAttr("api_server").AsString())
 
 	before := time.Now()
 	resp := m.Apply(ctx, modules.ApplyRequest{Config: cfg, Change: plan.Change})
@@ -82,6 +82,7 @@ func TestBootstrapTokenCreateAndReuse(t *testing.T) {
 	assert.Regexp(t, `^[a-z0-9]{6}\.[a-z0-9]{16}$`, r["token"].AsString())
 	assert.Equal(t, "system:bootstrap:"+id, r["requester"].AsString())
 
+	// What the module created, read as the admin: the module cannot.
 	secret, err := c.Client.CoreV1().Secrets("kube-system").Get(ctx, "bootstrap-token-"+id, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, kube.BootstrapTokenType, secret.Type)
@@ -92,7 +93,7 @@ func TestBootstrapTokenCreateAndReuse(t *testing.T) {
 	}
 	exp, err := time.Parse(time.RFC3339, data["expiration"])
 	require.NoError(t, err)
-	assert.WithinDuration(t, before.Add(2*time.Hour), exp, time.Minute)
+	assert.WithinDuration(t, before.Add(20*time.Minute), exp, time.Minute, "expires ttl from now")
 	assert.Equal(t, r["expiration"].AsString(), data["expiration"])
 	delete(data, "expiration")
 	assert.Equal(t, map[string]string{
@@ -108,34 +109,46 @@ func TestBootstrapTokenCreateAndReuse(t *testing.T) {
 	assert.Equal(t, ca, gotCA)
 	assert.Equal(t, r["token"].AsString(), token)
 
-	// Run again: the token is reused, the plan is empty and fully known.
+	// Another join: another token, never the first one read back.
 	again := m.Plan(ctx, modules.PlanRequest{Config: cfg})
 	require.False(t, again.Diagnostics.HasErrors(), "%v", again.Diagnostics)
-	assert.Nil(t, again.Change)
-	assert.True(t, again.Result.IsWhollyKnown())
-	assert.Equal(t, resp.Result, again.Result)
+	require.NotNil(t, again.Change, "nothing is reused: a join that needs a token mints one")
+	second := m.Apply(ctx, modules.ApplyRequest{Config: cfg, Change: again.Change})
+	require.False(t, second.Diagnostics.HasErrors(), "%v", second.Diagnostics)
+	assert.NotEqual(t, id, second.Result.GetAttr("token_id").AsString())
 
-	// Another description is another purpose: a token of its own.
-	other := cfgFor(t, m, map[string]cty.Value{"kubeconfig": cty.StringVal(c.Kubeconfig), "ttl": cty.StringVal("2h"),
-		"description": cty.StringVal("wsu: lab"), "api_server": cty.StringVal("https://api-int.example.com:6443")})
-	p := m.Plan(ctx, modules.PlanRequest{Config: other})
-	require.NotNil(t, p.Change)
-
-	// Less than half the TTL left: a fresh token.
-	secret.Data["expiration"] = []byte(time.Now().Add(59 * time.Minute).UTC().Format(time.RFC3339))
-	_, err = c.Client.CoreV1().Secrets("kube-system").Update(ctx, secret, metav1.UpdateOptions{})
+	// A node with its client certificate: no token, no change, the CA and
+	// server still there for the node's other files.
+	attrs["mint"] = cty.False
+	attrs["api_server"] = cty.StringVal("https://api-int.example.com:6443")
+	joined := cfgFor(t, m, attrs)
+	p := m.Plan(ctx, modules.PlanRequest{Config: joined})
+	require.False(t, p.Diagnostics.HasErrors(), "%v", p.Diagnostics)
+	assert.Nil(t, p.Change)
+	assert.True(t, p.Result.IsWhollyKnown())
+	assert.True(t, p.Result.GetAttr("token").IsNull())
+	assert.True(t, p.Result.GetAttr("bootstrap_kubeconfig").IsNull())
+	assert.Equal(t, "https://api-int.example.com:6443", p.Result.GetAttr("api_server").AsString(), "api_server overrides cluster-info's")
+	applied := m.Apply(ctx, modules.ApplyRequest{Config: joined})
+	require.False(t, applied.Diagnostics.HasErrors(), "%v", applied.Diagnostics)
+	assert.Equal(t, p.Result, applied.Result)
+	list, err := c.Client.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{LabelSelector: kube.ManagedByLabel + "=wsu"})
 	require.NoError(t, err)
-	p = m.Plan(ctx, modules.PlanRequest{Config: cfg})
-	require.NotNil(t, p.Change)
-	fresh := m.Apply(ctx, modules.ApplyRequest{Config: cfg, Change: p.Change})
-	require.False(t, fresh.Diagnostics.HasErrors(), "%v", fresh.Diagnostics)
-	assert.NotEqual(t, id, fresh.Result.GetAttr("token_id").AsString())
+	assert.Len(t, list.Items, 2, "one token per join that needed one")
+}
 
-	// api_server overrides cluster-info's server.
-	fresh = m.Apply(ctx, modules.ApplyRequest{Config: other, Change: p.Change})
-	require.False(t, fresh.Diagnostics.HasErrors(), "%v", fresh.Diagnostics)
-	server, _, _ = kubeconfigParts(t, fresh.Result.GetAttr("bootstrap_kubeconfig").AsString())
-	assert.Equal(t, "https://api-int.example.com:6443", server)
+// TestBootstrapTokenExpires: the token secret's expiration is what
+// kube-controller-manager's tokencleaner acts on, so a join's token is
+// gone once it expires, with no one (wsu included) deleting it.
+func TestBootstrapTokenExpires(t *testing.T) {
+	c := kubetest.Start(t, kubetest.WithKubeadmControllers())
+	tok, err := kube.CreateBootstrapToken(ctx, c.Client, kube.TokenRequest{TTL: 3 * time.Second})
+	require.NoError(t, err)
+	name := tok.SecretName()
+	require.Eventually(t, func() bool {
+		_, err := c.Client.CoreV1().Secrets("kube-system").Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, time.Minute, 500*time.Millisecond, "tokencleaner deletes %s once it expires", name)
 }
 
 // The kubeadm flow end to end: the token's requester is what the CSR
@@ -192,45 +205,14 @@ func TestBootstrapTokenValidate(t *testing.T) {
 		{"not a bootstrappers group", map[string]cty.Value{"group": cty.StringVal("system:nodes")}, []string{"Invalid group"}},
 		{"bare bootstrappers prefix", map[string]cty.Value{"group": cty.StringVal("system:bootstrappers:")}, []string{"Invalid group"}},
 		{"unknown group", map[string]cty.Value{"group": cty.UnknownVal(cty.String)}, nil},
+		{"a day", map[string]cty.Value{"ttl": cty.StringVal("24h")}, nil},
+		{"longer than a day", map[string]cty.Value{"ttl": cty.StringVal("25h")}, []string{"Invalid ttl"}},
+		{"under a minute", map[string]cty.Value{"ttl": cty.StringVal("30s")}, []string{"Invalid ttl"}},
+		{"no mint", map[string]cty.Value{"mint": cty.False}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want, diagSummaries(m.Validate(modules.ValidateRequest{Config: cfgFor(t, m, tt.attrs)})))
 		})
 	}
-}
-
-// TestBootstrapTokenParallelHostsShareOne: hosts joining in parallel all
-// plan "create"; their applies still hand out one token, so a re-run finds
-// every host's bootstrap kubeconfig unchanged.
-func TestBootstrapTokenParallelHostsShareOne(t *testing.T) {
-	c := csrCluster(t)
-	publishClusterInfo(t, c, []byte("-----BEGIN CERTIFICATE-----\nY2E=\n-----END CERTIFICATE-----\n"))
-	m := BootstrapToken{testClusters}
-	cfg := cfgFor(t, m, map[string]cty.Value{"kubeconfig": cty.StringVal(c.Kubeconfig), "ttl": cty.StringVal("2h")})
-	const hosts = 5
-	plans := make([]modules.PlanResponse, hosts)
-	for i := range plans {
-		plans[i] = m.Plan(ctx, modules.PlanRequest{Config: cfg})
-		require.NotNil(t, plans[i].Change, "every host plans a create before any applies")
-	}
-	tokens := make([]string, hosts)
-	var wg sync.WaitGroup
-	for i := range hosts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resp := m.Apply(ctx, modules.ApplyRequest{Config: cfg, Change: plans[i].Change})
-			if assert.False(t, resp.Diagnostics.HasErrors(), "%v", resp.Diagnostics) {
-				tokens[i] = resp.Result.GetAttr("token").AsString()
-			}
-		}()
-	}
-	wg.Wait()
-	for _, tok := range tokens[1:] {
-		assert.Equal(t, tokens[0], tok)
-	}
-	list, err := c.Client.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{LabelSelector: kube.ManagedByLabel + "=wsu"})
-	require.NoError(t, err)
-	assert.Len(t, list.Items, 1, "one token created")
 }

@@ -36,7 +36,9 @@ var csrApproveAttrs = withConn(
 	modules.Attribute{Name: "addresses", Type: cty.List(cty.String), Default: cty.ListValEmpty(cty.String),
 		Description: "The instance's IP addresses; a serving certificate may name only these (and `hostnames`). Empty entries are ignored."},
 	modules.Attribute{Name: "hostnames", Type: cty.List(cty.String), Default: cty.ListValEmpty(cty.String),
-		Description: "The instance's DNS names; a serving certificate may name only these (and `addresses`). Empty entries are ignored."},
+		Description: "The instance's DNS names, as the admin gave them (the node name, a DNS address), not what the host reports; a serving certificate may name only these (and `addresses`). Empty entries are ignored."},
+	modules.Attribute{Name: "service_cidrs", Type: cty.List(cty.String), Default: cty.ListValEmpty(cty.String),
+		Description: "Service networks no serving certificate may name an address in, beyond the ServiceCIDR `kubernetes` the module reads itself (join passes `k8s_cluster_network`'s). Empty entries are ignored."},
 	modules.Attribute{Name: "client", Type: cty.Bool, Default: cty.True,
 		Description: "Expect the kubelet's client CSR (`kubernetes.io/kube-apiserver-client-kubelet`). Satisfied once the Node exists."},
 	modules.Attribute{Name: "serving", Type: cty.Bool, Default: cty.True,
@@ -79,8 +81,10 @@ func (CSRApprove) Schema() modules.Schema {
 			"encipherment) + client auth, a requester in `client_requesters`, no Node of that name yet, and " +
 			"only one per join (the first valid one); for a serving CSR requester `system:node:<node_name>` " +
 			"in groups `system:nodes` and `system:authenticated`, usages server auth plus only digital " +
-			"signature/key encipherment, a registered Node, and IP and DNS SANs all among " +
-			"`addresses`/`hostnames` and among the Node's own `status.addresses`. A CSR for this node that " +
+			"signature/key encipherment, a registered Node, no SAN naming the cluster's own API (`kubernetes`, " +
+			"`kubernetes.default`, `kubernetes.default.svc[.*]`, an address in the service network or of the API " +
+			"server: the `default/kubernetes` Service and its EndpointSlice, read by the module), and IP and DNS " +
+			"SANs all among `addresses`/`hostnames` and among the Node's own `status.addresses`. A CSR for this node that " +
 			"breaks a rule is left pending and listed in `rejected` with the rule, and warned about; CSRs of " +
 			"other nodes are never touched. docs/kubernetes.md lists the rules.\n\n" +
 			"The plan shows no change when nothing is left to do: the client CSR is done once the Node " +
@@ -140,6 +144,13 @@ func (CSRApprove) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 				"serving = true needs the instance's addresses or hostnames: a serving CSR naming anything else is never approved."))
 		}
 	}
+	if v := get(cfg, "service_cidrs"); v.IsWhollyKnown() {
+		for _, c := range stringList(cfg, "service_cidrs") {
+			if err := new(kube.ClusterAddresses).AddServiceNetworks(c); err != nil {
+				diags = append(diags, cfg.Error("service_cidrs", "Invalid service network", err.Error()+"; give a CIDR such as 10.96.0.0/12."))
+			}
+		}
+	}
 	return append(diags, validateSeconds(cfg, []string{"timeout"}, []string{"interval"})...)
 }
 
@@ -191,6 +202,7 @@ func expectation(ctx context.Context, cfg modules.Config) kube.Expectation {
 		Addresses:        stringList(cfg, "addresses"),
 		Hostnames:        stringList(cfg, "hostnames"),
 		ClientRequesters: stringList(cfg, "client_requesters"),
+		ServiceNetworks:  stringList(cfg, "service_cidrs"),
 		NotBefore:        start,
 	}
 }

@@ -52,8 +52,16 @@ func TestJoinModulesNeedOnlyShippedRBAC(t *testing.T) {
 	var requester string
 	t.Run("k8s_bootstrap_token", func(t *testing.T) {
 		publishClusterInfo(t, c, []byte("ca"))
-		_, res := converge(t, BootstrapToken{testClusters}, cfgFor(t, BootstrapToken{testClusters}, as(map[string]cty.Value{})))
-		requester = res.GetAttr("requester").AsString()
+		m := BootstrapToken{testClusters}
+		cfg := cfgFor(t, m, as(map[string]cty.Value{}))
+		p := plan(t, m, cfg)
+		require.False(t, p.Diagnostics.HasErrors(), "%v", p.Diagnostics)
+		require.NotNil(t, p.Change, "a join that needs a token mints one")
+		a := apply(t, m, cfg, p.Change)
+		require.False(t, a.Diagnostics.HasErrors(), "%v", a.Diagnostics)
+		requester = a.Result.GetAttr("requester").AsString()
+		// A joined node's re-run: no token, nothing to do.
+		converge(t, m, cfgFor(t, m, as(map[string]cty.Value{"mint": cty.False})))
 	})
 
 	t.Run("k8s_csr_approve", func(t *testing.T) {
@@ -62,11 +70,11 @@ func TestJoinModulesNeedOnlyShippedRBAC(t *testing.T) {
 		k := clientCSR("rbac-client", node, requester)
 		k.groups = []string{kube.DefaultBootstrapGroup}
 		createCSR(t, c, k)
-		kubelet := playKubelet(c, node, "rbac-client", servingCSR("rbac-serving", node, "10.0.0.9"))
+		kubelet := playKubelet(c, node, "rbac-client", servingCSR("rbac-serving", node, "192.168.50.9"))
 		m := CSRApprove{testClusters}
 		cfg := cfgFor(t, m, as(map[string]cty.Value{
 			"node_name":         cty.StringVal(node),
-			"addresses":         strs("10.0.0.9"),
+			"addresses":         strs("192.168.50.9"),
 			"hostnames":         strs(node),
 			"client_requesters": strs(requester),
 			"timeout":           cty.NumberIntVal(20),

@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -241,13 +242,13 @@ func TestCSRApproveFirstJoin(t *testing.T) {
 	noClientAuth.usages = []certificatesv1.KeyUsage{"digital signature", "key encipherment"}
 	wrongPrefix := clientCSR("wrong-cn-prefix", node, boot)
 	wrongPrefix.cn = "system:nodes:" + node
-	otherNodesName := servingCSR("other-nodes-name", "win-2", "10.0.0.5")
+	otherNodesName := servingCSR("other-nodes-name", "win-2", "192.168.50.5")
 	otherNodesName.as = "system:node:" + node // this node asking for win-2's certificate
 	// A requester in system:nodes is refused this at admission
 	// (NodeRestriction); a client certificate for the node's user name
 	// without that group gets it through, and wsu's rule must still catch it.
 	otherNodesName.groups, otherNodesName.viaCert = nil, true
-	foreignSAN := servingCSR("foreign-san", node, "10.0.0.5", "10.9.9.9")
+	foreignSAN := servingCSR("foreign-san", node, "192.168.50.5", "10.9.9.9")
 
 	for _, k := range []kubeletCSR{
 		clientCSR("client-ok", node, boot),
@@ -272,7 +273,7 @@ func TestCSRApproveFirstJoin(t *testing.T) {
 	cfg := cfgFor(t, m, map[string]cty.Value{
 		"kubeconfig": cty.StringVal(c.Kubeconfig),
 		"node_name":  cty.StringVal(node),
-		"addresses":  cty.ListVal([]cty.Value{cty.StringVal("10.0.0.5")}),
+		"addresses":  cty.ListVal([]cty.Value{cty.StringVal("192.168.50.5")}),
 		"hostnames":  cty.ListVal([]cty.Value{cty.StringVal(node)}),
 		"timeout":    cty.NumberIntVal(60),
 		"interval":   cty.NumberFloatVal(0.2),
@@ -285,7 +286,7 @@ func TestCSRApproveFirstJoin(t *testing.T) {
 	assert.Equal(t, "approve kubelet CSRs of node win-1", plan.Change.Subject)
 	assert.Equal(t, len(wantRejected), warnings(plan.Diagnostics))
 
-	kubelet := playKubelet(c, node, "client-ok", servingCSR("serving-ok", node, "10.0.0.5"))
+	kubelet := playKubelet(c, node, "client-ok", servingCSR("serving-ok", node, "192.168.50.5"))
 	resp := m.Apply(ctx, modules.ApplyRequest{Config: cfg, Change: plan.Change})
 	require.NoError(t, <-kubelet)
 	require.False(t, resp.Diagnostics.HasErrors(), "%v", resp.Diagnostics)
@@ -317,15 +318,15 @@ func TestCSRApproveFirstJoin(t *testing.T) {
 func TestCSRApproveNodeAlreadyExists(t *testing.T) {
 	c := csrCluster(t)
 	const node = "win-3"
-	require.NoError(t, registerNode(c, node, "10.0.0.7"))
+	require.NoError(t, registerNode(c, node, "192.168.50.7"))
 	createCSR(t, c, clientCSR("late-client", node, kube.OpenShiftBootstrapper))
-	createCSR(t, c, servingCSR("serving", node, "10.0.0.7"))
+	createCSR(t, c, servingCSR("serving", node, "192.168.50.7"))
 
 	m := CSRApprove{testClusters}
 	cfg := cfgFor(t, m, map[string]cty.Value{
 		"kubeconfig": cty.StringVal(c.Kubeconfig),
 		"node_name":  cty.StringVal(node),
-		"addresses":  cty.ListVal([]cty.Value{cty.StringVal("10.0.0.7")}),
+		"addresses":  cty.ListVal([]cty.Value{cty.StringVal("192.168.50.7")}),
 		"hostnames":  cty.ListVal([]cty.Value{cty.StringVal(node)}),
 		"timeout":    cty.NumberIntVal(30),
 		"interval":   cty.NumberFloatVal(0.2),
@@ -353,7 +354,7 @@ func TestCSRApproveTimesOutWithoutApprovingForgeries(t *testing.T) {
 	cfg := cfgFor(t, m, map[string]cty.Value{
 		"kubeconfig": cty.StringVal(c.Kubeconfig),
 		"node_name":  cty.StringVal(node),
-		"addresses":  cty.ListVal([]cty.Value{cty.StringVal("10.0.0.8")}),
+		"addresses":  cty.ListVal([]cty.Value{cty.StringVal("192.168.50.8")}),
 		"client":     cty.False,
 		"timeout":    cty.NumberFloatVal(1),
 		"interval":   cty.NumberFloatVal(0.2),
@@ -381,7 +382,7 @@ func TestCSRApproveValidate(t *testing.T) {
 	m := CSRApprove{testClusters}
 	ok := map[string]cty.Value{
 		"node_name": cty.StringVal("win-1"),
-		"addresses": cty.ListVal([]cty.Value{cty.StringVal("10.0.0.5")}),
+		"addresses": cty.ListVal([]cty.Value{cty.StringVal("192.168.50.5")}),
 	}
 	with := func(k string, v cty.Value) map[string]cty.Value {
 		out := map[string]cty.Value{}
@@ -414,5 +415,95 @@ func TestCSRApproveValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want, diagSummaries(m.Validate(modules.ValidateRequest{Config: cfgFor(t, m, tt.attrs)})))
 		})
+	}
+}
+
+// TestCSRApproveRefusesClusterNames: a serving CSR naming the API
+// server's in-cluster name, the kubernetes Service's address or the API
+// server's own address is refused outright, even when the instance's
+// expectation and the Node's own addresses (both of which a node can
+// influence) list them; one naming an address the instance was not given
+// is refused; the good one is approved. The module runs as a user holding
+// only the shipped roles, which must let it read the cluster's addresses.
+func TestCSRApproveRefusesClusterNames(t *testing.T) {
+	c := csrCluster(t)
+	grant(t, c, "wsu-csr")
+	userKC, err := c.User("wsu-csr")
+	require.NoError(t, err)
+	const node, nodeIP, otherIP = "win-6", "192.168.50.9", "192.168.50.99"
+
+	svc, err := c.Client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	require.NoError(t, err)
+	serviceIP := svc.Spec.ClusterIP
+	slice, err := c.Client.DiscoveryV1().EndpointSlices("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	require.NoError(t, err, "the API server publishes its own EndpointSlice")
+	require.NotEmpty(t, slice.Endpoints)
+	apiIP := slice.Endpoints[0].Addresses[0]
+	inServiceNet := "10.0.0.77" // kubetest.ServiceSubnet, passed as join passes k8s_cluster_network's
+	require.NotEqual(t, serviceIP, inServiceNet)
+
+	require.NoError(t, registerNode(c, node, nodeIP, serviceIP, apiIP, inServiceNet, otherIP))
+	n, err := c.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, c.SetNodeAddresses(ctx, node, append(n.Status.Addresses,
+		corev1.NodeAddress{Type: corev1.NodeInternalDNS, Address: "kubernetes.default.svc"})...))
+
+	svcName := servingCSR("svc-name", node, nodeIP)
+	svcName.dns = append(svcName.dns, "kubernetes.default.svc")
+	for _, k := range []kubeletCSR{
+		svcName,
+		servingCSR("service-ip", node, nodeIP, serviceIP),
+		servingCSR("apiserver-ip", node, apiIP),
+		servingCSR("service-network", node, inServiceNet),
+		servingCSR("other-address", node, otherIP),
+	} {
+		createCSR(t, c, k)
+	}
+	wantRejected := map[string]string{
+		"svc-name":        kube.RuleServingClusterNames,
+		"service-ip":      kube.RuleServingClusterNames,
+		"apiserver-ip":    kube.RuleServingClusterNames,
+		"service-network": kube.RuleServingClusterNames,
+		"other-address":   kube.RuleServingSANs,
+	}
+	list := func(ss ...string) cty.Value {
+		var vals []cty.Value
+		for _, s := range ss {
+			vals = append(vals, cty.StringVal(s))
+		}
+		return cty.ListVal(vals)
+	}
+	m := CSRApprove{testClusters}
+	cfg := cfgFor(t, m, map[string]cty.Value{
+		"kubeconfig":    cty.StringVal(userKC),
+		"node_name":     cty.StringVal(node),
+		"addresses":     list(nodeIP, serviceIP, apiIP, inServiceNet),
+		"hostnames":     list(node, "kubernetes.default.svc"),
+		"service_cidrs": list(kubetest.ServiceSubnet),
+		"client":        cty.False,
+		"timeout":       cty.NumberIntVal(30),
+		"interval":      cty.NumberFloatVal(0.2),
+	})
+	plan := m.Plan(ctx, modules.PlanRequest{Config: cfg})
+	require.False(t, plan.Diagnostics.HasErrors(), "%v", plan.Diagnostics)
+	var warned []string
+	for _, d := range plan.Diagnostics {
+		warned = append(warned, d.Detail)
+	}
+	assert.Contains(t, strings.Join(warned, "\n"), `DNS name "kubernetes.default.svc" is the API server's in-cluster name`, "the warning says why")
+
+	createCSR(t, c, servingCSR("serving-ok", node, nodeIP))
+	resp := m.Apply(ctx, modules.ApplyRequest{Config: cfg, Change: plan.Change})
+	require.False(t, resp.Diagnostics.HasErrors(), "%v", resp.Diagnostics)
+	assert.Equal(t, []string{"serving-ok"}, stringsOf(resp.Result.GetAttr("approved")))
+	assert.Equal(t, wantRejected, rejectedRules(t, resp.Result.GetAttr("rejected")))
+	var reasons []string
+	for _, r := range resp.Result.GetAttr("rejected").AsValueSlice() {
+		reasons = append(reasons, r.GetAttr("reason").AsString())
+	}
+	assert.Contains(t, strings.Join(reasons, "\n"), "is in the service network 10.0.0.0/24", "the refusal says why")
+	for name := range wantRejected {
+		state, _ := csrState(t, c, name)
+		assert.Equal(t, kube.CSRPending, state, "%s must stay pending", name)
 	}
 }

@@ -28,7 +28,7 @@ func Modules() []modules.Module {
 	return []modules.Module{
 		Directory{}, File{}, Copy{}, Service{}, Env{}, Path{}, Registry{}, Command{}, Wait{},
 		HNSNetwork{}, HNSEndpoint{}, Kill{}, AuthorizedKey{}, ContainerdMirrors{}, Certificate{}, OptionalFeature{}, Reboot{},
-		FirewallRule{}, ServiceInfo{}, InstanceMetadata{},
+		FirewallRule{}, ServiceInfo{}, InstanceMetadata{}, Stat{},
 	}
 }
 

@@ -192,12 +192,16 @@ func checkJoined(t *testing.T, env *harness.Env, h *harness.Host) {
 			assert.Equalf(t, "in allow tcp "+port+" (domain, private, public), enabled", r.String(), "firewall rule %s", name)
 			assert.Equalf(t, "wsu", r.Group, "firewall rule %s carries wsu's group (remove deletes it)", name)
 		}
-		for _, p := range []string{`C:\k\kubelet.conf`, `C:\k\kube-proxy.conf`, `C:\k\cni\config\cni.conf`, `C:\k\bootstrap-kubeconfig`, `C:\k\kubeconfig`,
+		for _, p := range []string{`C:\k\kubelet.conf`, `C:\k\kube-proxy.conf`, `C:\k\cni\config\cni.conf`, `C:\k\kubeconfig`,
 			`C:\k\bootstrap-ca.crt`, `C:\k\cni\config\ovnkube-client-current.pem`} {
 			fi, err := s.Stat(ctx, p)
 			require.NoError(t, err)
 			assert.Truef(t, fi.Exists, "%s missing", p)
 		}
+		// The bootstrap credential goes once the kubelet has its own.
+		fi, err := s.Stat(ctx, `C:\k\bootstrap-kubeconfig`)
+		require.NoError(t, err)
+		assert.False(t, fi.Exists, "the bootstrap kubeconfig is removed once the kubelet has its client certificate")
 		return nil
 	}))
 

@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
 
@@ -70,9 +69,14 @@ func TestVanillaHostProcess(t *testing.T) {
 	})
 
 	t.Run("join", func(t *testing.T) {
+		// The plan holds the bootstrap kubeconfig to SYSTEM and
+		// Administrators (win_file's tables show the apply does).
+		plan := run(t, env, nil, "plan", "join")
+		assert.Contains(t, plan.Stdout, host.AdminsOnlyACL().String(), "the bootstrap kubeconfig's ACL in the plan")
 		r := run(t, env, nil, "apply", "join")
 		requireSuccess(t, r)
 		checkVanillaJoined(t, env, h)
+		checkBootstrapCredentials(t, env, h)
 	})
 	if t.Failed() {
 		return
@@ -88,6 +92,7 @@ func TestVanillaHostProcess(t *testing.T) {
 		assert.Empty(t, r.Changed(h.Name), "a re-run changes nothing")
 		plan := run(t, env, nil, "plan", "join", "--detailed-exitcode")
 		assert.Equal(t, 0, plan.ExitCode, "plan after join: no changes\n%s", plan.Failures())
+		assert.Len(t, wsuTokens(t, env), 1, "a joined node's re-run mints no token")
 	})
 
 	t.Run("remove", func(t *testing.T) {
@@ -245,19 +250,11 @@ func wsuLeftovers(before, after map[string]string) []string {
 func checkTokenNotAutoApproved(t *testing.T, env *harness.Env, h *harness.Host) {
 	t.Helper()
 	ctx := context.Background()
-	var kc []byte
-	require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
-		var err error
-		kc, err = s.ReadFile(ctx, `C:\k\bootstrap-kubeconfig`, 1<<20)
-		return err
-	}))
-	cfg, err := clientcmd.Load(kc)
-	require.NoError(t, err)
-	var wsuToken string
-	for _, a := range cfg.AuthInfos {
-		wsuToken = a.Token
-	}
-	require.NotEmpty(t, wsuToken, "the node's bootstrap kubeconfig holds wsu's token")
+	// The node's bootstrap kubeconfig is gone; the token it held lives
+	// until it expires. Read as the admin: wsu itself cannot.
+	tokens := wsuTokens(t, env)
+	require.Len(t, tokens, 1)
+	wsuToken := string(tokens[0].Data["token-id"]) + "." + string(tokens[0].Data["token-secret"])
 	kubeadmTok, err := kube.CreateBootstrapToken(ctx, env.Cluster.Client, kube.TokenRequest{TTL: time.Hour, Group: kube.KubeadmNodeTokenGroup})
 	require.NoError(t, err)
 
@@ -271,6 +268,46 @@ func checkTokenNotAutoApproved(t *testing.T, env *harness.Env, h *harness.Host) 
 	c, err := csrs.Get(ctx, wsuCSR, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, approvedBy(c), "no one approves a CSR for another node made with wsu's token")
+}
+
+// checkBootstrapCredentials: the join minted one short-lived token in
+// wsu's group, and once the kubelet had its client certificate the
+// bootstrap kubeconfig holding it was removed from the node.
+func checkBootstrapCredentials(t *testing.T, env *harness.Env, h *harness.Host) {
+	t.Helper()
+	tokens := wsuTokens(t, env)
+	require.Len(t, tokens, 1, "one token for one join")
+	exp, err := time.Parse(time.RFC3339, string(tokens[0].Data["expiration"]))
+	require.NoError(t, err)
+	assert.WithinDuration(t, time.Now().Add(30*time.Minute), exp, 30*time.Minute, "expires within the join's ttl (30m)")
+	assert.Equal(t, kube.WSUBootstrapGroup, string(tokens[0].Data["auth-extra-groups"]))
+	require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
+		boot, err := s.Stat(context.Background(), `C:\k\bootstrap-kubeconfig`)
+		if err != nil {
+			return err
+		}
+		assert.False(t, boot.Exists, "the bootstrap kubeconfig is removed once the kubelet has its client certificate")
+		own, err := s.Stat(context.Background(), `C:\k\kubeconfig`)
+		assert.True(t, own.Exists, "the kubelet's own kubeconfig")
+		return err
+	}))
+}
+
+// wsuTokens are the bootstrap token Secrets wsu's joins created (in its
+// own group: checkTokenNotAutoApproved makes a kubeadm-group one through
+// the same library), read as the admin.
+func wsuTokens(t *testing.T, env *harness.Env) []corev1.Secret {
+	t.Helper()
+	list, err := env.Cluster.Client.CoreV1().Secrets(kube.BootstrapTokenNamespace).List(context.Background(),
+		metav1.ListOptions{LabelSelector: kube.ManagedByLabel + "=wsu"})
+	require.NoError(t, err)
+	var out []corev1.Secret
+	for _, s := range list.Items {
+		if string(s.Data["auth-extra-groups"]) == kube.WSUBootstrapGroup {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func approvedBy(c *certificatesv1.CertificateSigningRequest) string {

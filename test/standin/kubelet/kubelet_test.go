@@ -173,10 +173,10 @@ func TestKubeletJoin(t *testing.T) {
 	go func() { partsDone <- c.RunParts(pctx, kubetest.PartsOptions{}) }()
 	t.Cleanup(func() { stopParts(); <-partsDone })
 
-	h, err := sim.New(t.TempDir(), sim.Options{Hostname: "WIN-E2E", IPv4: "10.0.0.5"})
+	h, err := sim.New(t.TempDir(), sim.Options{Hostname: "WIN-E2E", IPv4: "192.168.50.5"})
 	require.NoError(t, err)
 	t.Cleanup(func() { h.Shutdown(context.Background()) })
-	n := node{h: h, name: "win-e2e", ip: "10.0.0.5"}
+	n := node{h: h, name: "win-e2e", ip: "192.168.50.5"}
 	n.put(t, `C:\k\kubelet.exe`, copyFile(t, bins["kubelet"]), 0o755)
 	n.put(t, `C:\k\kube-log-runner.exe`, copyFile(t, bins["logrunner"]), 0o755)
 	n.put(t, `C:\k\kubelet.conf`, kubeletConf(t), 0o644)
@@ -202,7 +202,7 @@ func TestKubeletJoin(t *testing.T) {
 			`-log-file=C:\var\log\kubelet\kubelet.log`, `C:\k\kubelet.exe`,
 			`--config=C:\k\kubelet.conf`, `--bootstrap-kubeconfig=C:\k\bootstrap-kubeconfig`, `--kubeconfig=C:\k\kubeconfig`,
 			`--cert-dir=c:\var\lib\kubelet\pki\`, "--windows-service", "--node-labels=node.openshift.io/os_id=Windows",
-			"--windows-priorityclass=ABOVE_NORMAL_PRIORITY_CLASS", "--v=2", "--hostname-override=WIN-E2E", "--node-ip=10.0.0.5",
+			"--windows-priorityclass=ABOVE_NORMAL_PRIORITY_CLASS", "--v=2", "--hostname-override=WIN-E2E", "--node-ip=192.168.50.5",
 			"--feature-gates=SomeGate=true", "--an-unknown-flag",
 		},
 	}))
