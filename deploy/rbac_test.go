@@ -3,12 +3,15 @@ package deploy
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -378,6 +381,74 @@ func checkRBAC(ctx context.Context, t *testing.T, c *kubetest.Cluster, o Overlay
 		assert.True(t, apierrors.IsForbidden(err), "the controller creates no Secret: %v", err)
 		err = ctl.CoreV1().Secrets(o.Namespace).Delete(ctx, otherSecret, metav1.DeleteOptions{})
 		assert.True(t, apierrors.IsForbidden(err), "nor deletes one: %v", err)
+	})
+	t.Run("metrics endpoints by name", func(t *testing.T) { checkEndpointNames(ctx, t, c, o) })
+}
+
+// checkEndpointNames: the Role wsu-metrics lets wsu's ServiceAccounts
+// create Services and write EndpointSlices in the namespace join publishes
+// windows-exporter in; the ValidatingAdmissionPolicy wsu-metrics-endpoints
+// limits them to the names k8s_metrics_endpoint writes (issue 26,
+// finding 8). Real requests, as the controller.
+func checkEndpointNames(ctx context.Context, t *testing.T, c *kubetest.Cluster, o Overlay) {
+	ns := "kube-system"
+	if o.Flavour == "openshift" {
+		ns = WMCONamespace
+	}
+	ctl := clientFor(t, c, o.Namespace, "wsu-controller")
+	svc := func(name string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.ServiceSpec{
+			Ports: []corev1.ServicePort{{Name: "metrics", Port: 9182}}}}
+	}
+	slice := func(name, service string) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: service}},
+			AddressType: discoveryv1.AddressTypeIPv4, Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.11"}}}}
+	}
+	// Someone else's slice, made by the admin.
+	_, err := c.Client.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice("kube-dns-abcde", "kube-dns"), metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	refused := func(t *testing.T, what string, do func() error) {
+		t.Helper()
+		// The API server compiles a new policy within a second or two.
+		var err error
+		for i := 0; i < 40; i++ {
+			if err = do(); err != nil && strings.Contains(err.Error(), "wsu writes only") {
+				return
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		t.Errorf("%s: want refused by the policy, got %v", what, err)
+	}
+	t.Run("denied create of another Service", func(t *testing.T) {
+		refused(t, "create Service kube-dns-2", func() error {
+			_, err := ctl.CoreV1().Services(ns).Create(ctx, svc("kube-dns-2"), metav1.CreateOptions{})
+			return err
+		})
+	})
+	t.Run("denied create of another Service's slice", func(t *testing.T) {
+		refused(t, "create EndpointSlice kube-dns-fake", func() error {
+			_, err := ctl.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice("kube-dns-fake", "kube-dns"), metav1.CreateOptions{})
+			return err
+		})
+	})
+	t.Run("denied a windows-exporter name for another Service", func(t *testing.T) {
+		refused(t, "create EndpointSlice windows-exporter-x of kube-dns", func() error {
+			_, err := ctl.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice("windows-exporter-x", "kube-dns"), metav1.CreateOptions{})
+			return err
+		})
+	})
+	t.Run("denied delete of another Service's slice", func(t *testing.T) {
+		refused(t, "delete EndpointSlice kube-dns-abcde", func() error {
+			return ctl.DiscoveryV1().EndpointSlices(ns).Delete(ctx, "kube-dns-abcde", metav1.DeleteOptions{})
+		})
+	})
+	t.Run("allowed windows-exporter and its node's slice", func(t *testing.T) {
+		_, err := ctl.CoreV1().Services(ns).Create(ctx, svc("windows-exporter"), metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = ctl.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice("windows-exporter-win-1", "windows-exporter"), metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.NoError(t, ctl.DiscoveryV1().EndpointSlices(ns).Delete(ctx, "windows-exporter-win-1", metav1.DeleteOptions{}))
 	})
 }
 
