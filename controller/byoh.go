@@ -66,10 +66,7 @@ func (r *ConfigMapReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: r.Name}, cm)
 	switch {
 	case apierrors.IsNotFound(err):
-		if gone, why, err := uninstalling(ctx, r.reader(), r.instanceNamespace()); err != nil || gone {
-			if gone {
-				log.FromContext(ctx).Info("the BYOH ConfigMap is gone while wsu is being uninstalled: its instances are left alone", "why", why)
-			}
+		if keep, err := r.keepOnUninstall(ctx); keep || err != nil {
 			return ctrl.Result{}, err
 		}
 		return ctrl.Result{}, r.prune(ctx, nil)
@@ -83,6 +80,22 @@ func (r *ConfigMapReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 	}
 	return ctrl.Result{}, r.prune(ctx, wanted)
+}
+
+// keepOnUninstall reports whether a BYOH ConfigMap that is gone went with
+// an uninstall — wsu's (its CRD or the instances' namespace being
+// deleted) or its namespace's (WMCO's, being deleted with WMCO) — rather
+// than by an admin's hand: then its instances are left alone, their hosts
+// joined.
+func (r *ConfigMapReconciler) keepOnUninstall(ctx context.Context) (bool, error) {
+	gone, why, err := uninstalling(ctx, r.reader(), r.instanceNamespace())
+	if err == nil && !gone && r.Namespace != r.instanceNamespace() {
+		gone, why, err = namespaceGoing(ctx, r.reader(), r.Namespace)
+	}
+	if gone {
+		log.FromContext(ctx).Info("the BYOH ConfigMap went with its namespace or wsu's uninstall: its instances are left alone", "why", why)
+	}
+	return gone, err
 }
 
 // entries parses the ConfigMap as the -i k8s:// inventory does, reporting

@@ -46,6 +46,11 @@ func uninstalling(ctx context.Context, c client.Reader, namespace string) (bool,
 	case !crd.DeletionTimestamp.IsZero():
 		return true, "the CRD " + crdName + " is being deleted", nil
 	}
+	return namespaceGoing(ctx, c, namespace)
+}
+
+// namespaceGoing reports whether namespace is being deleted (or is gone).
+func namespaceGoing(ctx context.Context, c client.Reader, namespace string) (bool, string, error) {
 	ns := &corev1.Namespace{}
 	switch err := c.Get(ctx, types.NamespacedName{Name: namespace}, ns); {
 	case apierrors.IsNotFound(err):

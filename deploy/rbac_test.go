@@ -123,6 +123,7 @@ func controllerAccess(o Overlay) []access {
 		allow("get", "", "namespaces", ns, ns, "its own namespace: is wsu being uninstalled?"),
 		deny("get", "", "namespaces", "default", "default", "no other namespace"),
 		deny("update", "", "namespaces", ns, ns, "reads it only"),
+		deny("get", "", "namespaces", "kube-system", "kube-system", "no other namespace"),
 		deny("delete", "", "namespaces", ns, ns, "reads it only"),
 		allow("get", "apiextensions.k8s.io", "customresourcedefinitions", "", "windowsinstances.wsu.dev", "its CRD: is wsu being uninstalled?"),
 		deny("get", "apiextensions.k8s.io", "customresourcedefinitions", "", "other.example.com", "that CRD only"),
@@ -184,7 +185,8 @@ func controllerAccess(o Overlay) []access {
 			allow("watch", "", "secrets", byoh, keySecret, "the key watch, by name"),
 			deny("get", "", "secrets", byoh, otherSecret, "no other Secret of WMCO's"),
 			deny("watch", "", "secrets", byoh, "", "no other Secret of WMCO's"),
-			allow("create", "", "events", byoh, "", "events about the BYOH ConfigMap's entries"))
+			allow("create", "", "events", byoh, "", "events about the BYOH ConfigMap's entries"),
+			allow("get", "", "namespaces", byoh, byoh, "a BYOH ConfigMap gone with WMCO's namespace removes no host"))
 	}
 	return append(list, flavourAccess(o)...)
 }
@@ -233,7 +235,6 @@ func everyAccess(o Overlay) []access {
 		deny("create", "", "pods", WMCONamespace, "", "no pods as WMCO's ServiceAccounts"),
 		deny("patch", "", "namespaces", WMCONamespace, WMCONamespace, "never relabels WMCO's namespace"),
 		deny("delete", "", "namespaces", WMCONamespace, WMCONamespace, "never deletes WMCO's namespace"),
-		deny("get", "", "namespaces", WMCONamespace, WMCONamespace, "reads its own namespace only"),
 		deny("update", "", "nodes", "", "", "Nodes are patched, never replaced"),
 		deny("patch", "", "nodes", "", "", "node status is the kubelet's").on("status"),
 		deny("create", "", "serviceaccounts", "kube-system", "", "no token for kube-system's ServiceAccounts").on("token"),
