@@ -33,8 +33,8 @@ func TestBYOHConfigMapGoneWithItsNamespace(t *testing.T) {
 	wi := &wsuv1.WindowsInstance{ObjectMeta: metav1.ObjectMeta{Name: "10.0.0.11", Namespace: "wsu",
 		Labels: map[string]string{wsuv1.SourceLabel: wsuv1.SourceConfigMap}}}
 	for _, tc := range []struct {
-		name        string
-		wmcoGoing   bool
+		name       string
+		wmcoGoing  bool
 		wantPruned bool
 	}{
 		{"WMCO's namespace being deleted", true, false},
