@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/inventory"
@@ -24,12 +25,36 @@ import (
 // status without changing anything. A bad entry gets a Warning event naming
 // it and the other entries go on. An entry that goes away deletes its
 // instance (whose finalizer deconfigures the host); a deleted ConfigMap
-// deletes them all, under the same rollout limit as any removal.
+// deletes them all, under the same rollout limit as any removal — unless
+// wsu is being uninstalled (uninstall.go): then nothing is deleted.
+//
+// The ConfigMap may be in another namespace than the instances (WMCO's on
+// OpenShift, wsu's own beside it): the instances then carry no owner
+// reference to it (the garbage collector would take a reference across
+// namespaces for a missing owner and delete them), only their source label.
 type ConfigMapReconciler struct {
-	Client    client.Client
+	Client client.Client
+	// Reader reads uncached (the uninstall check); nil: Client.
+	Reader    client.Reader
 	Events    record.EventRecorder
 	Namespace string
-	Name      string
+	// InstanceNamespace is where the instances go; "" is Namespace.
+	InstanceNamespace string
+	Name              string
+}
+
+func (r *ConfigMapReconciler) reader() client.Reader {
+	if r.Reader == nil {
+		return r.Client
+	}
+	return r.Reader
+}
+
+func (r *ConfigMapReconciler) instanceNamespace() string {
+	if r.InstanceNamespace == "" {
+		return r.Namespace
+	}
+	return r.InstanceNamespace
 }
 
 // Reason of the Warning event for a bad entry.
@@ -41,6 +66,9 @@ func (r *ConfigMapReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: r.Name}, cm)
 	switch {
 	case apierrors.IsNotFound(err):
+		if keep, err := r.keepOnUninstall(ctx); keep || err != nil {
+			return ctrl.Result{}, err
+		}
 		return ctrl.Result{}, r.prune(ctx, nil)
 	case err != nil:
 		return ctrl.Result{}, err
@@ -52,6 +80,22 @@ func (r *ConfigMapReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 	}
 	return ctrl.Result{}, r.prune(ctx, wanted)
+}
+
+// keepOnUninstall reports whether a BYOH ConfigMap that is gone went with
+// an uninstall — wsu's (its CRD or the instances' namespace being
+// deleted) or its namespace's (WMCO's, being deleted with WMCO) — rather
+// than by an admin's hand: then its instances are left alone, their hosts
+// joined.
+func (r *ConfigMapReconciler) keepOnUninstall(ctx context.Context) (bool, error) {
+	gone, why, err := uninstalling(ctx, r.reader(), r.instanceNamespace())
+	if err == nil && !gone && r.Namespace != r.instanceNamespace() {
+		gone, why, err = namespaceGoing(ctx, r.reader(), r.Namespace)
+	}
+	if gone {
+		log.FromContext(ctx).Info("the BYOH ConfigMap went with its namespace or wsu's uninstall: its instances are left alone", "why", why)
+	}
+	return gone, err
 }
 
 // entries parses the ConfigMap as the -i k8s:// inventory does, reporting
@@ -71,7 +115,7 @@ func (r *ConfigMapReconciler) entries(cm *corev1.ConfigMap) map[string]*wsuv1.Wi
 			user = v.Value.AsString()
 		}
 		wi := &wsuv1.WindowsInstance{
-			ObjectMeta: metav1.ObjectMeta{Name: InstanceName(name), Namespace: r.Namespace},
+			ObjectMeta: metav1.ObjectMeta{Name: InstanceName(name), Namespace: r.instanceNamespace()},
 			Spec:       wsuv1.WindowsInstanceSpec{Address: name, Username: user},
 		}
 		out[wi.Name] = wi
@@ -91,7 +135,9 @@ func (r *ConfigMapReconciler) ensure(ctx context.Context, cm *corev1.ConfigMap, 
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), cur)
 	if apierrors.IsNotFound(err) {
 		want.Labels = map[string]string{wsuv1.SourceLabel: wsuv1.SourceConfigMap}
-		want.OwnerReferences = []metav1.OwnerReference{ownerRef(cm)}
+		if cm.Namespace == want.Namespace {
+			want.OwnerReferences = []metav1.OwnerReference{ownerRef(cm)}
+		}
 		return client.IgnoreAlreadyExists(r.Client.Create(ctx, want))
 	}
 	if err != nil {
@@ -115,7 +161,7 @@ func (r *ConfigMapReconciler) ensure(ctx context.Context, cm *corev1.ConfigMap, 
 // prune deletes the instances made from entries that are gone.
 func (r *ConfigMapReconciler) prune(ctx context.Context, wanted map[string]*wsuv1.WindowsInstance) error {
 	list := &wsuv1.WindowsInstanceList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(r.Namespace), client.MatchingLabels{wsuv1.SourceLabel: wsuv1.SourceConfigMap}); err != nil {
+	if err := r.Client.List(ctx, list, client.InNamespace(r.instanceNamespace()), client.MatchingLabels{wsuv1.SourceLabel: wsuv1.SourceConfigMap}); err != nil {
 		return err
 	}
 	for i := range list.Items {

@@ -63,9 +63,15 @@ var DefaultMaxUnavailable = intstr.FromInt32(1)
 
 // Options configure the controller.
 type Options struct {
-	// Namespace holds the WindowsInstances, the BYOH ConfigMap and the key
-	// Secret.
+	// Namespace holds the WindowsInstances, and the Secrets and ConfigMaps
+	// they name.
 	Namespace string
+	// BYOHNamespace holds the BYOH ConfigMap and the default key Secret
+	// (cloud-private-key, for instances without a keySecretRef); default
+	// Namespace. On OpenShift it is WMCO's namespace while wsu has its own:
+	// the controller then reads those two objects there by name and
+	// nothing else.
+	BYOHNamespace string
 	// ConfigMap is the BYOH ConfigMap's name; "" turns the BYOH source off.
 	ConfigMap string
 	// MaxConcurrentRuns bounds the playbook runs at once.
@@ -131,6 +137,9 @@ type Options struct {
 func (o *Options) defaults() {
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
+	}
+	if o.BYOHNamespace == "" {
+		o.BYOHNamespace = o.Namespace
 	}
 	if o.MaxConcurrentRuns <= 0 {
 		o.MaxConcurrentRuns = DefaultMaxRuns
@@ -238,7 +247,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		rollouts: &rolloutLimit{},
 		payloads: payloads,
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &wsuv1.WindowsInstance{}, keySecretIndex, indexKeySecret); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &wsuv1.WindowsInstance{}, keySecretIndex, indexKeySecret(o.BYOHNamespace)); err != nil {
 		return fmt.Errorf("controller: indexing instances by key Secret: %w", err)
 	}
 	err = ctrl.NewControllerManagedBy(mgr).
@@ -260,13 +269,17 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("byoh-configmap").
-		For(configMapObject(), onlyConfigMap(o.Namespace, o.ConfigMap)).
-		Owns(&wsuv1.WindowsInstance{}).
+		For(configMapObject(), onlyConfigMap(o.BYOHNamespace, o.ConfigMap)).
+		// Its instances, which have no owner reference to it in another
+		// namespace: by their source label.
+		Watches(&wsuv1.WindowsInstance{}, byohInstanceToConfigMap(o.BYOHNamespace, o.ConfigMap)).
 		Complete(&ConfigMapReconciler{
-			Client:    mgr.GetClient(),
-			Events:    eventRecorder(mgr),
-			Namespace: o.Namespace,
-			Name:      o.ConfigMap,
+			Client:            mgr.GetClient(),
+			Reader:            mgr.GetAPIReader(),
+			Events:            eventRecorder(mgr),
+			Namespace:         o.BYOHNamespace,
+			InstanceNamespace: o.Namespace,
+			Name:              o.ConfigMap,
 		})
 }
 

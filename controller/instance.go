@@ -68,20 +68,25 @@ const (
 
 // The controller's permissions (deploy/rbac/controller, make generate): its own
 // namespace's instances, ConfigMaps, Secrets (read: the keys by a get per
-// run, the watch of their metadata; never written), events and Lease,
-// and Nodes. The playbooks' cluster tasks need deploy/rbac/wsu-cluster-role.yaml's too.
+// run, the watch of their metadata; never written), events and Lease;
+// Nodes (read, and delete for a removed instance: the playbooks' cluster
+// tasks, with deploy/rbac/wsu-cluster-role.yaml's rights, label and cordon);
+// its own namespace and the WindowsInstance CRD, read only, to tell an
+// uninstall from a removal (uninstall.go); TokenReviews and
+// SubjectAccessReviews for the metrics endpoint's authentication and
+// authorization. Job mode's rights (Jobs, their pods) are a Role of their own,
+// bound only when Job mode is on (deploy/components/job-mode).
 // +kubebuilder:rbac:groups=wsu.dev,namespace=wsu-system,resources=windowsinstances,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=wsu.dev,namespace=wsu-system,resources=windowsinstances/status;windowsinstances/finalizers,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",namespace=wsu-system,resources=configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=wsu-system,resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=wsu-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=wsu-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;update;patch;delete
-// Job mode (--run-mode=job) only: each run's Job (its request is an
-// annotation, its Secrets mounted by reference: no Secret is written), and
-// the Job's pod, whose termination message is the run's result.
-// +kubebuilder:rbac:groups=batch,namespace=wsu-system,resources=jobs,verbs=get;create;delete
-// +kubebuilder:rbac:groups="",namespace=wsu-system,resources=pods,verbs=list
+// +kubebuilder:rbac:groups="",namespace=wsu-system,resources=namespaces,verbs=get
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=windowsinstances.wsu.dev,verbs=get
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // Reconcile implements reconcile.Reconciler.
 func (r *InstanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -358,6 +363,9 @@ func (r *InstanceReconciler) deconfigure(ctx context.Context, wi *wsuv1.WindowsI
 	if !controllerutil.ContainsFinalizer(wi, wsuv1.Finalizer) {
 		return ctrl.Result{}, nil
 	}
+	if done, err := r.letGoOnUninstall(ctx, wi); done || err != nil {
+		return ctrl.Result{}, err
+	}
 	orig := wi.DeepCopy()
 	if wi.Annotations[wsuv1.ForgetAnnotation] == "true" {
 		r.event(wi, corev1.EventTypeWarning, ReasonForgotten, "forgotten without running remove on the host (%s=true)", wsuv1.ForgetAnnotation)
@@ -567,7 +575,7 @@ func (r *InstanceReconciler) event(wi *wsuv1.WindowsInstance, kind, reason, form
 	}
 	r.Events.Eventf(wi, kind, reason, format, args...)
 	if wi.Labels[wsuv1.SourceLabel] == wsuv1.SourceConfigMap && r.Options.ConfigMap != "" {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: r.Options.ConfigMap, Namespace: wi.Namespace}}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: r.Options.ConfigMap, Namespace: r.Options.BYOHNamespace}}
 		for _, o := range wi.OwnerReferences {
 			if o.Kind == "ConfigMap" {
 				cm.UID = o.UID

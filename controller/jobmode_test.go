@@ -85,6 +85,8 @@ func TestJobMode(t *testing.T) {
 	// The controller runs as its own ServiceAccount with its generated
 	// RBAC (real authorization): Job mode needs no Secret written.
 	bindRBAC(t, env, controllerServiceAccount, "../deploy/rbac/controller/role.yaml")
+	// and Job mode's Role (deploy/components/job-mode), bound only with it.
+	bindRBAC(t, env, controllerServiceAccount, "../deploy/components/job-mode/rbac.yaml")
 	asController := rest.CopyConfig(env.Cluster.Config)
 	asController.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + controllerServiceAccount,
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
@@ -185,6 +187,11 @@ func TestJobMode(t *testing.T) {
 				assert.Equal(t, int32(5), *j.Spec.TTLSecondsAfterFinished)
 				assert.Equal(t, wsuImage, j.Spec.Template.Spec.Containers[0].Image)
 				assert.Equal(t, jobServiceAccount, j.Spec.Template.Spec.ServiceAccountName)
+				assert.Equal(t, int64(controller.DefaultJobActiveDeadline/time.Second), *j.Spec.ActiveDeadlineSeconds)
+				for _, c := range append(append([]corev1.Container{}, j.Spec.Template.Spec.InitContainers...), j.Spec.Template.Spec.Containers...) {
+					assert.False(t, *c.SecurityContext.AllowPrivilegeEscalation, "%s: restricted by the controller", c.Name)
+					assert.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop, c.Name)
+				}
 			}
 			assert.GreaterOrEqual(t, modes["plan"], 1, "%s: a plan Job", h.Name)
 			assert.GreaterOrEqual(t, modes["apply"], 1, "%s: an apply Job", h.Name)
@@ -394,7 +401,9 @@ func bindRBAC(t *testing.T, env *harness.Env, sa, file string) {
 	ctx := context.Background()
 	cs := env.Cluster.Client
 	_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	if !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
 	data, err := os.ReadFile(file)
 	require.NoError(t, err)
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}
@@ -415,6 +424,9 @@ func bindRBAC(t *testing.T, env *harness.Env, sa, file string) {
 		case "Role":
 			var r rbacv1.Role
 			require.NoError(t, yaml.UnmarshalStrict(doc, &r))
+			if r.Namespace == "" {
+				r.Namespace = ns // a kustomize component's: the install namespace
+			}
 			if _, err := cs.CoreV1().Namespaces().Get(ctx, r.Namespace, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 				continue // an OpenShift namespace
 			}

@@ -34,12 +34,19 @@ type JobOptions struct {
 	// Image is the wsu image the Jobs run (its entrypoint is wsu).
 	Image string
 	// ServiceAccount the Jobs' pods run as: it needs what the playbooks'
-	// cluster tasks need (deploy/rbac/wsu-cluster-role.yaml).
+	// cluster tasks need (deploy/rbac/wsu-cluster-role.yaml). Default
+	// DefaultJobServiceAccount, which the job-mode manifests create; the
+	// namespace's "default" is refused (every pod without one runs as it).
 	ServiceAccount string
 	// Template is the base of every Job's pod: volumes and init containers
-	// that provide the payload, node selectors, resources, security
-	// context. The runner adds its container, named "run", and its volumes.
+	// that provide the payload, node selectors, resources. The runner adds
+	// its container, named "run", and its volumes, and sets the security
+	// context itself (restrict), whatever the template says.
 	Template *corev1.PodTemplateSpec
+	// ActiveDeadline bounds a Job's run (activeDeadlineSeconds: the Job
+	// controller kills its pod and fails it after). Default
+	// DefaultJobActiveDeadline.
+	ActiveDeadline time.Duration
 	// TTL is how long a finished Job stays (ttlSecondsAfterFinished; the
 	// TTL-after-finished controller deletes it, and the garbage collector
 	// its pod). Default DefaultJobTTL.
@@ -48,8 +55,33 @@ type JobOptions struct {
 	Poll time.Duration
 }
 
-// DefaultJobTTL keeps a finished Job long enough to read its log.
-const DefaultJobTTL = 10 * time.Minute
+// Defaults of JobOptions.
+const (
+	// DefaultJobTTL keeps a finished Job long enough to read its log.
+	DefaultJobTTL = 10 * time.Minute
+	// DefaultJobActiveDeadline is longer than any stock playbook's waits
+	// add up to (a join's CSR, Node and pod waits, a drain's), so only a
+	// run that hangs meets it.
+	DefaultJobActiveDeadline = 2 * time.Hour
+	// DefaultJobServiceAccount is the Jobs' own ServiceAccount
+	// (deploy/components/job-mode).
+	DefaultJobServiceAccount = "wsu-run"
+)
+
+// checkJobOptions refuses Job options that would run Jobs with more than
+// they need.
+func checkJobOptions(o JobOptions) error {
+	if o.Image == "" {
+		return errors.New("controller: the Job run mode needs the wsu image (--job-image)")
+	}
+	if o.ServiceAccount == "default" {
+		return errors.New(`controller: --job-service-account "default": the Jobs run as a ServiceAccount of their own (every pod that names none runs as "default")`)
+	}
+	if o.ActiveDeadline < 0 {
+		return fmt.Errorf("controller: --job-active-deadline %s: want a positive duration", o.ActiveDeadline)
+	}
+	return nil
+}
 
 // Paths inside a Job's pod, and the annotation the request is in.
 const (
@@ -90,8 +122,8 @@ type JobRunner struct {
 
 // NewJobRunner makes a Job runner with its own (uncached) client.
 func NewJobRunner(cfg *rest.Config, o JobOptions) (*JobRunner, error) {
-	if o.Image == "" {
-		return nil, errors.New("controller: the Job run mode needs the wsu image (--job-image)")
+	if err := checkJobOptions(o); err != nil {
+		return nil, err
 	}
 	scheme, err := NewScheme()
 	if err != nil {
@@ -177,9 +209,12 @@ func jobNamePrefix(instance string) string {
 
 // createJob creates the run's Job.
 func (j *JobRunner) createJob(ctx context.Context, wi *wsuv1.WindowsInstance, mode engine.Mode, tmpl corev1.PodTemplateSpec) (*batchv1.Job, error) {
-	ttl := j.Options.TTL
+	ttl, deadline := j.Options.TTL, j.Options.ActiveDeadline
 	if ttl <= 0 {
 		ttl = DefaultJobTTL
+	}
+	if deadline <= 0 {
+		deadline = DefaultJobActiveDeadline
 	}
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
@@ -188,6 +223,7 @@ func (j *JobRunner) createJob(ctx context.Context, wi *wsuv1.WindowsInstance, mo
 		},
 		Spec: batchv1.JobSpec{
 			BackoffLimit:            ptr.To[int32](0),
+			ActiveDeadlineSeconds:   ptr.To(int64(deadline / time.Second)),
 			TTLSecondsAfterFinished: ptr.To(int32(ttl / time.Second)),
 			Template:                tmpl,
 		},
@@ -218,9 +254,11 @@ func (j *JobRunner) podTemplate(wi *wsuv1.WindowsInstance, mode engine.Mode, req
 	t.Annotations[JobRequestAnnotation] = request
 	spec := &t.Spec
 	spec.RestartPolicy = corev1.RestartPolicyNever
-	if j.Options.ServiceAccount != "" {
-		spec.ServiceAccountName = j.Options.ServiceAccount
+	spec.ServiceAccountName = j.Options.ServiceAccount
+	if spec.ServiceAccountName == "" {
+		spec.ServiceAccountName = DefaultJobServiceAccount
 	}
+	spec.DeprecatedServiceAccount = ""
 	if spec.NodeSelector == nil {
 		spec.NodeSelector = map[string]string{corev1.LabelOSStable: "linux"}
 	}
@@ -248,7 +286,46 @@ func (j *JobRunner) podTemplate(wi *wsuv1.WindowsInstance, mode engine.Mode, req
 		c.Env, c.EnvFrom, c.Resources, c.SecurityContext = base.Env, base.EnvFrom, base.Resources, base.SecurityContext
 	}
 	spec.Containers = []corev1.Container{c}
+	restrict(spec)
 	return t
+}
+
+// restrict gives a Job's pod the restricted Pod Security Standard's
+// settings, over whatever the template set: a run holds an SSH key and a
+// ServiceAccount token, and needs no privilege, host namespace or
+// capability. Only what the standard leaves open is kept from the template
+// (the user and group IDs, a read-only root filesystem).
+func restrict(spec *corev1.PodSpec) {
+	spec.HostNetwork, spec.HostPID, spec.HostIPC = false, false, false
+	if spec.SecurityContext == nil {
+		spec.SecurityContext = &corev1.PodSecurityContext{}
+	}
+	psc := spec.SecurityContext
+	psc.RunAsNonRoot = ptr.To(true)
+	psc.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	psc.AppArmorProfile = nil
+	psc.SELinuxOptions = nil
+	for _, list := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range list {
+			restrictContainer(&list[i])
+		}
+	}
+}
+
+func restrictContainer(c *corev1.Container) {
+	if c.SecurityContext == nil {
+		c.SecurityContext = &corev1.SecurityContext{}
+	}
+	sc := c.SecurityContext
+	sc.Privileged = ptr.To(false)
+	sc.AllowPrivilegeEscalation = ptr.To(false)
+	sc.RunAsNonRoot = ptr.To(true)
+	sc.Capabilities = &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}
+	sc.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	sc.ProcMount = nil
+	sc.AppArmorProfile = nil
+	sc.SELinuxOptions = nil
+	sc.WindowsOptions = nil
 }
 
 // wait waits for the Job to finish and reads its result. A cancelled wait
@@ -300,13 +377,18 @@ func jobFinished(job *batchv1.Job) (bool, string) {
 }
 
 // result reads the run's result from the termination message of the Job's
-// pod.
+// pod: a pod the Job controls (its controller reference has the Job's UID),
+// never one that merely carries the Job's name label, which anyone who may
+// create pods in the namespace could forge.
 func (j *JobRunner) result(ctx context.Context, job *batchv1.Job, why string) (jobResult, error) {
 	pods := &corev1.PodList{}
 	if err := j.Client.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
 		return jobResult{}, err
 	}
 	for _, p := range pods.Items {
+		if !metav1.IsControlledBy(&p, job) {
+			continue
+		}
 		for _, st := range p.Status.ContainerStatuses {
 			if st.Name != JobContainer || st.State.Terminated == nil || st.State.Terminated.Message == "" {
 				continue

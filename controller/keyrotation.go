@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,9 +60,13 @@ func (r *InstanceReconciler) readKeys(ctx context.Context, wi *wsuv1.WindowsInst
 	if wi.Spec.KeySecretRef != nil {
 		ref = *wi.Spec.KeySecretRef
 	}
+	where := keySecretOf(wi, r.Options.BYOHNamespace)
 	sec := &corev1.Secret{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: wi.Namespace, Name: ref.Name}, sec); err != nil {
-		return instanceKeys{}, fmt.Errorf("reading the SSH key Secret %s: %w", ref.Name, err)
+	if err := r.Client.Get(ctx, where, sec); err != nil {
+		return instanceKeys{}, fmt.Errorf("reading the SSH key Secret %s: %w", where, err)
+	}
+	if r.Options.RunMode == RunModeJob && where.Namespace != wi.Namespace {
+		return instanceKeys{}, fmt.Errorf("the SSH key Secret %s is in another namespace than the instance, and a Job can mount only its own namespace's Secrets: give the instance a spec.keySecretRef in %s, or run in process", where, wi.Namespace)
 	}
 	k := instanceKeys{secret: ref.Name, currentKey: ref.Key, nextKey: ref.Key + NewKeySuffix,
 		current: string(sec.Data[ref.Key]), next: string(sec.Data[ref.Key+NewKeySuffix])}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
@@ -84,20 +85,34 @@ func TestSecretToInstances(t *testing.T) {
 		}
 		return w
 	}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithIndex(&wsuv1.WindowsInstance{}, keySecretIndex, indexKeySecret).
+	c := fake.NewClientBuilder().WithScheme(scheme).WithIndex(&wsuv1.WindowsInstance{}, keySecretIndex, indexKeySecret("")).
 		WithObjects(wi("ns", "default-key", ""), wi("ns", "own-key", "site-key"), wi("other", "elsewhere", "")).Build()
 	h := secretToInstances(c)
-	woken := func(ns, name string) []string {
-		q := &fakeQueue{}
-		sec := secretMetadata()
-		sec.SetNamespace(ns)
-		sec.SetName(name)
-		h.Update(context.Background(), event.TypedUpdateEvent[client.Object]{ObjectOld: sec, ObjectNew: sec}, q)
-		return q.names
-	}
-	assert.Equal(t, []string{"ns/default-key"}, woken("ns", "cloud-private-key"))
-	assert.Equal(t, []string{"ns/own-key"}, woken("ns", "site-key"))
-	assert.Empty(t, woken("ns", "unrelated"))
+	assert.Equal(t, []string{"ns/default-key"}, wake(t, h, "ns", "cloud-private-key"))
+	assert.Equal(t, []string{"ns/own-key"}, wake(t, h, "ns", "site-key"))
+	assert.Empty(t, wake(t, h, "ns", "unrelated"))
+	assert.Empty(t, wake(t, h, "other", "site-key"), "a Secret of that name elsewhere")
+
+	// With the BYOH namespace another (WMCO's, on OpenShift), the default
+	// key Secret is the one there; a keySecretRef stays in the instance's.
+	c = fake.NewClientBuilder().WithScheme(scheme).WithIndex(&wsuv1.WindowsInstance{}, keySecretIndex, indexKeySecret("wmco")).
+		WithObjects(wi("ns", "default-key", ""), wi("ns", "own-key", "site-key")).Build()
+	h = secretToInstances(c)
+	assert.Equal(t, []string{"ns/default-key"}, wake(t, h, "wmco", "cloud-private-key"))
+	assert.Empty(t, wake(t, h, "ns", "cloud-private-key"), "not the instance namespace's")
+	assert.Equal(t, []string{"ns/own-key"}, wake(t, h, "ns", "site-key"))
+	assert.Empty(t, wake(t, h, "wmco", "site-key"))
+}
+
+// wake is what the handler enqueues for a change of Secret ns/name.
+func wake(t *testing.T, h handler.EventHandler, ns, name string) []string {
+	t.Helper()
+	q := &fakeQueue{}
+	sec := secretMetadata()
+	sec.SetNamespace(ns)
+	sec.SetName(name)
+	h.Update(context.Background(), event.TypedUpdateEvent[client.Object]{ObjectOld: sec, ObjectNew: sec}, q)
+	return q.names
 }
 
 // fakeQueue records what a handler adds.

@@ -18,28 +18,37 @@ import (
 // new key added, the keys swapped) wakes the instances that use it, so a
 // rotation starts at once rather than at each instance's next drift pass.
 // The watch is of the Secrets' metadata only, in the controller's
-// namespace: the cache holds names and resource versions, never a key
-// (keys are read per run with a get, as before), and a Secret no instance
-// names maps to nothing.
+// namespace (and of the default key Secret alone in the BYOH namespace when
+// that is another): the cache holds names and resource versions, never a
+// key (keys are read per run with a get, as before), and a Secret no
+// instance names maps to nothing.
 
 // keySecretIndex indexes WindowsInstances by the name of their key Secret.
 const keySecretIndex = "wsu.dev/key-secret"
 
-// keySecretName is the Secret an instance's key is in.
-func keySecretName(wi *wsuv1.WindowsInstance) string {
+// keySecretOf is the Secret an instance's key is in: its keySecretRef, in
+// its own namespace, or else the BYOH key Secret (cloud-private-key) in the
+// BYOH namespace (byohNamespace; "" is the instance's own).
+func keySecretOf(wi *wsuv1.WindowsInstance, byohNamespace string) types.NamespacedName {
 	if wi.Spec.KeySecretRef != nil && wi.Spec.KeySecretRef.Name != "" {
-		return wi.Spec.KeySecretRef.Name
+		return types.NamespacedName{Namespace: wi.Namespace, Name: wi.Spec.KeySecretRef.Name}
 	}
-	return kubeinv.KeySecret
+	if byohNamespace == "" {
+		byohNamespace = wi.Namespace
+	}
+	return types.NamespacedName{Namespace: byohNamespace, Name: kubeinv.KeySecret}
 }
 
-// indexKeySecret is keySecretIndex's index function.
-func indexKeySecret(obj client.Object) []string {
-	wi, ok := obj.(*wsuv1.WindowsInstance)
-	if !ok {
-		return nil
+// indexKeySecret is keySecretIndex's index function: NAMESPACE/NAME of
+// the instance's key Secret.
+func indexKeySecret(byohNamespace string) client.IndexerFunc {
+	return func(obj client.Object) []string {
+		wi, ok := obj.(*wsuv1.WindowsInstance)
+		if !ok {
+			return nil
+		}
+		return []string{keySecretOf(wi, byohNamespace).String()}
 	}
-	return []string{keySecretName(wi)}
 }
 
 // secretMetadata is what the Secret watch caches: metadata only.
@@ -54,7 +63,8 @@ func secretMetadata() client.Object {
 func secretToInstances(c client.Reader) handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
 		list := &wsuv1.WindowsInstanceList{}
-		if err := c.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{keySecretIndex: obj.GetName()}); err != nil {
+		key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+		if err := c.List(ctx, list, client.MatchingFields{keySecretIndex: key.String()}); err != nil {
 			return nil
 		}
 		out := make([]reconcile.Request, 0, len(list.Items))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -11,12 +12,29 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	corev1 "k8s.io/api/core/v1"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/inventory/kubeinv"
 )
+
+// cacheNamespaces are the namespaces a ConfigMap or Secret cache watches:
+// the controller's, and the BYOH namespace when it is another, there only
+// the object named (a list and watch with a metadata.name field selector,
+// which a Role limited to that name allows).
+func (o Options) cacheNamespaces(byohName string) map[string]cache.Config {
+	out := map[string]cache.Config{o.Namespace: {}}
+	if o.BYOHNamespace != o.Namespace && byohName != "" {
+		out[o.BYOHNamespace] = cache.Config{FieldSelector: fields.OneTermEqualSelector("metadata.name", byohName)}
+	}
+	return out
+}
+
+// DefaultMetricsAddr is where the metrics endpoint listens by default.
+const DefaultMetricsAddr = ":8443"
 
 // NewScheme holds the core types and wsu.dev/v1alpha1.
 func NewScheme() (*runtime.Scheme, error) {
@@ -37,8 +55,14 @@ type ManagerOptions struct {
 	LeaderElection bool
 	// LeaderElectionID names the Lease.
 	LeaderElectionID string
-	// MetricsAddr serves Prometheus metrics ("0" turns them off).
+	// MetricsAddr serves Prometheus metrics over HTTPS ("0" turns them
+	// off): each request's bearer token is authenticated by a TokenReview
+	// and authorized by a SubjectAccessReview (get on the non-resource URL
+	// /metrics), as the API server would (controller-runtime's filters).
 	MetricsAddr string
+	// MetricsCertDir holds the metrics endpoint's tls.crt and tls.key;
+	// "" makes a self-signed certificate at start.
+	MetricsCertDir string
 	// ProbeAddr serves /healthz and /readyz.
 	ProbeAddr string
 }
@@ -86,15 +110,20 @@ func ManagerConfig(o Options, m ManagerOptions) (ctrl.Options, error) {
 		LeaderElectionID:              m.LeaderElectionID,
 		LeaderElectionNamespace:       o.Namespace,
 		LeaderElectionReleaseOnCancel: true,
-		Metrics:                       metricsserver.Options{BindAddress: m.MetricsAddr},
-		HealthProbeBindAddress:        m.ProbeAddr,
+		Metrics: metricsserver.Options{
+			BindAddress: m.MetricsAddr, SecureServing: true, CertDir: m.MetricsCertDir,
+			FilterProvider: filters.WithAuthenticationAndAuthorization,
+		},
+		HealthProbeBindAddress: m.ProbeAddr,
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			// Only the controller's namespace: least privilege and a small
-			// cache. Nodes are cluster-scoped.
-			&corev1.ConfigMap{}:      {Namespaces: map[string]cache.Config{o.Namespace: {}}},
+			// Only the controller's namespace, and in the BYOH namespace
+			// when it is another (WMCO's, on OpenShift) only the BYOH
+			// ConfigMap and the key Secret, by name: least privilege and a
+			// small cache. Nodes are cluster-scoped.
+			&corev1.ConfigMap{}:      {Namespaces: o.cacheNamespaces(o.ConfigMap)},
 			&wsuv1.WindowsInstance{}: {Namespaces: map[string]cache.Config{o.Namespace: {}}},
 			// The key Secret watch caches metadata only (keywatch.go).
-			secretMetadata(): {Namespaces: map[string]cache.Config{o.Namespace: {}}},
+			secretMetadata(): {Namespaces: o.cacheNamespaces(kubeinv.KeySecret)},
 		}},
 		// Secrets' contents are read when a run needs its key, never
 		// cached.

@@ -41,6 +41,17 @@ func nodeToInstances(c client.Client, namespace string) handler.EventHandler {
 }
 
 // onlyConfigMap keeps the BYOH reconciler to its one ConfigMap.
+// byohInstanceToConfigMap wakes the BYOH ConfigMap's reconciler when one of
+// its instances (label wsu.dev/source=configmap) changes or goes.
+func byohInstanceToConfigMap(namespace, name string) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
+		if obj.GetLabels()[wsuv1.SourceLabel] != wsuv1.SourceConfigMap {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}}}
+	})
+}
+
 func onlyConfigMap(namespace, name string) builder.Predicates {
 	return builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
 		return obj.GetNamespace() == namespace && obj.GetName() == name

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
 
 	"github.com/wsu-project/wsu/test/kubetest"
 )
@@ -69,24 +71,27 @@ func (w *warnings) get() []string {
 	return append([]string(nil), w.list...)
 }
 
-// TestInstall is the install, for real: each cluster's rendered overlay and
-// its join Job are applied server-side (as `kubectl apply --server-side`)
-// to a real kube-apiserver with no warning, and applied again without a
-// change; then the RBAC they grant is checked with the API server's own
-// authorizer (Node,RBAC), positive and negative, for both ServiceAccounts.
+// TestInstall is the install, for real: each cluster's rendered overlay
+// (and the same in Job mode) and its join Job are applied server-side (as
+// `kubectl apply --server-side`) to a real kube-apiserver with no warning,
+// and applied again without a change; then the RBAC they grant is checked
+// with the API server's own authorizer (Node,RBAC), one named case per
+// question, positive and negative, for every ServiceAccount the manifests
+// create (issue 26: no Secret read beyond what is named, nothing in
+// kube-system's Secrets beyond create, no escalate, bind or impersonate).
 func TestInstall(t *testing.T) {
 	for _, flavour := range []struct{ install, job string }{
 		{"kubernetes", "kubernetes-join-job"},
+		{"kubernetes-job-mode", "kubernetes-join-job"},
 		{"openshift", "openshift-join-job"},
+		{"openshift-job-mode", "openshift-join-job"},
 	} {
 		t.Run(flavour.install, func(t *testing.T) {
 			ctx := context.Background()
 			c := kubetest.Start(t)
 			o := overlay(t, flavour.install)
 			if o.Flavour == "openshift" {
-				// The cluster's own namespaces, where wsu binds Roles.
-				require.NoError(t, c.EnsureNamespace(ctx, "openshift-machine-config-operator"))
-				require.NoError(t, c.EnsureNamespace(ctx, "openshift-config"))
+				prepareOpenShift(ctx, t, c)
 			}
 			w := &warnings{}
 			cfg := rest.CopyConfig(c.Config)
@@ -108,10 +113,56 @@ func TestInstall(t *testing.T) {
 			assert.Equal(t, versions, again, "a second apply changes nothing")
 			assert.Empty(t, w.get())
 
-			checkRBAC(ctx, t, c, o)
+			checkRBAC(ctx, t, c, o, serviceAccounts(objs))
 		})
 	}
 }
+
+// serviceAccounts are the names of the ServiceAccounts among objs.
+func serviceAccounts(objs []*unstructured.Unstructured) []string {
+	var out []string
+	for _, u := range objs {
+		if u.GetKind() == "ServiceAccount" {
+			out = append(out, u.GetName())
+		}
+	}
+	return out
+}
+
+// prepareOpenShift makes the OpenShift cluster's own namespaces, where the
+// overlay binds Roles (WMCO's included: the overlay does not create it),
+// and the ServiceMonitor CRD the Prometheus Operator serves there.
+func prepareOpenShift(ctx context.Context, t *testing.T, c *kubetest.Cluster) {
+	t.Helper()
+	for _, ns := range []string{"openshift-machine-config-operator", "openshift-config", WMCONamespace} {
+		require.NoError(t, c.EnsureNamespace(ctx, ns))
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	require.NoError(t, yaml.UnmarshalStrict([]byte(serviceMonitorCRD), crd))
+	require.NoError(t, c.InstallCRDs(crd))
+}
+
+// serviceMonitorCRD is a stand-in for the Prometheus Operator's
+// ServiceMonitor CRD (its schema left open): what an OpenShift cluster
+// serves, so the overlay's ServiceMonitor applies.
+const serviceMonitorCRD = `
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: servicemonitors.monitoring.coreos.com
+spec:
+  group: monitoring.coreos.com
+  names: {kind: ServiceMonitor, listKind: ServiceMonitorList, plural: servicemonitors, singular: servicemonitor}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+`
 
 func overlay(t *testing.T, name string) Overlay {
 	for _, o := range Overlays() {

@@ -72,7 +72,7 @@ const (
 // (--host-var: its sshd's port, the simulated agent's path and arguments),
 // the network the test bed plays (--var=network=ovn-hybrid),
 // and, for the Deployment, its metrics and probe ports on 127.0.0.1:0 —
-// the pod runner shares the host's network, where :8080 may be taken.
+// the pod runner shares the host's network, where :8443 may be taken.
 func TestShipped(t *testing.T) {
 	require.NoError(t, podrunner.CheckPrivileges())
 	imgs := buildShippedImage(t)
@@ -267,7 +267,7 @@ func testDeployment(t *testing.T, imgs shippedImage) {
 	ctx := context.Background()
 	args := "/spec/template/spec/containers/0/args"
 	ops := []patchOp{
-		{Op: "test", Path: args + "/3", Value: "--metrics-bind-address=:8080"},
+		{Op: "test", Path: args + "/3", Value: "--metrics-bind-address=:8443"},
 		{Op: "replace", Path: args + "/3", Value: "--metrics-bind-address=127.0.0.1:0"},
 		{Op: "test", Path: args + "/4", Value: "--health-probe-bind-address=:8081"},
 		{Op: "replace", Path: args + "/4", Value: "--health-probe-bind-address=127.0.0.1:0"},

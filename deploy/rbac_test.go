@@ -3,12 +3,15 @@ package deploy
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -60,15 +63,26 @@ const (
 	wsu    = "wsu.dev"
 )
 
+// byohNamespace is where an overlay's BYOH inventory (the windows-instances
+// ConfigMap, the cloud-private-key Secret) is: WMCO's namespace on
+// OpenShift, wsu's own elsewhere.
+func byohNamespace(o Overlay) string {
+	if o.Flavour == "openshift" {
+		return WMCONamespace
+	}
+	return o.Namespace
+}
+
 // joinAccess is what the join Job's ServiceAccount may and may not do.
 func joinAccess(o Overlay) []access {
-	ns := o.Namespace
+	ns, byoh := o.Namespace, byohNamespace(o)
 	list := []access{
-		allow("get", "", "configmaps", ns, "windows-instances", "its inventory"),
-		allow("get", "", "secrets", ns, keySecret, "the SSH key"),
+		allow("get", "", "configmaps", byoh, "windows-instances", "its inventory"),
+		allow("get", "", "secrets", byoh, keySecret, "the SSH key"),
+		deny("get", "", "secrets", byoh, otherSecret, "another Secret of the inventory's namespace"),
+		deny("list", "", "secrets", byoh, "", "listing would read every Secret"),
+		deny("get", "", "configmaps", byoh, "other", "another ConfigMap"),
 		deny("get", "", "secrets", ns, otherSecret, "another Secret of its namespace"),
-		deny("list", "", "secrets", ns, "", "listing would read every Secret"),
-		deny("get", "", "configmaps", ns, "other", "another ConfigMap"),
 		deny("get", "", "secrets", "default", keySecret, "a Secret elsewhere"),
 		allow("list", cert, "certificatesigningrequests", "", "", "finds the kubelet's CSRs"),
 		allow("update", cert, "certificatesigningrequests", "", "", "approves them").on("approval"),
@@ -109,6 +123,18 @@ func joinAccess(o Overlay) []access {
 func controllerAccess(o Overlay) []access {
 	ns := o.Namespace
 	list := []access{
+		// (A request for namespace N is in namespace N: a Role there may
+		// grant it.)
+		allow("get", "", "namespaces", ns, ns, "its own namespace: is wsu being uninstalled?"),
+		deny("get", "", "namespaces", "default", "default", "no other namespace"),
+		deny("update", "", "namespaces", ns, ns, "reads it only"),
+		deny("get", "", "namespaces", "kube-system", "kube-system", "no other namespace"),
+		deny("delete", "", "namespaces", ns, ns, "reads it only"),
+		allow("get", "apiextensions.k8s.io", "customresourcedefinitions", "", "windowsinstances.wsu.dev", "its CRD: is wsu being uninstalled?"),
+		deny("get", "apiextensions.k8s.io", "customresourcedefinitions", "", "other.example.com", "that CRD only"),
+		allow("create", "authentication.k8s.io", "tokenreviews", "", "", "the metrics endpoint authenticates its callers"),
+		allow("create", "authorization.k8s.io", "subjectaccessreviews", "", "", "the metrics endpoint authorizes its callers"),
+		deny("update", "", "nodes", "", "", "labels and cordons are patches (the playbooks'); the controller never updates a Node"),
 		allow("watch", wsu, "windowsinstances", ns, "", "its API"),
 		allow("get", "", "services", "default", "kubernetes", "renewal approval: the API server's cluster IP"),
 		allow("get", "discovery.k8s.io", "endpointslices", "default", "kubernetes", "renewal approval: the API server's addresses"),
@@ -144,7 +170,96 @@ func controllerAccess(o Overlay) []access {
 		deny("create", "rbac.authorization.k8s.io", "clusterrolebindings", "", "", "no escalation"),
 		deny("create", "apps", "deployments", ns, "", "nothing else"),
 	}
+	if o.JobMode {
+		list = append(list,
+			allow("create", "batch", "jobs", ns, "", "Job mode: each run's Job"),
+			allow("delete", "batch", "jobs", ns, "", "Job mode: a run the controller stops"),
+			allow("list", "", "pods", ns, "", "Job mode: the result of the pod its Job controls"),
+			deny("create", "batch", "jobs", "default", "", "Job mode: in its namespace only"),
+			deny("update", "batch", "jobs", ns, "", "Job mode: never changes a Job"))
+	} else {
+		list = append(list,
+			deny("create", "batch", "jobs", ns, "", "no Job rights without Job mode"),
+			deny("delete", "batch", "jobs", ns, "", "no Job rights without Job mode"))
+	}
+	if o.Flavour == "openshift" {
+		byoh := WMCONamespace
+		list = append(list,
+			allow("get", "", "configmaps", byoh, "windows-instances", "WMCO's BYOH ConfigMap, by name"),
+			allow("watch", "", "configmaps", byoh, "windows-instances", "its watch, by a metadata.name field selector"),
+			allow("list", "", "configmaps", byoh, "windows-instances", "its cache, by a metadata.name field selector"),
+			deny("list", "", "configmaps", byoh, "", "no other ConfigMap of WMCO's"),
+			allow("get", "", "secrets", byoh, keySecret, "WMCO's key Secret, by name"),
+			allow("watch", "", "secrets", byoh, keySecret, "the key watch, by name"),
+			deny("get", "", "secrets", byoh, otherSecret, "no other Secret of WMCO's"),
+			deny("watch", "", "secrets", byoh, "", "no other Secret of WMCO's"),
+			allow("create", "", "events", byoh, "", "events about the BYOH ConfigMap's entries"),
+			allow("get", "", "namespaces", byoh, byoh, "a BYOH ConfigMap gone with WMCO's namespace removes no host"))
+	}
 	return append(list, flavourAccess(o)...)
+}
+
+// runAccess is what Job mode's runs (ServiceAccount wsu-run) may and may
+// not do: the playbooks' rules, and no Secret (the kubelet mounts a run's
+// Secrets).
+func runAccess(o Overlay) []access {
+	ns := o.Namespace
+	list := []access{
+		allow("delete", "", "nodes", "", "", "remove deletes the Node"),
+		allow("patch", "", "nodes", "", "", "labels, cordons"),
+		allow("create", "", "pods", "default", "", "drain evicts pods").on("eviction"),
+		allow("approve", cert, "signers", "", client, "kubelet client CSRs"),
+		deny("get", "", "secrets", ns, keySecret, "its Secrets are mounted by the kubelet"),
+		deny("list", "", "configmaps", ns, "", "its request is mounted"),
+		deny("create", "batch", "jobs", ns, "", "the controller's"),
+		deny("patch", wsu, "windowsinstances", ns, "", "the controller's API").on("status"),
+	}
+	return append(list, flavourAccess(o)...)
+}
+
+// everyAccess is what no ServiceAccount the manifests create may do,
+// whatever it is for: read Secrets outside what is named, anything in
+// kube-system's Secrets beyond create, escalate, bind, impersonate, update
+// Nodes, write RBAC or WMCO's namespace.
+func everyAccess(o Overlay) []access {
+	list := []access{
+		deny("list", "", "secrets", "", "", "no Secret list cluster-wide"),
+		deny("get", "", "secrets", "default", otherSecret, "no Secret outside what is named"),
+		deny("list", "", "secrets", "default", "", "no Secret outside what is named"),
+		deny("get", "", "secrets", "openshift-config", "pull-secret", "the pull secret"),
+		deny("get", "", "secrets", "openshift-machine-config-operator", otherSecret, "node-bootstrapper-token only"),
+		deny("get", "", "secrets", WMCONamespace, otherSecret, "cloud-private-key only"),
+		deny("list", "", "secrets", WMCONamespace, "", "cloud-private-key only, by name"),
+		deny("update", "", "secrets", WMCONamespace, keySecret, "never writes WMCO's key"),
+		deny("update", "", "configmaps", WMCONamespace, "windows-instances", "never writes WMCO's inventory"),
+		deny("create", "batch", "jobs", WMCONamespace, "", "no Jobs as WMCO's ServiceAccounts"),
+		deny("create", "", "pods", WMCONamespace, "", "no pods as WMCO's ServiceAccounts"),
+		deny("patch", "", "namespaces", WMCONamespace, WMCONamespace, "never relabels WMCO's namespace"),
+		deny("delete", "", "namespaces", WMCONamespace, WMCONamespace, "never deletes WMCO's namespace"),
+		deny("update", "", "nodes", "", "", "Nodes are patched, never replaced"),
+		deny("patch", "", "nodes", "", "", "node status is the kubelet's").on("status"),
+		deny("create", "", "serviceaccounts", "kube-system", "", "no token for kube-system's ServiceAccounts").on("token"),
+		deny("create", "", "serviceaccounts", o.Namespace, "wsu-controller", "no token for its own namespace's ServiceAccounts").on("token"),
+		deny("escalate", "rbac.authorization.k8s.io", "clusterroles", "", "", "no escalate"),
+		deny("escalate", "rbac.authorization.k8s.io", "roles", o.Namespace, "", "no escalate"),
+		deny("bind", "rbac.authorization.k8s.io", "clusterroles", "", "cluster-admin", "no bind"),
+		deny("bind", "rbac.authorization.k8s.io", "roles", o.Namespace, "", "no bind"),
+		deny("create", "rbac.authorization.k8s.io", "clusterroles", "", "", "no RBAC writes"),
+		deny("create", "rbac.authorization.k8s.io", "clusterrolebindings", "", "", "no RBAC writes"),
+		deny("create", "rbac.authorization.k8s.io", "rolebindings", "kube-system", "", "no RBAC writes"),
+		deny("impersonate", "", "users", "", "", "no impersonation"),
+		deny("impersonate", "", "groups", "", "system:masters", "no impersonation"),
+		deny("impersonate", "", "serviceaccounts", "kube-system", "", "no impersonation"),
+		deny("impersonate", "authentication.k8s.io", "uids", "", "", "no impersonation"),
+		deny("create", "", "pods", o.Namespace, "", "no pods of its own (Job mode's come from its Jobs)"),
+		deny("create", "", "pods", o.Namespace, "", "no exec into pods").on("exec"),
+		deny("create", "admissionregistration.k8s.io", "validatingadmissionpolicybindings", "", "", "no admission changes"),
+		deny("delete", "apiextensions.k8s.io", "customresourcedefinitions", "", "windowsinstances.wsu.dev", "never deletes its own CRD"),
+	}
+	for _, v := range []string{"get", "list", "watch", "update", "patch", "delete", "deletecollection"} {
+		list = append(list, deny(v, "", "secrets", "kube-system", "bootstrap-token-abcdef", "no Secret access in kube-system beyond create"))
+	}
+	return list
 }
 
 // flavourAccess is what depends on the cluster, for both ServiceAccounts.
@@ -189,19 +304,27 @@ func flavourAccess(o Overlay) []access {
 
 // checkRBAC asks the API server's authorizer about each access, and makes a
 // few real requests as each ServiceAccount.
-func checkRBAC(ctx context.Context, t *testing.T, c *kubetest.Cluster, o Overlay) {
-	for _, sa := range []struct {
-		name string
-		list []access
-	}{
-		{"wsu-join", joinAccess(o)},
-		{"wsu-controller", controllerAccess(o)},
-	} {
-		t.Run("rbac "+sa.name, func(t *testing.T) {
-			user := "system:serviceaccount:" + o.Namespace + ":" + sa.name
-			for _, a := range sa.list {
-				got := review(ctx, t, c, o.Namespace, user, a)
-				assert.Equal(t, a.allowed, got, "%s may %s: want %v (%s)", sa.name, a, a.allowed, a.why)
+//
+// Every ServiceAccount the manifests create is asked: its own table and
+// everyAccess; a ServiceAccount without a table fails the test.
+func checkRBAC(ctx context.Context, t *testing.T, c *kubetest.Cluster, o Overlay, sas []string) {
+	tables := map[string][]access{
+		"wsu-join":       joinAccess(o),
+		"wsu-controller": controllerAccess(o),
+	}
+	if o.JobMode {
+		tables["wsu-run"] = runAccess(o)
+	}
+	for _, sa := range sas {
+		t.Run("rbac "+sa, func(t *testing.T) {
+			own, ok := tables[sa]
+			require.True(t, ok, "the manifests create ServiceAccount %s, which has no table of what it may do", sa)
+			user := "system:serviceaccount:" + o.Namespace + ":" + sa
+			for _, a := range append(own, everyAccess(o)...) {
+				t.Run(caseName(a), func(t *testing.T) {
+					got := review(ctx, t, c, o.Namespace, user, a)
+					assert.Equal(t, a.allowed, got, "%s may %s: want %v (%s)", sa, a, a.allowed, a.why)
+				})
 			}
 		})
 	}
@@ -231,19 +354,28 @@ func checkRBAC(ctx context.Context, t *testing.T, c *kubetest.Cluster, o Overlay
 		})
 	}
 	t.Run("requests as the ServiceAccounts", func(t *testing.T) {
+		byoh := byohNamespace(o)
 		createSecrets(ctx, t, c, o.Namespace)
+		createSecrets(ctx, t, c, byoh)
 		createSecrets(ctx, t, c, "default")
 		job := clientFor(t, c, o.Namespace, "wsu-join")
-		_, err := job.CoreV1().Secrets(o.Namespace).Get(ctx, keySecret, metav1.GetOptions{})
+		_, err := job.CoreV1().Secrets(byoh).Get(ctx, keySecret, metav1.GetOptions{})
 		assert.NoError(t, err, "the join Job reads its key")
-		_, err = job.CoreV1().Secrets(o.Namespace).Get(ctx, otherSecret, metav1.GetOptions{})
+		_, err = job.CoreV1().Secrets(byoh).Get(ctx, otherSecret, metav1.GetOptions{})
 		assert.True(t, apierrors.IsForbidden(err), "the join Job reads no other Secret: %v", err)
 		_, err = job.CoreV1().Nodes().Create(ctx, nodeNamed("intruder"), metav1.CreateOptions{})
 		assert.True(t, apierrors.IsForbidden(err), "the join Job creates no Node: %v", err)
 
 		ctl := clientFor(t, c, o.Namespace, "wsu-controller")
-		_, err = ctl.CoreV1().Secrets(o.Namespace).Get(ctx, keySecret, metav1.GetOptions{})
-		assert.NoError(t, err, "the controller reads a key in its namespace")
+		_, err = ctl.CoreV1().Secrets(byoh).Get(ctx, keySecret, metav1.GetOptions{})
+		assert.NoError(t, err, "the controller reads the BYOH key")
+		// Its cache's list and watch of the BYOH key, by name (a
+		// metadata.name field selector), as the controller makes them.
+		byName := metav1.ListOptions{FieldSelector: "metadata.name=" + keySecret}
+		_, err = ctl.CoreV1().Secrets(byoh).List(ctx, byName)
+		assert.NoError(t, err, "the controller lists the BYOH key by name")
+		_, err = ctl.CoreV1().ConfigMaps(byoh).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=windows-instances"})
+		assert.NoError(t, err, "the controller lists the BYOH ConfigMap by name")
 		_, err = ctl.CoreV1().Secrets("default").Get(ctx, otherSecret, metav1.GetOptions{})
 		assert.True(t, apierrors.IsForbidden(err), "the controller reads no Secret outside its namespace: %v", err)
 		_, err = ctl.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{})
@@ -252,6 +384,74 @@ func checkRBAC(ctx context.Context, t *testing.T, c *kubetest.Cluster, o Overlay
 		assert.True(t, apierrors.IsForbidden(err), "the controller creates no Secret: %v", err)
 		err = ctl.CoreV1().Secrets(o.Namespace).Delete(ctx, otherSecret, metav1.DeleteOptions{})
 		assert.True(t, apierrors.IsForbidden(err), "nor deletes one: %v", err)
+	})
+	t.Run("metrics endpoints by name", func(t *testing.T) { checkEndpointNames(ctx, t, c, o) })
+}
+
+// checkEndpointNames: the Role wsu-metrics lets wsu's ServiceAccounts
+// create Services and write EndpointSlices in the namespace join publishes
+// windows-exporter in; the ValidatingAdmissionPolicy wsu-metrics-endpoints
+// limits them to the names k8s_metrics_endpoint writes (issue 26,
+// finding 8). Real requests, as the controller.
+func checkEndpointNames(ctx context.Context, t *testing.T, c *kubetest.Cluster, o Overlay) {
+	ns := "kube-system"
+	if o.Flavour == "openshift" {
+		ns = WMCONamespace
+	}
+	ctl := clientFor(t, c, o.Namespace, "wsu-controller")
+	svc := func(name string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.ServiceSpec{
+			Ports: []corev1.ServicePort{{Name: "metrics", Port: 9182}}}}
+	}
+	slice := func(name, service string) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: service}},
+			AddressType: discoveryv1.AddressTypeIPv4, Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.11"}}}}
+	}
+	// Someone else's slice, made by the admin.
+	_, err := c.Client.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice("kube-dns-abcde", "kube-dns"), metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	refused := func(t *testing.T, what string, do func() error) {
+		t.Helper()
+		// The API server compiles a new policy within a second or two.
+		var err error
+		for i := 0; i < 40; i++ {
+			if err = do(); err != nil && strings.Contains(err.Error(), "wsu writes only") {
+				return
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		t.Errorf("%s: want refused by the policy, got %v", what, err)
+	}
+	t.Run("denied create of another Service", func(t *testing.T) {
+		refused(t, "create Service kube-dns-2", func() error {
+			_, err := ctl.CoreV1().Services(ns).Create(ctx, svc("kube-dns-2"), metav1.CreateOptions{})
+			return err
+		})
+	})
+	t.Run("denied create of another Service's slice", func(t *testing.T) {
+		refused(t, "create EndpointSlice kube-dns-fake", func() error {
+			_, err := ctl.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice("kube-dns-fake", "kube-dns"), metav1.CreateOptions{})
+			return err
+		})
+	})
+	t.Run("denied a windows-exporter name for another Service", func(t *testing.T) {
+		refused(t, "create EndpointSlice windows-exporter-x of kube-dns", func() error {
+			_, err := ctl.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice("windows-exporter-x", "kube-dns"), metav1.CreateOptions{})
+			return err
+		})
+	})
+	t.Run("denied delete of another Service's slice", func(t *testing.T) {
+		refused(t, "delete EndpointSlice kube-dns-abcde", func() error {
+			return ctl.DiscoveryV1().EndpointSlices(ns).Delete(ctx, "kube-dns-abcde", metav1.DeleteOptions{})
+		})
+	})
+	t.Run("allowed windows-exporter and its node's slice", func(t *testing.T) {
+		_, err := ctl.CoreV1().Services(ns).Create(ctx, svc("windows-exporter"), metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = ctl.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice("windows-exporter-win-1", "windows-exporter"), metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.NoError(t, ctl.DiscoveryV1().EndpointSlices(ns).Delete(ctx, "windows-exporter-win-1", metav1.DeleteOptions{}))
 	})
 }
 
@@ -275,6 +475,15 @@ func reviewAs(ctx context.Context, t *testing.T, c *kubetest.Cluster, user strin
 	got, err := c.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
 	require.NoError(t, err)
 	return got.Status.Allowed
+}
+
+// caseName names a subtest after its question and answer.
+func caseName(a access) string {
+	verdict := "denied"
+	if a.allowed {
+		verdict = "allowed"
+	}
+	return verdict + " " + a.String()
 }
 
 func clientFor(t *testing.T, c *kubetest.Cluster, ns, name string) kubernetes.Interface {

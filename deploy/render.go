@@ -27,22 +27,30 @@ type Overlay struct {
 	// Flavour is the cluster it is for: kubeadm or openshift (the
 	// cluster_flavour playbook variable).
 	Flavour string
+	// JobMode: the controller runs each playbook as a Job
+	// (components/job-mode).
+	JobMode bool
 }
 
 // Install namespaces.
 const (
 	KubernetesNamespace = "wsu-system"
-	OpenShiftNamespace  = "openshift-windows-machine-config-operator"
+	OpenShiftNamespace  = "openshift-wsu"
+	// WMCONamespace is WMCO's, where the OpenShift overlay reads the BYOH
+	// inventory by name and owns nothing else.
+	WMCONamespace = "openshift-windows-machine-config-operator"
 )
 
-// Overlays are the rendered kustomizations: each cluster's install and its
-// example join Job.
+// Overlays are the rendered kustomizations: each cluster's install, the
+// same with the controller in Job mode, and its example join Job.
 func Overlays() []Overlay {
 	return []Overlay{
-		{"kubernetes", "overlays/kubernetes", KubernetesNamespace, "kubeadm"},
-		{"kubernetes-join-job", "overlays/kubernetes/join-job", KubernetesNamespace, "kubeadm"},
-		{"openshift", "overlays/openshift", OpenShiftNamespace, "openshift"},
-		{"openshift-join-job", "overlays/openshift/join-job", OpenShiftNamespace, "openshift"},
+		{"kubernetes", "overlays/kubernetes", KubernetesNamespace, "kubeadm", false},
+		{"kubernetes-job-mode", "overlays/kubernetes-job-mode", KubernetesNamespace, "kubeadm", true},
+		{"kubernetes-join-job", "overlays/kubernetes/join-job", KubernetesNamespace, "kubeadm", false},
+		{"openshift", "overlays/openshift", OpenShiftNamespace, "openshift", false},
+		{"openshift-job-mode", "overlays/openshift-job-mode", OpenShiftNamespace, "openshift", true},
+		{"openshift-join-job", "overlays/openshift/join-job", OpenShiftNamespace, "openshift", false},
 	}
 }
 

@@ -28,8 +28,8 @@ func (a *app) controllerCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Keep WindowsInstances joined to the cluster (the in-cluster face)",
-		Long: `Controller watches WindowsInstances (wsu.dev/v1alpha1) and the BYOH windows-instances
-ConfigMap in its namespace and joins, corrects and removes their hosts with the
+		Long: `Controller watches WindowsInstances (wsu.dev/v1alpha1) in its namespace and the BYOH
+windows-instances ConfigMap (there, or in --byoh-namespace) and joins, corrects and removes their hosts with the
 same playbooks as 'wsu apply': every change is planned first, its hash and counts
 recorded in the instance's status, and applied at once (approval: Auto) or once
 an admin approved that hash (approval: Manual). docs/controller.md has the API,
@@ -72,7 +72,8 @@ the workflows and a troubleshooting table.`,
 	f := cmd.Flags()
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to manage (default: in-cluster, KUBECONFIG, ~/.kube/config); also what the playbooks' cluster tasks use")
 	f.StringVar(&kubeContext, "context", "", "kubeconfig context")
-	f.StringVarP(&o.Namespace, "namespace", "n", controller.DefaultNamespace, "namespace of the WindowsInstances, the BYOH ConfigMap and the key Secret")
+	f.StringVarP(&o.Namespace, "namespace", "n", controller.DefaultNamespace, "namespace of the WindowsInstances (and of the BYOH ConfigMap and key Secret unless --byoh-namespace)")
+	f.StringVar(&o.BYOHNamespace, "byoh-namespace", "", "namespace of the BYOH ConfigMap and the default key Secret (cloud-private-key), read there by name only (default: --namespace; on OpenShift WMCO's, openshift-windows-machine-config-operator)")
 	f.StringVar(&o.ConfigMap, "configmap", controller.DefaultConfigMap, "BYOH ConfigMap to turn into WindowsInstances (\"\" to turn it off)")
 	f.IntVar(&o.MaxConcurrentRuns, "max-concurrent-runs", controller.DefaultMaxRuns, "playbook runs at once")
 	f.StringVar(&maxUnavailable, "max-unavailable", controller.DefaultMaxUnavailable.String(), "instances out of service at once for upgrades and removals, across all instances: a number or a percentage (\"25%\")")
@@ -90,11 +91,13 @@ the workflows and a troubleshooting table.`,
 	f.DurationVar(&o.NodeReadyCheck, "node-ready-check", controller.DefaultNodeReadyCheck, "how often a joined instance whose Node is not Ready is looked at")
 	f.BoolVar(&m.LeaderElection, "leader-elect", false, "elect a leader through a Lease, so only one replica acts")
 	f.StringVar(&m.LeaderElectionID, "leader-election-id", "", "name of the leader election Lease")
-	f.StringVar(&m.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (\"0\" turns it off)")
+	f.StringVar(&m.MetricsAddr, "metrics-bind-address", controller.DefaultMetricsAddr, "address of the Prometheus metrics endpoint, HTTPS, authenticated and authorized by the API server (\"0\" turns it off)")
+	f.StringVar(&m.MetricsCertDir, "metrics-cert-dir", "", "directory of the metrics endpoint's tls.crt and tls.key (default: a self-signed certificate made at start)")
 	f.StringVar(&m.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	f.StringVar(&o.RunMode, "run-mode", controller.RunModeInProcess, "where playbooks run: in-process, or job (one Kubernetes Job per run, from --job-image)")
 	f.StringVar(&o.Job.Image, "job-image", "", "the wsu image the Jobs run (--run-mode=job)")
-	f.StringVar(&o.Job.ServiceAccount, "job-service-account", "", "the ServiceAccount the Jobs run as (default: the namespace's default)")
+	f.StringVar(&o.Job.ServiceAccount, "job-service-account", controller.DefaultJobServiceAccount, "the ServiceAccount the Jobs run as (never the namespace's \"default\")")
+	f.DurationVar(&o.Job.ActiveDeadline, "job-active-deadline", controller.DefaultJobActiveDeadline, "how long a Job's run may take before the Job controller stops it (activeDeadlineSeconds)")
 	f.StringVar(&jobTemplate, "job-template", "", "a YAML PodTemplateSpec the Jobs' pods start from: payload volumes and init containers, node selector, resources")
 	f.DurationVar(&o.Job.TTL, "job-ttl", controller.DefaultJobTTL, "how long a finished Job is kept (ttlSecondsAfterFinished)")
 	cmd.AddCommand(a.runJobCommand())

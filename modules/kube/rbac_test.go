@@ -59,6 +59,10 @@ func loadRBAC(t *testing.T, rbacFile string) (*rbacv1.ClusterRole, []*rbacv1.Rol
 			r := &rbacv1.Role{}
 			require.NoError(t, utilyaml.Unmarshal(raw.Raw, r))
 			roles = append(roles, r)
+		case "Namespace", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+			// The Roles' namespace (grantFile makes it); admission
+			// policies for ServiceAccounts, which this test's user is not
+			// (deploy's tests try them).
 		default:
 			t.Fatalf("unexpected %s in %s", meta.Kind, rbacFile)
 		}
@@ -199,7 +203,7 @@ func TestRBAC(t *testing.T) {
 	})
 	t.Run("k8s_node_identity", func(t *testing.T) {
 		m, h := NodeIdentity{Clusters: testClusters}, identityHost(t)
-		attrs := map[string]cty.Value{"namespace": cty.StringVal("kube-system"), "node_name": cty.StringVal(node), "api_server": cty.StringVal("https://127.0.0.1:6443")}
+		attrs := map[string]cty.Value{"namespace": cty.StringVal("wsu-cloud-node-manager"), "node_name": cty.StringVal(node), "api_server": cty.StringVal("https://127.0.0.1:6443")}
 		moduletest.Converge(t, m, h, as(t, m, attrs))
 		attrs["state"] = cty.StringVal("absent")
 		moduletest.Converge(t, m, h, as(t, m, attrs))
@@ -252,8 +256,8 @@ func TestRBAC(t *testing.T) {
 		{verb: "update", resource: "services", ns: "kube-system", name: "windows-exporter"},
 		{verb: "create", group: "discovery.k8s.io", resource: "endpointslices", ns: "kube-system"},
 		{verb: "delete", group: "discovery.k8s.io", resource: "endpointslices", ns: "openshift-windows-machine-config-operator"},
-		{verb: "create", resource: "serviceaccounts", ns: "kube-system"}, {verb: "delete", resource: "serviceaccounts", ns: "kube-system"},
-		{verb: "create", resource: "serviceaccounts", subresource: "token", ns: "openshift-windows-machine-config-operator"},
+		{verb: "create", resource: "serviceaccounts", ns: "wsu-cloud-node-manager"}, {verb: "delete", resource: "serviceaccounts", ns: "wsu-cloud-node-manager"},
+		{verb: "create", resource: "serviceaccounts", subresource: "token", ns: "wsu-cloud-node-manager"},
 		{verb: "create", group: "rbac.authorization.k8s.io", resource: "clusterroles"},
 		{verb: "create", group: "rbac.authorization.k8s.io", resource: "clusterrolebindings"},
 		{verb: "patch", resource: "nodes", subresource: "status"}, {verb: "create", group: "events.k8s.io", resource: "events", ns: "default"},
@@ -284,6 +288,9 @@ func TestRBAC(t *testing.T) {
 		{verb: "update", resource: "services", ns: "kube-system", name: "kube-dns"},
 		{verb: "create", group: "discovery.k8s.io", resource: "endpointslices", ns: "default"},
 		{verb: "create", resource: "serviceaccounts", subresource: "token", ns: "default"},
+		{verb: "create", resource: "serviceaccounts", subresource: "token", ns: "kube-system"},
+		{verb: "create", resource: "serviceaccounts", subresource: "token", ns: "openshift-windows-machine-config-operator"},
+		{verb: "create", resource: "serviceaccounts", ns: "kube-system"},
 		{verb: "bind", group: "rbac.authorization.k8s.io", resource: "clusterroles"},
 		{verb: "escalate", group: "rbac.authorization.k8s.io", resource: "clusterroles"},
 		{verb: "create", group: "rbac.authorization.k8s.io", resource: "rolebindings", ns: "kube-system"},
