@@ -1,0 +1,107 @@
+package kube
+
+// Which Nodes the node modules act on. A node name comes from a variable,
+// a host name or instance metadata: a typo, a hostile entry or a
+// compromised host can name any Node, a control-plane one included. So
+// every module that changes a Node (k8s_node, k8s_node_cordon,
+// k8s_node_drain, k8s_node_delete) first reads it and acts only on a
+// Windows Node wsu joined: labelled kubernetes.io/os=windows (the kubelet
+// sets it) and carrying the wsu.dev/owner annotation join writes
+// (k8s_node_owner), with the owner and UID the task names when it names
+// them. Anything else is refused, at the task's name, before any change;
+// only_if_owned = false lifts the rule for a site's own Nodes. A missing
+// Node is not refused: there is nothing of anyone's to harm.
+
+import (
+	"fmt"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/wsu-project/wsu/modules"
+)
+
+const (
+	// OwnerAnnotation marks a Node wsu joined; its value says who joined
+	// it (join's node_owner).
+	OwnerAnnotation = "wsu.dev/owner"
+	// osLabel is the kubelet's operating-system label.
+	osLabel = "kubernetes.io/os"
+)
+
+// ownerAttrs are the guard arguments of every module that changes a Node.
+var ownerAttrs = []modules.Attribute{
+	{Name: "only_if_owned", Type: cty.Bool, Default: cty.True,
+		Description: "Act only on a Windows Node wsu joined: labelled `kubernetes.io/os=windows` and annotated `" + OwnerAnnotation + "` (with `owner` and `uid`: that owner and that UID). Any other Node is refused, before anything changes. `false`: any Node (a site's own)."},
+	{Name: "owner", Type: cty.String,
+		Description: "The `" + OwnerAnnotation + "` value the Node must carry (join's `node_owner`); null: any owner."},
+	{Name: "uid", Type: cty.String,
+		Description: "The UID the Node must have (the controller's `status.nodeUID`): a Node deleted and registered again under the same name is another Node. null: any UID."},
+}
+
+// ownership is a task's guard.
+type ownership struct {
+	check      bool
+	owner, uid string
+}
+
+// decodeOwnership reads the guard arguments; known is false while one is
+// unknown (a plan then leaves the check to apply).
+func decodeOwnership(cfg modules.Config) (o ownership, known bool) {
+	on, owner, uid := get(cfg, "only_if_owned"), get(cfg, "owner"), get(cfg, "uid")
+	if !on.IsKnown() || !owner.IsKnown() || !uid.IsKnown() {
+		return ownership{}, false
+	}
+	o.check = on.IsNull() || on.True()
+	o.owner, _ = str(owner)
+	o.uid, _ = str(uid)
+	return o, true
+}
+
+// refusal says why n is not a Node the task may change, or "".
+func (o ownership) refusal(n *corev1.Node) string {
+	if !o.check {
+		return ""
+	}
+	return nodeRefusal(n, o.owner, o.uid, false)
+}
+
+// nodeRefusal says why n is not a Windows Node of owner (any owner when
+// "") with uid (any when ""), or "". unmarkedOK accepts a Windows Node
+// without the mark (adoption).
+func nodeRefusal(n *corev1.Node, owner, uid string, unmarkedOK bool) string {
+	if os := n.Labels[osLabel]; os != "windows" {
+		if os == "" {
+			os = "unset"
+		}
+		return fmt.Sprintf("Node %s is not a Windows Node (label %s is %s): wsu acts only on Windows Nodes it joined. Check the node name (node_name, or the host's name).", n.Name, osLabel, os)
+	}
+	if uid != "" && string(n.UID) != uid {
+		return fmt.Sprintf("Node %s has UID %s, not %s, the Node wsu joined under that name: it is another Node, registered since. Check it is this host's, then join again (the controller: see docs/install.md, \"Security model: which Nodes wsu touches\").", n.Name, n.UID, uid)
+	}
+	have, marked := n.Annotations[OwnerAnnotation]
+	switch {
+	case !marked && unmarkedOK:
+		return ""
+	case !marked:
+		return fmt.Sprintf("Node %s has no %s annotation: wsu did not join it (another tool's, or a join cut short before it marked the Node). If it is this host's, join it again with adopt_node = true.", n.Name, OwnerAnnotation)
+	case owner != "" && have != owner:
+		return fmt.Sprintf("Node %s belongs to %s=%q, not %q: another host or instance joined it under this name. Check the node name (node_name, or the host's name).", n.Name, OwnerAnnotation, have, owner)
+	}
+	return ""
+}
+
+// refuseNode is the guard of a task that changes n (nil: no Node, nothing
+// to refuse), as a diagnostic at the task's name. Unknown guard arguments
+// (a plan) pass: apply checks them.
+func refuseNode(cfg modules.Config, n *corev1.Node) hcl.Diagnostics {
+	o, known := decodeOwnership(cfg)
+	if n == nil || !known {
+		return nil
+	}
+	if r := o.refusal(n); r != "" {
+		return hcl.Diagnostics{cfg.Error("name", "Node "+n.Name+" is not wsu's", r)}
+	}
+	return nil
+}
