@@ -13,22 +13,16 @@ package kube
 // Node is not refused: there is nothing of anyone's to harm.
 
 import (
-	"fmt"
-
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/modules"
 )
 
-const (
-	// OwnerAnnotation marks a Node wsu joined; its value says who joined
-	// it (join's node_owner).
-	OwnerAnnotation = "wsu.dev/owner"
-	// osLabel is the kubelet's operating-system label.
-	osLabel = "kubernetes.io/os"
-)
+// OwnerAnnotation marks a Node wsu joined (package kube says why).
+const OwnerAnnotation = kube.OwnerAnnotation
 
 // ownerAttrs are the guard arguments of every module that changes a Node.
 var ownerAttrs = []modules.Attribute{
@@ -67,30 +61,8 @@ func (o ownership) refusal(n *corev1.Node) string {
 	return nodeRefusal(n, o.owner, o.uid, false)
 }
 
-// nodeRefusal says why n is not a Windows Node of owner (any owner when
-// "") with uid (any when ""), or "". unmarkedOK accepts a Windows Node
-// without the mark (adoption).
-func nodeRefusal(n *corev1.Node, owner, uid string, unmarkedOK bool) string {
-	if os := n.Labels[osLabel]; os != "windows" {
-		if os == "" {
-			os = "unset"
-		}
-		return fmt.Sprintf("Node %s is not a Windows Node (label %s is %s): wsu acts only on Windows Nodes it joined. Check the node name (node_name, or the host's name).", n.Name, osLabel, os)
-	}
-	if uid != "" && string(n.UID) != uid {
-		return fmt.Sprintf("Node %s has UID %s, not %s, the Node wsu joined under that name: it is another Node, registered since. Check it is this host's, then join again (the controller: see docs/install.md, \"Security model: which Nodes wsu touches\").", n.Name, n.UID, uid)
-	}
-	have, marked := n.Annotations[OwnerAnnotation]
-	switch {
-	case !marked && unmarkedOK:
-		return ""
-	case !marked:
-		return fmt.Sprintf("Node %s has no %s annotation: wsu did not join it (another tool's, or a join cut short before it marked the Node). If it is this host's, join it again with adopt_node = true.", n.Name, OwnerAnnotation)
-	case owner != "" && have != owner:
-		return fmt.Sprintf("Node %s belongs to %s=%q, not %q: another host or instance joined it under this name. Check the node name (node_name, or the host's name).", n.Name, OwnerAnnotation, have, owner)
-	}
-	return ""
-}
+// nodeRefusal is kube.NodeRefusal.
+var nodeRefusal = kube.NodeRefusal
 
 // refuseNode is the guard of a task that changes n (nil: no Node, nothing
 // to refuse), as a diagnostic at the task's name. Unknown guard arguments
