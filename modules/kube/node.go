@@ -63,7 +63,7 @@ func (Node) Schema() modules.Schema {
 			"lists each label, annotation and taint that differs, and apply changes them in one patch " +
 			"guarded by the node's resourceVersion (a concurrent change makes it re-read and retry). " +
 			"The node must exist when the task is applied; a plan made before the kubelet registers it " +
-			"shows every named key as added.",
+			"shows every named key as added." + ownedOnlyNote,
 		Target:     modules.TargetController,
 		Attributes: nodeAttrs,
 		Results:    nodeResults,

@@ -39,7 +39,7 @@ func (NodeCordon) Schema() modules.Schema {
 		Name:    "k8s_node_cordon",
 		Summary: "Cordon or uncordon a Node.",
 		Description: "Sets the Node's `spec.unschedulable`. Pods already running stay; use `k8s_node_drain` " +
-			"to move them. The node must exist.",
+			"to move them. The node must exist." + ownedOnlyNote,
 		Target:     modules.TargetController,
 		Attributes: nodeCordonAttrs,
 		Results:    nodeCordonResults,

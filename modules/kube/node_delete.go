@@ -33,7 +33,8 @@ func (NodeDelete) Schema() modules.Schema {
 		Summary: "Delete a Node object.",
 		Description: "Deletes the Node from the cluster; no change when it does not exist. It does not stop " +
 			"the kubelet: one still running registers the node again, so stop its services first. Drain " +
-			"the node before deleting it, or its pods are left to the garbage collector.",
+			"the node before deleting it, or its pods are left to the garbage collector. The delete carries the " +
+			"UID of the Node checked as a precondition." + ownedOnlyNote,
 		Target:     modules.TargetController,
 		Attributes: nodeDeleteAttrs,
 		Results:    nodeDeleteResults,

@@ -62,7 +62,7 @@ func (NodeDrain) Schema() modules.Schema {
 			"drain`, pods with `emptyDir` data and pods no controller manages stop the drain unless " +
 			"`delete_emptydir_data` or `force` allow them; the plan already fails on them.\n\n" +
 			"No change when the node is cordoned and holds nothing to evict. A node that does not exist " +
-			"has nothing to drain: the task warns and changes nothing, so removal playbooks can run again.",
+			"has nothing to drain: the task warns and changes nothing, so removal playbooks can run again." + ownedOnlyNote,
 		Target:     modules.TargetController,
 		Attributes: nodeDrainAttrs,
 		Results:    nodeDrainResults,

@@ -24,6 +24,11 @@ import (
 // OwnerAnnotation marks a Node wsu joined (package kube says why).
 const OwnerAnnotation = kube.OwnerAnnotation
 
+// ownedOnlyNote ends the description of every module that changes a Node.
+const ownedOnlyNote = "\n\nIt acts only on a Windows Node wsu joined (`only_if_owned`, on by default): any other Node of " +
+	"that name (a Linux or control-plane Node, one without the `" + OwnerAnnotation + "` annotation join writes, or with " +
+	"another `owner` or `uid`) fails the task at `name`, in plan and again in apply, before anything changes."
+
 // ownerAttrs are the guard arguments of every module that changes a Node.
 var ownerAttrs = []modules.Attribute{
 	{Name: "only_if_owned", Type: cty.Bool, Default: cty.True,
