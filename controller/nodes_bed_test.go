@@ -55,9 +55,9 @@ func (b *nodesBed) start(t *testing.T) {
 // node registers a Node as a kubelet does, with labels, and returns it.
 func (b *nodesBed) node(t *testing.T, name string, labels map[string]string) *corev1.Node {
 	t.Helper()
-	n, err := b.cluster.CreateNode(context.Background(), name, labels)
+	_, err := b.cluster.CreateNode(context.Background(), name, labels)
 	require.NoError(t, err)
-	n, err = b.cluster.Client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	n, err := b.cluster.Client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 	require.NoError(t, err)
 	return n
 }
@@ -195,7 +195,7 @@ func TestReplacedNodeIsNotRemoved(t *testing.T) {
 	windows := map[string]string{"kubernetes.io/os": "windows"}
 	old := b.node(t, "win-1", windows)
 	require.NoError(t, b.cluster.Client.CoreV1().Nodes().Delete(ctx, "win-1", metav1.DeleteOptions{}))
-	foreign := b.node(t, "win-1", windows)
+	b.node(t, "win-1", windows)
 	require.NoError(t, b.cluster.AnnotateNode(ctx, "win-1", kube.OwnerAnnotation, "windowsinstance/"+ns+"/joined"))
 	foreign, err := b.cluster.Client.CoreV1().Nodes().Get(ctx, "win-1", metav1.GetOptions{})
 	require.NoError(t, err)
