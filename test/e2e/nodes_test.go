@@ -54,6 +54,11 @@ func TestStockPlaybooksRefuseForeignNodes(t *testing.T) {
 			want: []string{"Node cp-e2e is not this host's", "not a Windows Node"}},
 		{name: "remove another instance's node", args: []string{"apply", "remove"}, node: other, file: "remove.hcl",
 			want: []string{`belongs to wsu.dev/owner="windowsinstance/wsu-system/other"`}},
+		// The controller's removal of a joined host whose Node was replaced
+		// since (same name and mark, another UID).
+		{name: "remove a replaced node", args: []string{"apply", "remove", "-var", "node_owner=windowsinstance/wsu-system/other",
+			"-var", "node_uid=00000000-0000-0000-0000-000000000001"}, node: other, file: "remove.hcl",
+			want: []string{"Node " + h.NodeName + " is not this host's", "not 00000000-0000-0000-0000-000000000001, the Node wsu joined under that name"}},
 		{name: "upgrade a control-plane node", args: []string{"apply", "upgrade", "-var", "node_name=cp-e2e"}, node: cp, file: "upgrade-node.hcl",
 			want: []string{"Node cp-e2e is not this host's", "not a Windows Node"}},
 	}
@@ -78,10 +83,22 @@ func TestStockPlaybooksRefuseForeignNodes(t *testing.T) {
 		})
 	}
 
-	// A remove of a host whose Node does not exist (never registered, or
-	// gone) touches no Node and still deconfigures the host.
+	// The controller's removal of an instance that never joined
+	// (node_registered = false): whatever its node name, no Node is read
+	// or touched, and the host is deconfigured.
+	r, err := env.Run(ctx, io.Discard, "apply", "remove", "-var", "node_name=cp-e2e", "-var", "node_registered=false")
+	require.NoError(t, err)
+	assert.Equal(t, 0, r.ExitCode, "remove of a host that never registered:\n%s\n%s", tail(r.Stdout, 20), r.Stderr)
+	for _, n := range []*corev1.Node{cp, other} {
+		now, err := nodes.Get(ctx, n.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, n.ResourceVersion, now.ResourceVersion, "Node %s unchanged", n.Name)
+	}
+
+	// A remove of a host whose Node does not exist (gone) touches no Node
+	// and still deconfigures the host.
 	require.NoError(t, nodes.Delete(ctx, h.NodeName, metav1.DeleteOptions{}))
-	r, err := env.Run(ctx, io.Discard, "apply", "remove")
+	r, err = env.Run(ctx, io.Discard, "apply", "remove")
 	require.NoError(t, err)
 	assert.Equal(t, 0, r.ExitCode, "remove without a Node:\n%s\n%s", tail(r.Stdout, 20), r.Stderr)
 	n, err := nodes.Get(ctx, "cp-e2e", metav1.GetOptions{})
