@@ -89,6 +89,12 @@ type Options struct {
 	// name in proxy_jump, exactly as written there ([user@]host[:port]);
 	// none by default.
 	AllowedJumpHosts []string
+	// AllowPlaybookConfigMaps lets an instance's spec.playbook.configMap
+	// name a site playbook: off by default, since such a playbook runs
+	// with the controller's identity (its k8s_* tasks act as the
+	// controller). Its runs read files only in its own directory and the
+	// payload (setup.Options.Confine).
+	AllowPlaybookConfigMaps bool
 	// Kubeconfig is the cluster the playbooks' cluster tasks act on: ""
 	// means the controller's own (in-cluster, or KUBECONFIG).
 	Kubeconfig string

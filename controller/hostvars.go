@@ -129,6 +129,31 @@ func (r *InstanceReconciler) checkHostVars(wi *wsuv1.WindowsInstance) error {
 	return e
 }
 
+// ReasonPlaybookRefused is the Valid condition's reason, and the event's,
+// when spec.playbook.configMap names a site playbook and the controller
+// was not started with --allow-playbook-configmaps.
+const ReasonPlaybookRefused = "PlaybookConfigMapRefused"
+
+// PlaybookRefused is checkSpec's error for a site playbook the controller
+// does not run.
+type PlaybookRefused struct{ ConfigMap string }
+
+func (e *PlaybookRefused) Error() string {
+	return fmt.Sprintf("spec.playbook.configMap %q: this controller runs no playbook from a ConfigMap (a site playbook acts on the cluster with the controller's rights; an admin turns them on with --allow-playbook-configmaps)", e.ConfigMap)
+}
+
+// checkSpec refuses a spec the controller will not act on: hostVars it
+// may not set, or a site playbook it does not run.
+func (r *InstanceReconciler) checkSpec(wi *wsuv1.WindowsInstance) error {
+	if err := r.checkHostVars(wi); err != nil {
+		return err
+	}
+	if cm := wi.Spec.Playbook.ConfigMap; cm != "" && !r.Options.AllowPlaybookConfigMaps {
+		return &PlaybookRefused{ConfigMap: cm}
+	}
+	return nil
+}
+
 // setHostVars gives h its variables in order of trust, the most trusted
 // last: the admin's for every host, the admin's for this address, the
 // instance's own (checked), then the controller's: the login key,

@@ -58,8 +58,8 @@ func crdFile(t *testing.T) string {
 	return p
 }
 
-// TestHostVarsRefusedAtAdmission: the API server refuses an instance
-// whose spec.hostVars set anything but the allowed connection settings
+// TestHostVarsRefusedAtAdmission: the API server refuses a site admin's
+// instance whose spec.hostVars set anything but the allowed connection settings
 // (the CRD's CEL rule, its message listing what may be set; a
 // messageExpression naming the refused keys costs too much for the API
 // server's budget, keys being unbounded); the allowed ones are accepted.
@@ -69,7 +69,7 @@ func TestHostVarsRefusedAtAdmission(t *testing.T) {
 	require.NoError(t, cluster.InstallCRDFiles(crdFile(t)))
 	ctx := context.Background()
 	require.NoError(t, cluster.EnsureNamespace(ctx, ns))
-	c := hostVarsClient(t, cluster)
+	c := siteAdmin(t, cluster) // who may write instances, not the admin
 
 	for i, s := range stealing {
 		wi := hvInstance(fmt.Sprintf("steal-%d", i), map[string]string{"ansible_port": "2222", s.name: s.value})

@@ -109,7 +109,7 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	orig := wi.DeepCopy()
-	if err := r.checkHostVars(wi); err != nil {
+	if err := r.checkSpec(wi); err != nil {
 		return r.refuse(ctx, orig, wi, err)
 	}
 	if err := r.checkNode(ctx, wi); err != nil { // nodes.go
@@ -499,10 +499,13 @@ func (r *InstanceReconciler) failed(ctx context.Context, orig, wi *wsuv1.Windows
 func (r *InstanceReconciler) refuse(ctx context.Context, orig, wi *wsuv1.WindowsInstance, err error) (ctrl.Result, error) {
 	reason := ReasonInvalidInput
 	var hv *HostVarsRefused
+	var pb *PlaybookRefused
 	var nr *NodeRefused
 	switch {
 	case errors.As(err, &hv):
 		reason = ReasonHostVarRefused
+	case errors.As(err, &pb):
+		reason = ReasonPlaybookRefused
 	case errors.As(err, &nr):
 		reason = nr.Reason
 	}
@@ -624,9 +627,14 @@ func (r *InstanceReconciler) runRequest(ctx context.Context, wi *wsuv1.WindowsIn
 		return RunRequest{}, err
 	}
 	vars = append(vars, nodeVars(wi, playbook)...) // last: they win
+	var readDirs []string
+	if r.payloads != nil && r.payloads.dir != "" {
+		readDirs = []string{r.payloads.dir}
+	}
 	return RunRequest{
 		Instance:   wi.Namespace + "/" + wi.Name,
 		Playbook:   playbook,
+		ReadDirs:   readDirs,
 		Inventory:  inv,
 		Vars:       vars,
 		VarFiles:   r.Options.VarFiles,
@@ -688,6 +696,9 @@ func (r *InstanceReconciler) playbook(ctx context.Context, wi *wsuv1.WindowsInst
 	case src.ConfigMap != "" && src.Stock != "":
 		return "", errors.New("spec.playbook names both a stock playbook and a ConfigMap; give one")
 	case src.ConfigMap != "":
+		if !r.Options.AllowPlaybookConfigMaps {
+			return "", &PlaybookRefused{ConfigMap: src.ConfigMap}
+		}
 		return r.sitePlaybook(ctx, wi, src.ConfigMap)
 	case src.Stock != "":
 		return "wsu:" + strings.TrimSuffix(strings.TrimPrefix(src.Stock, "wsu:"), ".hcl") + ".hcl", nil

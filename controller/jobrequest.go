@@ -33,6 +33,9 @@ type jobRequest struct {
 	// directory: playbook.hcl and the templates beside it).
 	Playbook string            `json:"playbook"`
 	Files    map[string]string `json:"files,omitempty"`
+	// ReadDirs are the directories besides its own a site playbook's run
+	// may read (RunRequest.ReadDirs).
+	ReadDirs []string `json:"readDirs,omitempty"`
 	// Vars are the -var values; those from a Secret are NAME= here, and
 	// SecretVars names the mounted file holding the value.
 	Vars       []string       `json:"vars,omitempty"`
@@ -189,7 +192,7 @@ func newJobRequest(req RunRequest) (*jobRequest, *secretMounts, error) {
 		return nil, nil, err
 	}
 	mounts := &secretMounts{}
-	jr := &jobRequest{Instance: req.Instance, Mode: req.Mode, Playbook: req.Playbook, Inventory: inv, ExpectHash: req.ExpectHash}
+	jr := &jobRequest{Instance: req.Instance, Mode: req.Mode, Playbook: req.Playbook, ReadDirs: req.ReadDirs, Inventory: inv, ExpectHash: req.ExpectHash}
 	if jr.ExpectHash == "" && req.Expect != nil {
 		jr.ExpectHash = PlanHash(req.Expect)
 	}

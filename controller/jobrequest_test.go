@@ -44,7 +44,7 @@ func TestJobRequestRoundTrip(t *testing.T) {
 	h.Vars[knownHostsVar] = inventory.Var{Value: cty.StringVal(kh)}
 	h.Vars["ansible_port"] = inventory.Var{Value: cty.StringVal("2222")}
 	req := RunRequest{Instance: "ns/win-01", Mode: engine.ModeApply, Playbook: filepath.Join(site, "playbook.hcl"),
-		Inventory: inv, Vars: []string{"node_name=win-01", "proxy_password=hunter2", "cluster_flavour=kubeadm"}, VarFiles: []string{varFile}, ExpectHash: "abc",
+		Inventory: inv, Vars: []string{"node_name=win-01", "proxy_password=hunter2", "cluster_flavour=kubeadm"}, VarFiles: []string{varFile}, ExpectHash: "abc", ReadDirs: []string{"/payload"},
 		Secrets: RunSecrets{Key: SecretItem{"cloud-private-key", "private-key.pem"}, NewKey: SecretItem{"cloud-private-key", "private-key.pem.new"},
 			Vars: map[int]SecretItem{1: {"proxy", "proxy_password"}}}}
 
@@ -88,6 +88,12 @@ func TestJobRequestRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, `payload_dir = "/payload"`, string(vf))
 	assert.Equal(t, "abc", back.ExpectHash)
+	assert.Equal(t, []string{"proxy_password"}, req.secretVars(), "a varsFrom Secret's value is sensitive in the run")
+	assert.Equal(t, req.secretVars(), got.secretVars(), "in the Job's run too")
+	assert.Equal(t, []string{site, "/payload"}, req.confine(), "a site playbook's run is confined to its directory and the payload")
+	assert.Equal(t, []string{filepath.Join(dir, "playbook"), "/payload"}, got.confine(), "in the Job's run too")
+	req.Playbook = "wsu:join.hcl"
+	assert.Empty(t, req.confine(), "a stock playbook's run is not")
 
 	gh := got.Inventory.Hosts["win-01"]
 	require.NotNil(t, gh)

@@ -20,13 +20,14 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
-	"github.com/wsu-project/wsu/inventory/kubeinv"
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/test/kubetest"
 )
 
 // nodesBed is a real API server with the shipped CRD, the key Secret and a
-// controller whose runs are recorded (the hosts are unreachable).
+// controller whose runs are recorded (the hosts are unreachable). c acts
+// as the site admin (escalation_bed_test.go): instances and ConfigMaps in
+// the controller's namespace, nothing else.
 type nodesBed struct {
 	cluster *kubetest.Cluster
 	c       client.Client
@@ -35,16 +36,8 @@ type nodesBed struct {
 
 func newNodesBed(t *testing.T) *nodesBed {
 	t.Helper()
-	cluster := kubetest.Start(t)
-	require.NoError(t, cluster.InstallCRDFiles(crdFile(t)))
-	ctx := context.Background()
-	require.NoError(t, cluster.EnsureNamespace(ctx, ns))
-	_, err := cluster.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: kubeinv.KeySecret},
-		Data:       map[string][]byte{kubeinv.KeySecretKey: privateKeyPEM(t)},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	return &nodesBed{cluster: cluster, c: hostVarsClient(t, cluster), runs: &requestRecorder{}}
+	cluster, siteAdmin := escalationBed(t)
+	return &nodesBed{cluster: cluster, c: siteAdmin, runs: &requestRecorder{}}
 }
 
 func (b *nodesBed) start(t *testing.T) {
@@ -209,7 +202,9 @@ func TestReplacedNodeIsNotRemoved(t *testing.T) {
 	wi.Status.NodeName, wi.Status.NodeUID = "win-1", string(old.UID)
 	wi.Status.Identity.Hostname = "WIN-1"
 	meta.SetStatusCondition(&wi.Status.Conditions, metav1.Condition{Type: wsuv1.ConditionJoined, Status: metav1.ConditionTrue, Reason: controller.ReasonInSync, Message: "joined"})
-	require.NoError(t, b.c.Status().Patch(ctx, wi, client.MergeFrom(orig)))
+	// (The controller's write: the site admin may not write status.)
+	require.Error(t, b.c.Status().Patch(ctx, wi.DeepCopy(), client.MergeFrom(orig)), "a site admin writes no status")
+	require.NoError(t, hostVarsClient(t, b.cluster).Status().Patch(ctx, wi, client.MergeFrom(orig)))
 
 	// Another instance whose host names itself win-1.
 	claims := instanceNamed("claims", map[string]string{"node_name": "win-1"})
@@ -259,10 +254,9 @@ func TestControllerVarsRefused(t *testing.T) {
 		assert.True(t, apierrors.IsInvalid(err), "%s: %v", v, err)
 		assert.Contains(t, err.Error(), "vars may not set node_owner, node_uid, node_registered or adopt_node", v)
 	}
-	_, err := b.cluster.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "adopt"}, Data: map[string]string{"adopt_node": "true", "node_owner": "windowsinstance/" + ns + "/other"},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	require.NoError(t, b.c.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "adopt", Namespace: ns}, Data: map[string]string{"adopt_node": "true", "node_owner": "windowsinstance/" + ns + "/other"},
+	}))
 	wi := instanceNamed("from-configmap", nil)
 	wi.Spec.VarsFrom = []wsuv1.VarSource{{ConfigMap: "adopt"}}
 	require.NoError(t, b.c.Create(ctx, wi))

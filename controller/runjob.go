@@ -124,6 +124,7 @@ func (jr *jobRequest) runRequest(dir, key string) (RunRequest, error) {
 		return RunRequest{}, err
 	}
 	vars := slices.Clone(jr.Vars)
+	fromSecrets := map[int]SecretItem{} // which Secret does not matter here: that it is one
 	for i, f := range jr.SecretVars {
 		if i < 0 || i >= len(vars) {
 			return RunRequest{}, fmt.Errorf("the run request names a Secret value for var %d of %d", i, len(vars))
@@ -133,8 +134,10 @@ func (jr *jobRequest) runRequest(dir, key string) (RunRequest, error) {
 			return RunRequest{}, fmt.Errorf("reading a varsFrom Secret's value: %w", err)
 		}
 		vars[i] += string(data)
+		fromSecrets[i] = SecretItem{}
 	}
-	req := RunRequest{Instance: jr.Instance, Mode: jr.Mode, Playbook: jr.Playbook, Vars: vars, Inventory: inv}
+	req := RunRequest{Instance: jr.Instance, Mode: jr.Mode, Playbook: jr.Playbook, ReadDirs: jr.ReadDirs, Vars: vars, Inventory: inv,
+		Secrets: RunSecrets{Vars: fromSecrets}}
 	if len(jr.Files) > 0 {
 		pdir := filepath.Join(dir, "playbook")
 		if err := writeFiles(pdir, jr.Files); err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/engine/planfile"
+	"github.com/wsu-project/wsu/engine/playbook"
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/kube"
@@ -34,6 +36,10 @@ type RunRequest struct {
 	// Vars are -var values; VarFiles var files, applied before them.
 	Vars     []string
 	VarFiles []string
+	// ReadDirs are directories a site playbook's run may read besides its
+	// own (the payload): a run of a playbook that is not wsu:NAME reads
+	// files on this machine only there and in the playbook's directory.
+	ReadDirs []string
 	// Kubeconfig is the cluster the playbook's cluster tasks act on ("":
 	// in-cluster, or KUBECONFIG).
 	Kubeconfig string
@@ -88,6 +94,31 @@ type RunOutcome struct {
 	Message string
 }
 
+// confine is where a run may read files: anywhere for a stock playbook;
+// for a site playbook (from a ConfigMap) only its directory and ReadDirs,
+// so it cannot read or copy the pod's files (its ServiceAccount token).
+func (req RunRequest) confine() []string {
+	if strings.HasPrefix(req.Playbook, playbook.EmbeddedPrefix) {
+		return nil
+	}
+	return append([]string{filepath.Dir(req.Playbook)}, req.ReadDirs...)
+}
+
+// secretVars name the vars whose values came from a varsFrom Secret:
+// sensitive in the run whatever the playbook declares, so no plan, event,
+// status or log shows them.
+func (req RunRequest) secretVars() []string {
+	var names []string
+	for i := range req.Secrets.Vars {
+		if i >= 0 && i < len(req.Vars) {
+			name, _, _ := strings.Cut(req.Vars[i], "=")
+			names = append(names, strings.TrimSpace(name))
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
 // Runner runs playbooks. The in-process runner is the default; a Job runner
 // (one Kubernetes Job per run) implements the same interface.
 type Runner interface {
@@ -109,12 +140,14 @@ type InProcess struct {
 func (p InProcess) Run(ctx context.Context, req RunRequest) RunOutcome {
 	rec := &recorder{}
 	run, diags := setup.Prepare(ctx, setup.Options{
-		Inputs:    planfile.Inputs{Playbook: req.Playbook, Vars: req.Vars, VarFiles: req.VarFiles, Kubeconfig: req.Kubeconfig},
-		Inventory: req.Inventory,
-		Mode:      req.Mode,
-		Hooks:     rec,
-		Clusters:  kube.NewCache(kube.Defaults{Kubeconfig: req.Kubeconfig}),
-		Agents:    p.Agents,
+		Inputs:     planfile.Inputs{Playbook: req.Playbook, Vars: req.Vars, VarFiles: req.VarFiles, Kubeconfig: req.Kubeconfig},
+		Inventory:  req.Inventory,
+		Mode:       req.Mode,
+		Hooks:      rec,
+		Clusters:   kube.NewCache(kube.Defaults{Kubeconfig: req.Kubeconfig}),
+		Agents:     p.Agents,
+		Confine:    req.confine(),
+		SecretVars: req.secretVars(),
 	})
 	if diags.HasErrors() {
 		return RunOutcome{Failed: true, Message: firstError(diags)}

@@ -225,7 +225,9 @@ type instance struct {
 
 // funcs is inst's function table.
 func (r *runner) funcs(inst *instance) map[string]function.Function {
-	inst.funcsOnce.Do(func() { inst.funcs = funcs.TableWithReads(inst.pb.Dir, inst.pb.FS, r.recordRead) })
+	inst.funcsOnce.Do(func() {
+		inst.funcs = funcs.TableFor(funcs.FileAccess{Dir: inst.pb.Dir, FS: inst.pb.FS, Roots: inst.pb.Roots, OnRead: r.recordRead})
+	})
 	return inst.funcs
 }
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -26,6 +27,10 @@ type Inputs struct {
 	VarFiles []string // -var-file paths
 	Vars     []string // -var "name=value" options, as given
 	Environ  []string // the environment (os.Environ()); WSU_VAR_name=value
+	// SecretVars name -var values that are secrets whatever their
+	// variable declares (the controller's varsFrom Secret values): marked
+	// sensitive, scrubbed from every output.
+	SecretVars []string
 }
 
 // EnvPrefix starts environment variables that set playbook variables.
@@ -40,6 +45,7 @@ type rawValue struct {
 	value  cty.Value
 	source string // for messages: "-var", "WSU_VAR_x", "vars.hcl"
 	rng    *hcl.Range
+	secret bool // Inputs.SecretVars: sensitive whatever the declaration
 }
 
 // parsedInputs are Inputs read and parsed, once per run.
@@ -126,7 +132,7 @@ func parseInputs(in Inputs, declared map[string]bool) (*parsedInputs, hcl.Diagno
 			})
 			continue
 		}
-		p.cli[name] = rawValue{text: val, source: "-var"}
+		p.cli[name] = rawValue{text: val, source: "-var", secret: slices.Contains(in.SecretVars, name)}
 	}
 	return p, diags
 }
@@ -349,7 +355,7 @@ func (p *parsedInputs) resolve(v *playbook.Variable, hostVars map[string]invento
 			Subject:  subject,
 		}}
 	}
-	if v.Sensitive {
+	if v.Sensitive || (chosen != nil && chosen.secret) {
 		val = val.Mark(Sensitive)
 	}
 	return val, validate(v, val, subject)

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -10,6 +12,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
+	"github.com/wsu-project/wsu/engine/funcs"
 	"github.com/wsu-project/wsu/engine/planfile"
 	"github.com/wsu-project/wsu/engine/playbook"
 	"github.com/wsu-project/wsu/host"
@@ -139,7 +142,66 @@ func (ti *taskInstance) decode() hcl.Diagnostics {
 	for name, a := range t.Body.Attributes {
 		ti.cfg.Ranges[name] = a.Expr.Range()
 	}
-	return nil
+	return confineLocal(t.Schema, ti.cfg, ti.sc.inst.pb.Roots)
+}
+
+// confineLocal refuses, in a confined run (roots set), an argument naming
+// a file on this machine (modules.Attribute.Local) outside roots: the
+// module would read it, and a site playbook from a ConfigMap must not
+// copy the pod's files to a host. A symbolic link is followed first.
+func confineLocal(schema modules.Schema, cfg modules.Config, roots []string) hcl.Diagnostics {
+	if len(roots) == 0 {
+		return nil
+	}
+	var diags hcl.Diagnostics
+	for _, a := range schema.Attributes {
+		if !a.Local {
+			continue
+		}
+		for _, p := range localPaths(cfg.Value.GetAttr(a.Name)) {
+			if localInside(roots, p) {
+				continue
+			}
+			diags = append(diags, cfg.Error(a.Name, "File outside the directories this run may read",
+				fmt.Sprintf("%s is outside %s: %s.", p, strings.Join(roots, ", "), funcs.ErrOutsideRoots)))
+		}
+	}
+	return diags
+}
+
+// localPaths are the known paths a Local argument names: a string, or
+// the values of a map.
+func localPaths(v cty.Value) []string {
+	if v.IsNull() || !v.IsKnown() {
+		return nil
+	}
+	if v.Type() == cty.String {
+		return []string{v.AsString()}
+	}
+	var out []string
+	if v.CanIterateElements() {
+		for it := v.ElementIterator(); it.Next(); {
+			_, e := it.Element()
+			if e.IsKnown() && !e.IsNull() && e.Type() == cty.String {
+				out = append(out, e.AsString())
+			}
+		}
+	}
+	return out
+}
+
+// localInside says whether p, made absolute as the module would and with
+// its symbolic links followed, is inside one of roots.
+func localInside(roots []string, p string) bool {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return false
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	_, _, ok := funcs.Inside(roots, abs)
+	return ok
 }
 
 // noteSecrets removes the sensitive marks from the decoded block (modules

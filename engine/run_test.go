@@ -37,6 +37,10 @@ type fixture struct {
 	forks int
 	// connect, when set, replaces the local connection.
 	connect engine.ConnectorFunc
+	// confine, when set, confines the run (playbook.Loader.Confine).
+	confine []string
+	// secretVars are engine.Inputs.SecretVars.
+	secretVars []string
 }
 
 func newFixture(t *testing.T, files map[string]string) *fixture {
@@ -91,6 +95,7 @@ func (f *fixture) runCtx(ctx context.Context, mode engine.Mode, hooks ...engine.
 	t := f.t
 	t.Helper()
 	loader := playbook.NewLoader(all.Schemas(), nil)
+	loader.Confine = f.confine
 	pb, diags := loader.Load(filepath.Join(f.dir, "play.hcl"))
 	require.False(t, diags.HasErrors(), "load: %s", diags)
 	inv, diags := inventory.ParseINI("inventory.ini", []byte(f.inv))
@@ -112,7 +117,7 @@ func (f *fixture) runCtx(ctx context.Context, mode engine.Mode, hooks ...engine.
 	res := engine.Run(ctx, engine.Request{
 		Playbook:  pb,
 		Inventory: inv,
-		Inputs:    engine.Inputs{Vars: append([]string{"root=" + f.root}, f.vars...)},
+		Inputs:    engine.Inputs{Vars: append([]string{"root=" + f.root}, f.vars...), SecretVars: f.secretVars},
 		Mode:      mode,
 		Registry:  all.Schemas(),
 		Connector: connector,
@@ -645,6 +650,7 @@ play "p" {
   }
 }`})
 	loader := playbook.NewLoader(all.Schemas(), nil)
+	loader.Confine = f.confine
 	pb, diags := loader.Load(filepath.Join(f.dir, "play.hcl"))
 	require.False(t, diags.HasErrors())
 	inv, _ := inventory.ParseINI("inv", []byte("win01 reconnect_timeout=10s\n"))

@@ -36,12 +36,15 @@ func collectSecrets(s *Scrubber, pb *playbook.Playbook, inv *inventory.Inventory
 		// value it reads as ({ a = "s3cret" } hides s3cret alone too).
 		text := func(name string, rv rawValue) {
 			s.Add(rv.text)
+			if sensitive[name] == nil {
+				return // a secret -var of a variable not declared sensitive: its text
+			}
 			if v, d := rv.convert(sensitive[name]); !d.HasErrors() {
 				s.AddValue(v)
 			}
 		}
 		for name, rv := range p.cli {
-			if sensitive[name] != nil {
+			if sensitive[name] != nil || rv.secret {
 				text(name, rv)
 			}
 		}

@@ -82,8 +82,13 @@ type Attribute struct {
 	Type     cty.Type
 	Required bool
 	// Default applies when the argument is absent; cty.NilVal means null.
-	Default     cty.Value
-	Sensitive   bool
+	Default   cty.Value
+	Sensitive bool
+	// Local says the argument names a file (or, in a map, files) on the
+	// machine running wsu that the module reads: a confined run (a site
+	// playbook from a ConfigMap) refuses one outside the directories it
+	// may read, before the module sees it.
+	Local       bool
 	Description string
 }
 

@@ -91,9 +91,9 @@ func indent(s string) int {
 
 // collectSecrets registers the run's known secrets with its scrubber
 // before Prepare reports anything.
-func (r *Run) collectSecrets(pb *playbook.Playbook, inv *inventory.Inventory, in planfile.Inputs, environ []string) {
+func (r *Run) collectSecrets(pb *playbook.Playbook, inv *inventory.Inventory, in planfile.Inputs, environ, secretVars []string) {
 	r.secretFiles = newSecretFiles(pb, in)
-	engine.CollectSecrets(r.Secrets, pb, inv, engine.Inputs{VarFiles: in.VarFiles, Vars: in.Vars, Environ: environ})
+	engine.CollectSecrets(r.Secrets, pb, inv, engine.Inputs{VarFiles: in.VarFiles, Vars: in.Vars, Environ: environ, SecretVars: secretVars})
 }
 
 // scrub is the run's scrubber applied to diags, and one step more for a

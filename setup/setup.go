@@ -77,6 +77,15 @@ type Options struct {
 	Agents *agentbin.Source
 	// Stock are the stock playbooks `wsu:NAME` names. nil: the embedded ones.
 	Stock fs.FS
+	// SecretVars name -var values that are secrets whatever their
+	// variables declare (engine.Inputs.SecretVars): the controller's
+	// varsFrom Secret values.
+	SecretVars []string
+	// Confine, when set, are the only directories the run reads files in
+	// on this machine (playbook.Loader.Confine): the playbook, its file
+	// functions and the files modules read. The controller confines a
+	// site playbook from a ConfigMap to its own files and the payload.
+	Confine []string
 }
 
 // Run is a prepared run.
@@ -120,17 +129,21 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 	registry := all.Registry(clusters)
 	loader := playbook.NewLoader(registry, stock)
 	var diags hcl.Diagnostics
+	loader.Confine, diags = confineDirs(o.Confine)
+	if diags.HasErrors() {
+		return &Run{Inputs: in, Text: loader.Sources(), Secrets: engine.NewScrubber()}, diags
+	}
 	in.Playbook, diags = ResolvePlaybook(in.Playbook, stock)
 	run := &Run{Inputs: in, Text: loader.Sources(), Secrets: engine.NewScrubber()}
 	if diags.HasErrors() {
-		run.collectSecrets(nil, nil, in, o.Environ)
+		run.collectSecrets(nil, nil, in, o.Environ, o.SecretVars)
 		return run, run.scrub(append(savedDiags, diags...))
 	}
 	pb, loadDiags := loader.Load(in.Playbook)
 	diags = append(diags, loadDiags...)
 	if diags.HasErrors() {
 		diags = append(savedDiags, diags...)
-		run.collectSecrets(nil, nil, in, o.Environ)
+		run.collectSecrets(nil, nil, in, o.Environ, o.SecretVars)
 		return run, run.scrub(diags)
 	}
 	sources := map[string][]byte{}
@@ -150,7 +163,7 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 			run.Text[f] = src
 		}
 	}
-	run.collectSecrets(pb, inv, in, o.Environ)
+	run.collectSecrets(pb, inv, in, o.Environ, o.SecretVars)
 	diags = run.scrub(append(savedDiags, diags...))
 	if diags.HasErrors() {
 		return run, diags
@@ -166,7 +179,7 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 	run.Request = engine.Request{
 		Playbook:  pb,
 		Inventory: inv,
-		Inputs:    engine.Inputs{VarFiles: in.VarFiles, Vars: in.Vars, Environ: o.Environ},
+		Inputs:    engine.Inputs{VarFiles: in.VarFiles, Vars: in.Vars, Environ: o.Environ, SecretVars: o.SecretVars},
 		Mode:      o.Mode,
 		Registry:  registry,
 		Connector: connector(o, in.Local),
@@ -504,4 +517,21 @@ func forks(n int) int {
 		return engine.DefaultForks
 	}
 	return n
+}
+
+// confineDirs are dirs made absolute with their symbolic links followed,
+// so a path is compared with what it really names.
+func confineDirs(dirs []string) ([]string, hcl.Diagnostics) {
+	var out []string
+	for _, d := range dirs {
+		abs, err := filepath.Abs(d)
+		if err == nil {
+			abs, err = filepath.EvalSymlinks(abs)
+		}
+		if err != nil {
+			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot confine the run", Detail: fmt.Sprintf("The directory %s the run is confined to: %s.", d, err)}}
+		}
+		out = append(out, abs)
+	}
+	return out, nil
 }

@@ -81,6 +81,7 @@ the workflows and a troubleshooting table.`,
 	f.StringArrayVar(&o.VarFiles, "var-file", nil, "a var file for every run (repeatable)")
 	f.StringArrayVar(&hostVars, "host-var", nil, "an inventory variable for every host: --host-var ansible_port=2222 (repeatable)")
 	f.StringArrayVar(&addressHostVars, "address-host-var", nil, "an inventory variable for the host at one instance address: --address-host-var 10.0.0.11:wsu_agent_path='C:\\k\\wsu.exe' (repeatable)")
+	f.BoolVar(&o.AllowPlaybookConfigMaps, "allow-playbook-configmaps", false, "let WindowsInstances run site playbooks from ConfigMaps (spec.playbook.configMap); such a playbook acts on the cluster with the controller's rights, so whoever may write ConfigMaps in the namespace gets them (default off)")
 	f.StringSliceVar(&o.AllowedJumpHosts, "allowed-jump-hosts", nil, "jump hosts an instance's spec.hostVars.proxy_jump may name, exactly as written there: [user@]host[:port] (comma-separated or repeated; default none)")
 	f.StringVar(&o.StateDir, "state-dir", "", "directory for known_hosts and site playbooks (default: a temp directory)")
 	f.DurationVar(&o.DriftInterval, "drift-interval", controller.DefaultDriftInterval, "how often joined instances are planned again")

@@ -22,14 +22,90 @@ import (
 
 // fileSource resolves and reads the files that file functions refer to,
 // either from the OS filesystem or from an fs.FS holding embedded playbooks.
+//
+// A confined source (roots set) reads files on disk only inside its
+// roots, whatever the path or a symbolic link says: a site playbook the
+// controller took from a ConfigMap reads its own files and the payload,
+// never the pod's ServiceAccount token.
 type fileSource struct {
 	baseDir string
 	fsys    fs.FS
+	roots   []string
 	onRead  ReadHook
 }
 
-func newFileSource(baseDir string, fsys fs.FS) *fileSource {
-	return &fileSource{baseDir: baseDir, fsys: fsys}
+func newFileSource(f FileAccess) *fileSource {
+	s := &fileSource{baseDir: f.Dir, fsys: f.FS, onRead: f.OnRead}
+	for _, r := range f.Roots {
+		s.roots = append(s.roots, filepath.Clean(r))
+	}
+	return s
+}
+
+// ErrOutsideRoots is the error of a confined file function given a path
+// outside the directories it may read.
+var ErrOutsideRoots = errors.New("a playbook from a ConfigMap reads only its own files and the payload")
+
+// Inside returns the root of roots that holds the OS path p and p relative
+// to it, or ok false.
+func Inside(roots []string, p string) (root, rel string, ok bool) {
+	for _, r := range roots {
+		rel, err := filepath.Rel(r, p)
+		if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel) {
+			return r, rel, true
+		}
+	}
+	return "", "", false
+}
+
+// confined resolves p on disk inside one of s.roots.
+func (s *fileSource) confined(p string) (root, rel string, err error) {
+	abs := p
+	if p == "~" || strings.HasPrefix(p, "~/") || strings.HasPrefix(p, `~\`) {
+		return "", "", fmt.Errorf("%s: %w", p, ErrOutsideRoots)
+	}
+	if !filepath.IsAbs(abs) {
+		abs = filepath.Join(s.baseDir, abs)
+	}
+	abs = filepath.Clean(abs)
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real // a link is judged by where it leads (os.Root holds to it too)
+	}
+	root, rel, ok := Inside(s.roots, abs)
+	if !ok {
+		return "", "", fmt.Errorf("%s is outside %s: %w", p, strings.Join(s.roots, ", "), ErrOutsideRoots)
+	}
+	return root, rel, nil
+}
+
+// readConfined reads p inside its root; os.Root refuses a symbolic link
+// that leads out of it.
+func (s *fileSource) readConfined(p string) ([]byte, string, error) {
+	dir, rel, err := s.confined(p)
+	if err != nil {
+		return nil, p, err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, p, err
+	}
+	defer root.Close()
+	data, err := root.ReadFile(rel)
+	return data, filepath.Join(dir, rel), err
+}
+
+func (s *fileSource) statConfined(p string) (fs.FileInfo, string, error) {
+	dir, rel, err := s.confined(p)
+	if err != nil {
+		return nil, p, err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, p, err
+	}
+	defer root.Close()
+	info, err := root.Stat(rel)
+	return info, filepath.Join(dir, rel), err
 }
 
 // resolve turns a path given to a file function into the name to open: an OS
@@ -71,6 +147,10 @@ func (s *fileSource) resolve(p string) (string, error) {
 
 // read returns the contents of the file at p and its resolved name.
 func (s *fileSource) read(p string) ([]byte, string, error) {
+	if len(s.roots) > 0 && (s.fsys == nil || onDisk(p)) {
+		data, name, err := s.readConfined(p)
+		return s.readDone(p, data, name, err)
+	}
 	name, err := s.resolve(p)
 	if err != nil {
 		return nil, "", err
@@ -81,7 +161,15 @@ func (s *fileSource) read(p string) ([]byte, string, error) {
 	} else {
 		data, err = fs.ReadFile(s.fsys, name)
 	}
+	return s.readDone(p, data, name, err)
+}
+
+// readDone reports a read: its error, or its content to the read hook.
+func (s *fileSource) readDone(p string, data []byte, name string, err error) ([]byte, string, error) {
 	if err != nil {
+		if errors.Is(err, ErrOutsideRoots) {
+			return nil, name, err
+		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, name, fmt.Errorf("no file exists at %s", name)
 		}
@@ -95,6 +183,9 @@ func (s *fileSource) read(p string) ([]byte, string, error) {
 
 // stat describes the file at p without following it into its contents.
 func (s *fileSource) stat(p string) (fs.FileInfo, string, error) {
+	if len(s.roots) > 0 && (s.fsys == nil || onDisk(p)) {
+		return s.statConfined(p)
+	}
 	name, err := s.resolve(p)
 	if err != nil {
 		return nil, "", err

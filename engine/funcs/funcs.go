@@ -22,17 +22,33 @@ import (
 // the OS filesystem (playbooks embedded in the binary); paths are then slash
 // paths inside fsys relative to baseDir.
 func Table(baseDir string, fsys fs.FS) map[string]function.Function {
-	return TableWithReads(baseDir, fsys, nil)
+	return TableFor(FileAccess{Dir: baseDir, FS: fsys})
+}
+
+// FileAccess is what the file functions of a playbook may read.
+type FileAccess struct {
+	// Dir is the playbook's directory: relative paths resolve against it.
+	Dir string
+	// FS, when non-nil, holds the playbook (embedded stock playbooks):
+	// relative paths are slash paths inside it; absolute ones are on disk.
+	FS fs.FS
+	// Roots, when set, confine every read on disk to those directories:
+	// no absolute path, home directory or symbolic link leads out of them
+	// (a run of a site playbook from a ConfigMap, which must not read the
+	// pod's files).
+	Roots []string
+	// OnRead is told of every file read (nil: none).
+	OnRead ReadHook
 }
 
 // ReadHook is told of every file a file function read, by resolved name,
 // with its content: a saved plan fingerprints them like the playbook.
 type ReadHook func(name string, data []byte)
 
-// TableWithReads is Table with a hook on file reads (nil: none).
-func TableWithReads(baseDir string, fsys fs.FS, onRead ReadHook) map[string]function.Function {
-	files := newFileSource(baseDir, fsys)
-	files.onRead = onRead
+// TableFor is Table for a playbook whose file functions read what f
+// allows.
+func TableFor(f FileAccess) map[string]function.Function {
+	files := newFileSource(f)
 	t := baseTable()
 
 	t["file"] = makeFileFunc(files)

@@ -554,7 +554,7 @@ var HostType = cty.Object(map[string]cty.Type{
 
 // Functions returns the function table for expressions in pb.
 func Functions(pb *Playbook) map[string]function.Function {
-	return funcs.Table(pb.Dir, pb.FS)
+	return funcs.TableFor(funcs.FileAccess{Dir: pb.Dir, FS: pb.FS, Roots: pb.Roots})
 }
 
 var specs sync.Map // module name -> hcldec.Spec

@@ -13,6 +13,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
+	"github.com/wsu-project/wsu/engine/funcs"
 	"github.com/wsu-project/wsu/limits"
 	"github.com/wsu-project/wsu/modules"
 )
@@ -28,7 +29,13 @@ type Loader struct {
 	Registry *modules.Registry
 	// Embedded holds the stock playbooks (EmbeddedPrefix sources).
 	Embedded fs.FS
-	sources  map[string][]byte
+	// Confine, when set, are the only directories on disk the run may
+	// read: the playbook and its includes on disk must be inside them
+	// (stock playbooks are always allowed), and every playbook loaded gets
+	// them as its Roots. The controller confines a site playbook from a
+	// ConfigMap to the directory it wrote it to and the payload.
+	Confine []string
+	sources map[string][]byte
 }
 
 // NewLoader returns a loader resolving modules in reg.
@@ -80,6 +87,23 @@ func (l *Loader) resolve(from location, src string) location {
 	return location{name: filepath.Join(from.dir(), src)}
 }
 
+// confined refuses a playbook on disk outside l.Confine.
+func (l *Loader) confined(loc location, at *hcl.Range) *hcl.Diagnostic {
+	if len(l.Confine) == 0 || loc.fsys != nil {
+		return nil
+	}
+	name := loc.name
+	if real, err := filepath.EvalSymlinks(name); err == nil {
+		name = real
+	}
+	if _, _, ok := funcs.Inside(l.Confine, name); ok {
+		return nil
+	}
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Playbook outside the directories this run may read",
+		Detail:  fmt.Sprintf("%s is outside %s: a playbook from a ConfigMap includes only the files of its own ConfigMap, or stock playbooks (%sNAME.hcl).", loc.name, strings.Join(l.Confine, ", "), EmbeddedPrefix),
+		Subject: at}
+}
+
 // Load reads a playbook file (or an EmbeddedPrefix name) and everything it
 // includes, and checks it.
 func (l *Loader) Load(name string) (*Playbook, hcl.Diagnostics) {
@@ -89,6 +113,18 @@ func (l *Loader) Load(name string) (*Playbook, hcl.Diagnostics) {
 			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No embedded playbooks", Detail: "This build of wsu carries no stock playbooks."}}
 		}
 		loc = location{fsys: l.Embedded, name: path.Clean(rest)}
+	}
+	if len(l.Confine) > 0 && loc.fsys == nil {
+		// Compared with the roots as it really is: a link leads nowhere else.
+		if abs, err := filepath.Abs(loc.name); err == nil {
+			loc.name = abs
+			if real, err := filepath.EvalSymlinks(abs); err == nil {
+				loc.name = real
+			}
+		}
+	}
+	if d := l.confined(loc, nil); d != nil {
+		return nil, hcl.Diagnostics{d}
 	}
 	pb, diags := l.load(loc, nil, nil)
 	if diags.HasErrors() {
@@ -146,6 +182,7 @@ func (l *Loader) parse(loc location, src []byte, stack []string) (*Playbook, hcl
 		Filename:  display,
 		Dir:       loc.dir(),
 		FS:        loc.fsys,
+		Roots:     l.Confine,
 		Variables: map[string]*Variable{},
 		Locals:    map[string]*Local{},
 		Outputs:   map[string]*Output{},
@@ -553,6 +590,9 @@ func (l *Loader) decodeInclude(block *hcl.Block, from location, stack []string) 
 		}
 	}
 	target := l.resolve(from, inc.Source)
+	if d := l.confined(target, srcAttr.Expr.Range().Ptr()); d != nil {
+		return nil, append(diags, d)
+	}
 	if strings.HasPrefix(inc.Source, EmbeddedPrefix) && l.Embedded == nil {
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid include source", Detail: "This build of wsu carries no stock playbooks.", Subject: srcAttr.Expr.Range().Ptr()})
 		return nil, diags

@@ -21,6 +21,10 @@ type Playbook struct {
 	// resolve against; FS is the file system it lives in (nil: the OS).
 	Dir string
 	FS  fs.FS
+	// Roots, when set, are the directories the run may read files in
+	// (Loader.Confine): file functions, includes on disk and the local
+	// paths modules read (modules.Attribute.Local) stay inside them.
+	Roots []string
 
 	Variables     map[string]*Variable
 	VariableOrder []string

@@ -80,7 +80,7 @@ func (Preflight) Schema() modules.Schema {
 				Description: "Oldest Windows build accepted (17763: Windows Server 2019)."},
 			{Name: "services", Type: cty.List(cty.String), Default: cty.ListValEmpty(cty.String),
 				Description: "Services that must not exist unless wsu installed them."},
-			{Name: "payload", Type: cty.Map(cty.String), Default: cty.MapValEmpty(cty.String),
+			{Name: "payload", Type: cty.Map(cty.String), Default: cty.MapValEmpty(cty.String), Local: true,
 				Description: "Files the join will copy: node path → local path on the machine running wsu. A node path that already holds a file of the same size needs no new space."},
 			{Name: "disk_path", Type: cty.String, Default: cty.StringVal(`C:\`),
 				Description: "A path on the volume the payload goes to."},

@@ -67,7 +67,7 @@ func (Copy) Schema() modules.Schema {
 			"through a wrapper.",
 		Target: modules.TargetHost,
 		Attributes: []modules.Attribute{
-			{Name: "src", Type: cty.String, Required: true,
+			{Name: "src", Type: cty.String, Required: true, Local: true,
 				Description: "File on the controller. A relative path is resolved against wsu's working directory."},
 			{Name: "dest", Type: cty.String, Required: true,
 				Description: "Absolute Windows path of the file on the host (`C:\\k\\kubelet.exe`); parent directories are created."},
