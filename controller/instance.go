@@ -25,6 +25,7 @@ import (
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/kube"
 )
 
 // InstanceReconciler keeps one WindowsInstance's host joined: plan, approve,
@@ -116,6 +117,13 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.checkSpec(wi); err != nil {
 		return r.refuse(ctx, orig, wi, err)
 	}
+	if err := r.checkNode(ctx, wi); err != nil { // nodes.go
+		var nr *NodeRefused
+		if errors.As(err, &nr) {
+			return r.refuse(ctx, orig, wi, err)
+		}
+		return ctrl.Result{}, err
+	}
 	meta.RemoveStatusCondition(&wi.Status.Conditions, wsuv1.ConditionValid)
 	want, due, err := r.upgradeDue(ctx, wi)
 	if err != nil {
@@ -189,7 +197,7 @@ func (r *InstanceReconciler) converge(ctx context.Context, orig, wi *wsuv1.Windo
 	}
 	rr, err := r.runRequest(ctx, wi, "")
 	if err != nil {
-		return r.failed(ctx, orig, wi, ReasonInvalidInput, err.Error(), false)
+		return r.badRequest(ctx, orig, wi, err)
 	}
 	plan := r.run(ctx, wi, rr, engine.ModePlan)
 	if interrupted(ctx, plan) {
@@ -313,7 +321,11 @@ func (r *InstanceReconciler) recordNode(ctx context.Context, wi *wsuv1.WindowsIn
 	case err != nil:
 		return false, err
 	}
-	wi.Status.NodeName = name
+	if !ownNode(wi, node) { // nodes.go
+		setCondition(wi, wsuv1.ConditionNodeReady, metav1.ConditionUnknown, ReasonNodeNotOwned, fmt.Sprintf("Node %s is not this instance's (not a Windows Node marked %s=%s, or not the UID recorded)", name, kube.OwnerAnnotation, nodeOwner(wi)))
+		return false, nil
+	}
+	wi.Status.NodeName, wi.Status.NodeUID = name, string(node.UID)
 	if v := nodeVersion(node); v != "" {
 		wi.Status.AppliedVersion = v
 	}
@@ -392,7 +404,7 @@ func (r *InstanceReconciler) deconfigure(ctx context.Context, wi *wsuv1.WindowsI
 	orig = wi.DeepCopy()
 	rr, err := r.runRequest(ctx, wi, "wsu:remove.hcl")
 	if err != nil {
-		return r.failed(ctx, orig, wi, ReasonInvalidInput, err.Error(), false)
+		return r.badRequest(ctx, orig, wi, err)
 	}
 	out := r.run(ctx, wi, rr, engine.ModeApply)
 	if interrupted(ctx, out) {
@@ -408,16 +420,6 @@ func (r *InstanceReconciler) deconfigure(ctx context.Context, wi *wsuv1.WindowsI
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, r.release(ctx, wi)
-}
-
-// deleteNode deletes the instance's Node if the remove playbook left it.
-func (r *InstanceReconciler) deleteNode(ctx context.Context, wi *wsuv1.WindowsInstance) error {
-	name := r.nodeName(wi)
-	if name == "" {
-		return nil
-	}
-	err := r.Client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
-	return client.IgnoreNotFound(err)
 }
 
 // release removes the finalizer and the instance's local state.
@@ -506,11 +508,14 @@ func (r *InstanceReconciler) refuse(ctx context.Context, orig, wi *wsuv1.Windows
 	reason := ReasonInvalidInput
 	var hv *HostVarsRefused
 	var pb *PlaybookRefused
+	var nr *NodeRefused
 	switch {
 	case errors.As(err, &hv):
 		reason = ReasonHostVarRefused
 	case errors.As(err, &pb):
 		reason = ReasonPlaybookRefused
+	case errors.As(err, &nr):
+		reason = nr.Reason
 	}
 	msg := truncate(err.Error(), 1000)
 	was := meta.FindStatusCondition(orig.Status.Conditions, wsuv1.ConditionValid)
@@ -523,6 +528,16 @@ func (r *InstanceReconciler) refuse(ctx context.Context, orig, wi *wsuv1.Windows
 		phase = wsuv1.PhaseRemoving
 	}
 	return r.done(ctx, orig, wi, phase, 0)
+}
+
+// badRequest records a run that could not be set up: refused when the
+// instance asks for what it may not (nodes.go), failed otherwise.
+func (r *InstanceReconciler) badRequest(ctx context.Context, orig, wi *wsuv1.WindowsInstance, err error) (ctrl.Result, error) {
+	var nr *NodeRefused
+	if errors.As(err, &nr) {
+		return r.refuse(ctx, orig, wi, err)
+	}
+	return r.failed(ctx, orig, wi, ReasonInvalidInput, err.Error(), false)
 }
 
 // backoff is base·2^(failures-1), at most max.
@@ -616,6 +631,10 @@ func (r *InstanceReconciler) runRequest(ctx context.Context, wi *wsuv1.WindowsIn
 	if err != nil {
 		return RunRequest{}, err
 	}
+	if err := checkVars(vars, len(r.Options.Vars)); err != nil {
+		return RunRequest{}, err
+	}
+	vars = append(vars, nodeVars(wi, playbook)...) // last: they win
 	var readDirs []string
 	if r.payloads != nil && r.payloads.dir != "" {
 		readDirs = []string{r.payloads.dir}

@@ -60,6 +60,9 @@ func (r *InstanceReconciler) upgradeDue(ctx context.Context, wi *wsuv1.WindowsIn
 	case err != nil:
 		return want, false, err
 	}
+	if !ownNode(wi, node) {
+		return want, false, nil // checkNode refuses the instance; NodeReady says so
+	}
 	have := nodeVersion(node)
 	if have == want {
 		setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionTrue, ReasonAtVersion, fmt.Sprintf("Node %s runs payload %s", node.Name, want))
@@ -92,7 +95,7 @@ func (r *InstanceReconciler) upgrade(ctx context.Context, orig, wi *wsuv1.Window
 	defer r.rollouts.release()
 	rr, err := r.runRequest(ctx, wi, upgradePlaybook)
 	if err != nil {
-		return r.failed(ctx, orig, wi, ReasonInvalidInput, err.Error(), false)
+		return r.badRequest(ctx, orig, wi, err)
 	}
 	plan := r.run(ctx, wi, rr, engine.ModePlan)
 	if interrupted(ctx, plan) {

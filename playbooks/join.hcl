@@ -116,6 +116,24 @@ variable "node_name" {
   description = "Node name override (kubelet --hostname-override); null: the host name, lower-cased."
 }
 
+variable "node_owner" {
+  type        = string
+  default     = "wsu"
+  description = "Who joins the host: written on its Node as annotation wsu.dev/owner, and required of a Node that already holds the name (a Node that is not a Windows Node, or carries another owner or none, is refused before the host is changed). remove and upgrade take the same value. The controller sets windowsinstance/NAMESPACE/NAME."
+}
+
+variable "node_uid" {
+  type        = string
+  default     = null
+  description = "UID the Node must have when it exists (the controller passes the one it recorded at join); null: any."
+}
+
+variable "adopt_node" {
+  type        = bool
+  default     = false
+  description = "Take over a Windows Node of this name that carries no wsu.dev/owner annotation (one an earlier wsu joined, or a join cut short before it marked the Node). A Linux Node, or one of another owner, is refused all the same."
+}
+
 variable "platform" {
   type        = string
   default     = null
@@ -350,11 +368,14 @@ locals {
   }
   # wsu's namespace for per-node objects (WMCO's on OpenShift).
   metrics_namespace = coalesce(var.metrics_namespace, var.cluster_flavour == "openshift" ? "openshift-windows-machine-config-operator" : "kube-system")
-  platform          = var.platform != null ? var.platform : coalesce(include.runtime.platform, "None")
+  platform          = var.platform != null ? var.platform : coalesce(try(task["cluster platform"].platform, null), "None")
   # vSphere's cloud controller finds the node by its FQDN, AWS's and GCP's
-  # by the instance metadata name (play "cloud node name"); elsewhere the
+  # by the instance metadata name (play "node name"); elsewhere the
   # host name (configure-kubelet's default) or node_name.
   node_name = var.node_name != null ? var.node_name : (local.platform == "VSphere" ? lower(host.facts.fqdn) : try(task["instance metadata name"].node_name, null))
+  # The name the kubelet registers (configure-kubelet's default: the host
+  # name, lower-cased).
+  registered_name = coalesce(local.node_name, lower(host.facts.hostname))
   # OpenShift's ignition names the cloud provider; elsewhere a platform the
   # site names means an external cloud controller.
   cloud_provider = include.ignition.cloud_provider != null ? include.ignition.cloud_provider : (var.platform != null && var.platform != "None" ? "external" : null)
@@ -399,6 +420,44 @@ include "preflight" {
     min_windows_build = var.min_windows_build
     max_clock_skew    = var.max_clock_skew
     disk_reserve      = var.disk_reserve
+  }
+}
+
+# The node name: a Node that already holds it must be this host's, a
+# Windows Node annotated wsu.dev/owner=node_owner (kubeadm join refuses a
+# name a Ready Node holds). A Linux or control-plane Node, a Windows Node
+# another tool joined, one another host or instance joined: refused here,
+# before the host is changed. The name is the one the kubelet will
+# register: vSphere's cloud controller finds the node by its FQDN, AWS's
+# and GCP's by the name their instance metadata service gives, which only
+# the node can reach (the node reads it; the plan shows the name); on
+# OpenShift the platform is the cluster's. node_name overrides.
+play "node name" {
+  hosts = "windows"
+
+  task "cluster platform" {
+    when = var.platform == null && var.cluster_flavour == "openshift"
+    k8s_cluster_check {
+      kubeconfig = var.kubeconfig
+    }
+  }
+
+  task "instance metadata name" {
+    when = var.node_name == null && contains(["AWS", "GCP"], local.platform)
+    win_instance_metadata {
+      platform = local.platform
+      endpoint = var.instance_metadata_url
+    }
+  }
+
+  task "node name" {
+    k8s_node_owner {
+      kubeconfig = var.kubeconfig
+      name       = local.registered_name
+      owner      = var.node_owner
+      uid        = var.node_uid
+      adopt      = var.adopt_node
+    }
   }
 }
 
@@ -525,24 +584,6 @@ include "runtime" {
   }
 }
 
-# With an external cloud provider the kubelet must register the name the
-# cloud controller looks the instance up by, or the Node keeps its
-# "uninitialized" taint (WMCO's rules, pkg/services). vSphere's is the FQDN
-# (host name and primary DNS suffix), which the facts carry; AWS's and
-# GCP's come from the instance metadata service, which only the node can
-# reach: the node reads it (the plan shows the name). node_name overrides.
-play "cloud node name" {
-  hosts = "windows"
-
-  task "instance metadata name" {
-    when = var.node_name == null && contains(["AWS", "GCP"], local.platform)
-    win_instance_metadata {
-      platform = local.platform
-      endpoint = var.instance_metadata_url
-    }
-  }
-}
-
 # kubeadm: the kubelet runs with the cluster's own configuration
 # (kube-system/kubelet-config, as kubeadm join writes it, adapted to
 # Windows); OpenShift's comes from WMCO's template. A kubeadm cluster
@@ -554,7 +595,7 @@ play "kubelet configuration" {
     when = var.cluster_flavour == "kubeadm"
     k8s_kubelet_config {
       kubeconfig  = var.kubeconfig
-      node_name   = coalesce(local.node_name, lower(host.facts.hostname))
+      node_name   = local.registered_name
       cluster_dns = var.cluster_dns
     }
   }
@@ -636,6 +677,20 @@ play "bootstrap credentials" {
     win_file {
       path  = "C:\\k\\bootstrap-kubeconfig"
       state = "absent"
+    }
+  }
+
+  # The Node the kubelet registered carries wsu's mark from here on: cordon,
+  # drain, label, upgrade and remove act only on a Node so marked. A Node
+  # that was not there at the name check is this kubelet's.
+  task "node owner" {
+    k8s_node_owner {
+      kubeconfig = var.kubeconfig
+      name       = include.kubelet.node_name
+      owner      = var.node_owner
+      uid        = var.node_uid
+      adopt      = var.adopt_node || !try(task["node name"].exists, true)
+      wait       = var.ready_timeout
     }
   }
 }
@@ -725,6 +780,7 @@ play "ready" {
     k8s_node {
       kubeconfig  = var.kubeconfig
       name        = include.kubelet.node_name
+      owner       = var.node_owner
       labels      = local.node_labels_after_join
       annotations = merge(local.version_annotations, { "wsu.dev/network" = local.network })
     }

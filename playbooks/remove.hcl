@@ -5,6 +5,12 @@
 # (each removal may drop the connection: the engine reconnects), the
 # payload and log directories (and the parents join created, when empty)
 # and the environment wsu set, then the Node.
+#
+# The Node is touched only when it is a Windows Node wsu joined
+# (annotation wsu.dev/owner = node_owner, and the UID node_uid when given):
+# any other Node of that name (a typo, a control-plane Node) fails the run
+# at its first task, before anything changes. A Node that does not exist
+# is skipped, so remove runs again after a partial join or removal.
 
 variable "kubeconfig" {
   type        = string
@@ -16,6 +22,24 @@ variable "node_name" {
   type        = string
   default     = null
   description = "Node name override used at join; default: the host name, lower-cased."
+}
+
+variable "node_owner" {
+  type        = string
+  default     = "wsu"
+  description = "join's node_owner: the wsu.dev/owner annotation the Node must carry (the controller's windowsinstance/NAMESPACE/NAME)."
+}
+
+variable "node_uid" {
+  type        = string
+  default     = null
+  description = "UID the Node must have (the controller passes the one it recorded at join); null: any."
+}
+
+variable "node_registered" {
+  type        = bool
+  default     = true
+  description = "false: the host never registered a Node (the controller passes it for an instance with no Node recorded): the host is deconfigured and no Node or per-node cluster object is touched."
 }
 
 variable "platform" {
@@ -101,6 +125,8 @@ locals {
   # Stop order from the reference: cloud-node-manager (Azure), exporter,
   # kube-proxy, hybrid-overlay, kubelet, then the runtime.
   services = concat(["cloud-node-manager", "windows_exporter", "kube-proxy", "hybrid-overlay-node", "csi-proxy", "kubelet"], var.remove_containerd ? ["containerd"] : [])
+  # The Node exists and is this host's ("node owner" checked it).
+  node_exists = var.node_registered && try(task["node owner"].exists, false)
   node = var.node_name != null ? var.node_name : (
     var.platform == "VSphere" ? lower(host.facts.fqdn) : coalesce(try(task["instance metadata name"].node_name, null), lower(host.facts.hostname))
   )
@@ -122,17 +148,33 @@ play "cloud node name" {
 play "drain" {
   hosts = "windows"
 
+  # The Node must be this host's (see the top); a Node of another owner, or
+  # not a Windows Node, fails here.
+  task "node owner" {
+    when = var.node_registered
+    k8s_node_owner {
+      kubeconfig = var.kubeconfig
+      name       = local.node
+      owner      = var.node_owner
+      uid        = var.node_uid
+    }
+  }
+
   # The network join recorded on the Node (wsu.dev/network): what else
   # there is to remove.
   task "joined network" {
+    when = local.node_exists
     k8s_node {
       kubeconfig = var.kubeconfig
       name       = local.node
+      owner      = var.node_owner
+      uid        = var.node_uid
     }
   }
 
   # Prometheus stops scraping the node before its exporter stops.
   task "metrics endpoint" {
+    when = var.node_registered
     k8s_metrics_endpoint {
       kubeconfig = var.kubeconfig
       namespace  = coalesce(var.metrics_namespace, var.cluster_flavour == "openshift" ? "openshift-windows-machine-config-operator" : "kube-system")
@@ -142,16 +184,22 @@ play "drain" {
   }
 
   task "cordon" {
+    when = local.node_exists
     k8s_node_cordon {
       kubeconfig = var.kubeconfig
       name       = local.node
+      owner      = var.node_owner
+      uid        = var.node_uid
     }
   }
 
   task "drain" {
+    when = local.node_exists
     k8s_node_drain {
       kubeconfig           = var.kubeconfig
       name                 = local.node
+      owner                = var.node_owner
+      uid                  = var.node_uid
       timeout              = var.drain_timeout
       force                = var.drain_force
       delete_emptydir_data = var.drain_delete_emptydir_data
@@ -177,7 +225,7 @@ play "deconfigure" {
   # kube-proxy's own identity (join with network ovn-hybrid on kubeadm,
   # kube_proxy_identity "own"): its files, binding and ServiceAccount.
   task "kube-proxy identity" {
-    when = var.cluster_flavour == "kubeadm" && try(task["joined network"].annotations["wsu.dev/network"], "") == "ovn-hybrid" && var.kube_proxy_identity == "own"
+    when = var.node_registered && var.cluster_flavour == "kubeadm" && try(task["joined network"].annotations["wsu.dev/network"], "") == "ovn-hybrid" && var.kube_proxy_identity == "own"
     k8s_node_identity {
       kubeconfig   = var.kubeconfig
       node_name    = local.node
@@ -192,7 +240,7 @@ play "deconfigure" {
   # files, RBAC and ServiceAccount. Only on Azure: elsewhere wsu has no
   # rights to read them (deploy/rbac/azure-cloud-node-manager.yaml).
   task "cloud-node-manager identity" {
-    when = coalesce(var.platform, "None") == "Azure"
+    when = var.node_registered && coalesce(var.platform, "None") == "Azure"
     k8s_node_identity {
       kubeconfig = var.kubeconfig
       node_name  = local.node
@@ -278,17 +326,23 @@ play "node" {
   hosts = "windows"
 
   task "version annotation" {
+    when = local.node_exists
     k8s_node {
       kubeconfig  = var.kubeconfig
       name        = local.node
+      owner       = var.node_owner
+      uid         = var.node_uid
       annotations = { (local.version_annotation) = null }
     }
   }
 
   task "delete node" {
+    when = local.node_exists
     k8s_node_delete {
       kubeconfig = var.kubeconfig
       name       = local.node
+      owner      = var.node_owner
+      uid        = var.node_uid
     }
   }
 }

@@ -2,6 +2,10 @@
 # node whose version annotation already matches the payload is not
 # cordoned or drained (a re-run of an upgrade touches nothing).
 # Variables (payload_dir, kubeconfig, ...) are join's: set them as for join.
+# Only a Windows Node wsu joined (annotation wsu.dev/owner = node_owner,
+# and the UID node_uid when given) is cordoned or drained: any other Node
+# of that name fails the run at its first cluster task, before anything
+# changes.
 
 variable "kubeconfig" {
   type        = string
@@ -13,6 +17,24 @@ variable "node_name" {
   type        = string
   default     = null
   description = "Node name override used at join; default: the host name, lower-cased."
+}
+
+variable "node_owner" {
+  type        = string
+  default     = "wsu"
+  description = "join's node_owner: the wsu.dev/owner annotation the Node must carry."
+}
+
+variable "node_uid" {
+  type        = string
+  default     = null
+  description = "UID the Node must have (the controller passes the one it recorded at join); null: any."
+}
+
+variable "adopt_node" {
+  type        = bool
+  default     = false
+  description = "join's adopt_node: take over a Windows Node without the wsu.dev/owner annotation (one an earlier wsu joined) and mark it before it is cordoned."
 }
 
 variable "platform" {
@@ -97,10 +119,22 @@ play "cordon" {
     }
   }
 
+  task "node owner" {
+    k8s_node_owner {
+      kubeconfig = var.kubeconfig
+      name       = local.node
+      owner      = var.node_owner
+      uid        = var.node_uid
+      adopt      = var.adopt_node
+    }
+  }
+
   task "current version" {
     k8s_node {
       kubeconfig = var.kubeconfig
       name       = local.node
+      owner      = var.node_owner
+      uid        = var.node_uid
     }
   }
 
@@ -109,6 +143,8 @@ play "cordon" {
     k8s_node_cordon {
       kubeconfig = var.kubeconfig
       name       = local.node
+      owner      = var.node_owner
+      uid        = var.node_uid
     }
   }
 
@@ -117,6 +153,8 @@ play "cordon" {
     k8s_node_drain {
       kubeconfig           = var.kubeconfig
       name                 = local.node
+      owner                = var.node_owner
+      uid                  = var.node_uid
       timeout              = var.drain_timeout
       force                = var.drain_force
       delete_emptydir_data = var.drain_delete_emptydir_data
@@ -141,6 +179,8 @@ play "uncordon" {
     k8s_node_cordon {
       kubeconfig = var.kubeconfig
       name       = local.node
+      owner      = var.node_owner
+      uid        = var.node_uid
       cordoned   = false
     }
   }

@@ -41,8 +41,9 @@ play "mark" {
 
   task "node" {
     k8s_node {
-      name   = "shared-name"
-      labels = { "wsu.dev/run" = var.run }
+      name          = "shared-name"
+      labels        = { "wsu.dev/run" = var.run }
+      only_if_owned = false # a Node of the test's, not one wsu joined
     }
   }
 }

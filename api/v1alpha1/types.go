@@ -95,7 +95,10 @@ type WindowsInstanceSpec struct {
 	// +optional
 	Playbook PlaybookSource `json:"playbook,omitempty"`
 	// Vars are playbook variables (-var), as strings; HCL values such as
-	// numbers and lists are written as in a var file.
+	// numbers and lists are written as in a var file. The variables that
+	// say which Node the host may touch (ControllerVars: node_owner,
+	// node_uid, node_registered, adopt_node) are the controller's.
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['node_owner', 'node_uid', 'node_registered', 'adopt_node']))",message="vars may not set node_owner, node_uid, node_registered or adopt_node: the controller decides which Node an instance owns"
 	// +optional
 	Vars map[string]string `json:"vars,omitempty"`
 	// VarsFrom are ConfigMaps and Secrets of playbook variables, applied in
@@ -142,6 +145,17 @@ func InstanceHostVars() []string {
 		"ansible_winrm_read_timeout_sec", "ansible_winrm_operation_timeout_sec",
 		JumpHostVar,
 	}
+}
+
+// ControllerVars are the playbook variables only the controller sets: who
+// owns the instance's Node (node_owner, its wsu.dev/owner annotation), the
+// Node's UID recorded at join (node_uid), whether the host ever
+// registered one (node_registered), and adopt_node, which an instance
+// never gets (an admin re-marks a Node by hand: docs/install.md). The
+// CRD's rule on vars lists the same names (types_test.go checks); the
+// controller refuses them in varsFrom too.
+func ControllerVars() []string {
+	return []string{"node_owner", "node_uid", "node_registered", "adopt_node"}
 }
 
 // JumpHostVar is the host variable naming a jump host (bastion).
@@ -256,6 +270,12 @@ type WindowsInstanceStatus struct {
 	// NodeName is the Node the host registered as.
 	// +optional
 	NodeName string `json:"nodeName,omitempty"`
+	// NodeUID is that Node's UID, recorded when the controller first saw
+	// it marked as this instance's (annotation wsu.dev/owner). Cordon,
+	// drain, upgrade, remove and delete act only on the Node with this
+	// UID; an instance without one never touches a Node.
+	// +optional
+	NodeUID string `json:"nodeUID,omitempty"`
 	// Identity is what the host reported of itself.
 	// +optional
 	Identity Identity `json:"identity,omitempty"`

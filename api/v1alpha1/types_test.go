@@ -39,3 +39,24 @@ func TestCRDHostVarsRule(t *testing.T) {
 	require.NotNil(t, msg, hv.XValidations[0].Message)
 	assert.Equal(t, InstanceHostVars(), append(strings.Split(msg[1], ", "), JumpHostVar), "the message's list")
 }
+
+// TestCRDVarsRule: the CRD's rule on spec.vars refuses exactly
+// ControllerVars, in its rule and in its message.
+func TestCRDVarsRule(t *testing.T) {
+	data, err := os.ReadFile("../../deploy/crd/wsu.dev_windowsinstances.yaml")
+	require.NoError(t, err)
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	require.NoError(t, yaml.Unmarshal(data, crd))
+	v := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["vars"]
+	require.Len(t, v.XValidations, 1)
+	rule := regexp.MustCompile(`in \[([^\]]*)\]`).FindStringSubmatch(v.XValidations[0].Rule)
+	require.NotNil(t, rule, v.XValidations[0].Rule)
+	var names []string
+	for _, m := range regexp.MustCompile(`'([a-z_]+)'`).FindAllStringSubmatch(rule[1], -1) {
+		names = append(names, m[1])
+	}
+	assert.Equal(t, ControllerVars(), names, "the rule's list")
+	for _, n := range ControllerVars() {
+		assert.Contains(t, v.XValidations[0].Message, n, "the message names it")
+	}
+}

@@ -96,3 +96,16 @@ func converge(t *testing.T, m modules.Module, cfg modules.Config) (*modules.Chan
 	}
 	return nil, pr.Result
 }
+
+// joinedNode registers a Windows Node, as its kubelet does, and marks it
+// as join does (wsu.dev/owner=wsu): the Node the node modules act on.
+func joinedNode(t *testing.T, c *kubetest.Cluster, name string, labels map[string]string) {
+	t.Helper()
+	l := map[string]string{"kubernetes.io/os": "windows"}
+	for k, v := range labels {
+		l[k] = v
+	}
+	_, err := c.CreateNode(ctx, name, l)
+	require.NoError(t, err)
+	require.NoError(t, c.AnnotateNode(ctx, name, OwnerAnnotation, "wsu"))
+}

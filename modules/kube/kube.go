@@ -38,6 +38,7 @@ func Modules(cache *kube.Cache) []modules.Module {
 		NodeCordon{c},
 		NodeDrain{c},
 		NodeDelete{c},
+		NodeOwner{c},
 		WaitAnnotation{c},
 		ClusterCheck{c},
 		WindowsNetwork{c},

@@ -35,19 +35,19 @@ var (
 	taintRefType = cty.ObjectWithOptionalAttrs(map[string]cty.Type{"key": cty.String, "effect": cty.String}, []string{"effect"})
 )
 
-var nodeAttrs = withConn(
-	modules.Attribute{Name: "name", Type: cty.String, Required: true, Description: "Name of the Node."},
-	modules.Attribute{Name: "labels", Type: cty.Map(cty.String),
+var nodeAttrs = withConn(append([]modules.Attribute{
+	{Name: "name", Type: cty.String, Required: true, Description: "Name of the Node."},
+	{Name: "labels", Type: cty.Map(cty.String),
 		Description: "Labels to set; a `null` value removes the label. Labels not named here are left alone."},
-	modules.Attribute{Name: "annotations", Type: cty.Map(cty.String),
+	{Name: "annotations", Type: cty.Map(cty.String),
 		Description: "Annotations to set; a `null` value removes the annotation. Others are left alone."},
-	modules.Attribute{Name: "taints", Type: cty.List(taintArgType),
+	{Name: "taints", Type: cty.List(taintArgType),
 		Description: "Taints the node must have, each `{ key, value, effect }` (`value` optional; `effect` one of " +
 			"`NoSchedule`, `PreferNoSchedule`, `NoExecute`). A taint is identified by key and effect, as kubectl " +
 			"does: an existing one with another value is updated. Other taints are left alone."},
-	modules.Attribute{Name: "remove_taints", Type: cty.List(taintRefType),
+	{Name: "remove_taints", Type: cty.List(taintRefType),
 		Description: "Taints to remove, each `{ key, effect }`; without `effect`, every taint with that key goes."},
-)
+}, ownerAttrs...)...)
 
 var nodeResults = []modules.Attribute{
 	{Name: "labels", Type: cty.Map(cty.String), Description: "All of the node's labels afterwards."},
@@ -63,7 +63,7 @@ func (Node) Schema() modules.Schema {
 			"lists each label, annotation and taint that differs, and apply changes them in one patch " +
 			"guarded by the node's resourceVersion (a concurrent change makes it re-read and retry). " +
 			"The node must exist when the task is applied; a plan made before the kubelet registers it " +
-			"shows every named key as added.",
+			"shows every named key as added." + ownedOnlyNote,
 		Target:     modules.TargetController,
 		Attributes: nodeAttrs,
 		Results:    nodeResults,
@@ -367,6 +367,9 @@ func (m Node) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 	case err != nil:
 		return modules.PlanResponse{Result: unknownResult(nodeResults), Diagnostics: apiError(cfg, "name", "Cannot read node "+name, err)}
 	}
+	if diags := refuseNode(cfg, n); diags.HasErrors() {
+		return modules.PlanResponse{Result: unknownResult(nodeResults), Diagnostics: diags}
+	}
 	d := diffNode(n, decodeNodeSpec(cfg))
 	if d.empty() {
 		return modules.PlanResponse{Result: d.after(n)}
@@ -391,10 +394,14 @@ func (m Node) Apply(ctx context.Context, req modules.ApplyRequest) modules.Apply
 	spec := decodeNodeSpec(cfg)
 	nodes := cl.Kube.CoreV1().Nodes()
 	var out cty.Value
+	var refused hcl.Diagnostics
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := nodes.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
+		}
+		if refused = refuseNode(cfg, n); refused.HasErrors() {
+			return nil
 		}
 		d := diffNode(n, spec)
 		if d.empty() {
@@ -418,6 +425,9 @@ func (m Node) Apply(ctx context.Context, req modules.ApplyRequest) modules.Apply
 			summary = "Node " + name + " does not exist"
 		}
 		return modules.ApplyResponse{Result: unknownResult(nodeResults), Diagnostics: apiError(cfg, "name", summary, err)}
+	}
+	if refused.HasErrors() {
+		return modules.ApplyResponse{Result: unknownResult(nodeResults), Diagnostics: refused}
 	}
 	return modules.ApplyResponse{Result: out}
 }

@@ -2,10 +2,12 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,11 +24,11 @@ var (
 	_ modules.Validator = NodeCordon{}
 )
 
-var nodeCordonAttrs = withConn(
-	modules.Attribute{Name: "name", Type: cty.String, Required: true, Description: "Name of the Node."},
-	modules.Attribute{Name: "cordoned", Type: cty.Bool, Default: cty.True,
+var nodeCordonAttrs = withConn(append([]modules.Attribute{
+	{Name: "name", Type: cty.String, Required: true, Description: "Name of the Node."},
+	{Name: "cordoned", Type: cty.Bool, Default: cty.True,
 		Description: "`true` keeps new pods off the node (`kubectl cordon`); `false` lets them on again (`kubectl uncordon`)."},
-)
+}, ownerAttrs...)...)
 
 var nodeCordonResults = []modules.Attribute{
 	{Name: "cordoned", Type: cty.Bool, Description: "Whether the node is unschedulable afterwards."},
@@ -37,7 +39,7 @@ func (NodeCordon) Schema() modules.Schema {
 		Name:    "k8s_node_cordon",
 		Summary: "Cordon or uncordon a Node.",
 		Description: "Sets the Node's `spec.unschedulable`. Pods already running stay; use `k8s_node_drain` " +
-			"to move them. The node must exist.",
+			"to move them. The node must exist." + ownedOnlyNote,
 		Target:     modules.TargetController,
 		Attributes: nodeCordonAttrs,
 		Results:    nodeCordonResults,
@@ -56,12 +58,21 @@ func (NodeCordon) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 
 // setUnschedulable patches spec.unschedulable; false removes the field,
 // as kubectl uncordon leaves it.
-func setUnschedulable(ctx context.Context, cl *kube.Client, name string, on bool) error {
-	patch := `{"spec":{"unschedulable":null}}`
+// The patch is guarded by the resourceVersion of the Node the task
+// checked (node_owned.go): a Node replaced since is not touched.
+func setUnschedulable(ctx context.Context, cl *kube.Client, n *corev1.Node, on bool) error {
+	var unschedulable any
 	if on {
-		patch = `{"spec":{"unschedulable":true}}`
+		unschedulable = true
 	}
-	_, err := cl.Kube.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": n.ResourceVersion},
+		"spec":     map[string]any{"unschedulable": unschedulable},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = cl.Kube.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
 }
 
@@ -92,6 +103,9 @@ func (m NodeCordon) Plan(ctx context.Context, req modules.PlanRequest) modules.P
 		}
 		return modules.PlanResponse{Result: unknownResult(nodeCordonResults), Diagnostics: apiError(cfg, "name", summary, err)}
 	}
+	if diags := refuseNode(cfg, n); diags.HasErrors() {
+		return modules.PlanResponse{Result: unknownResult(nodeCordonResults), Diagnostics: diags}
+	}
 	res := result(nodeCordonResults, map[string]cty.Value{"cordoned": want})
 	if n.Spec.Unschedulable == want.True() {
 		return modules.PlanResponse{Result: res}
@@ -118,7 +132,18 @@ func (m NodeCordon) Apply(ctx context.Context, req modules.ApplyRequest) modules
 	}
 	name, _ := str(get(cfg, "name"))
 	want := get(cfg, "cordoned").True()
-	if err := setUnschedulable(ctx, cl, name, want); err != nil {
+	n, err := cl.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		summary := "Cannot read node " + name
+		if apierrors.IsNotFound(err) {
+			summary = "Node " + name + " does not exist"
+		}
+		return modules.ApplyResponse{Result: unknownResult(nodeCordonResults), Diagnostics: apiError(cfg, "name", summary, err)}
+	}
+	if diags := refuseNode(cfg, n); diags.HasErrors() {
+		return modules.ApplyResponse{Result: unknownResult(nodeCordonResults), Diagnostics: diags}
+	}
+	if err := setUnschedulable(ctx, cl, n, want); err != nil {
 		return modules.ApplyResponse{Result: unknownResult(nodeCordonResults), Diagnostics: apiError(cfg, "name", "Cannot cordon node "+name, err)}
 	}
 	return modules.ApplyResponse{Result: result(nodeCordonResults, map[string]cty.Value{"cordoned": cty.BoolVal(want)})}

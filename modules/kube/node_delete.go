@@ -19,9 +19,9 @@ var (
 	_ modules.Validator = NodeDelete{}
 )
 
-var nodeDeleteAttrs = withConn(
-	modules.Attribute{Name: "name", Type: cty.String, Required: true, Description: "Name of the Node."},
-)
+var nodeDeleteAttrs = withConn(append([]modules.Attribute{
+	{Name: "name", Type: cty.String, Required: true, Description: "Name of the Node."},
+}, ownerAttrs...)...)
 
 var nodeDeleteResults = []modules.Attribute{
 	{Name: "existed", Type: cty.Bool, Description: "Whether the node existed before the task."},
@@ -33,7 +33,8 @@ func (NodeDelete) Schema() modules.Schema {
 		Summary: "Delete a Node object.",
 		Description: "Deletes the Node from the cluster; no change when it does not exist. It does not stop " +
 			"the kubelet: one still running registers the node again, so stop its services first. Drain " +
-			"the node before deleting it, or its pods are left to the garbage collector.",
+			"the node before deleting it, or its pods are left to the garbage collector. The delete carries the " +
+			"UID of the Node checked as a precondition." + ownedOnlyNote,
 		Target:     modules.TargetController,
 		Attributes: nodeDeleteAttrs,
 		Results:    nodeDeleteResults,
@@ -63,12 +64,15 @@ func (m NodeDelete) Plan(ctx context.Context, req modules.PlanRequest) modules.P
 		}
 		return modules.PlanResponse{Change: &modules.Change{Action: modules.Delete, Subject: subject}, Result: unknownResult(nodeDeleteResults)}
 	}
-	_, err := cl.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	n, err := cl.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return modules.PlanResponse{Result: result(nodeDeleteResults, map[string]cty.Value{"existed": cty.False})}
 	case err != nil:
 		return modules.PlanResponse{Result: unknownResult(nodeDeleteResults), Diagnostics: apiError(cfg, "name", "Cannot read node "+name, err)}
+	}
+	if diags := refuseNode(cfg, n); diags.HasErrors() {
+		return modules.PlanResponse{Result: unknownResult(nodeDeleteResults), Diagnostics: diags}
 	}
 	return modules.PlanResponse{
 		Change: &modules.Change{Action: modules.Delete, Subject: "node " + name},
@@ -86,7 +90,16 @@ func (m NodeDelete) Apply(ctx context.Context, req modules.ApplyRequest) modules
 		return modules.ApplyResponse{Result: unknownResult(nodeDeleteResults), Diagnostics: diags}
 	}
 	name, _ := str(get(cfg, "name"))
-	err := cl.Kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+	nodes := cl.Kube.CoreV1().Nodes()
+	n, err := nodes.Get(ctx, name, metav1.GetOptions{})
+	if err == nil {
+		if diags := refuseNode(cfg, n); diags.HasErrors() {
+			return modules.ApplyResponse{Result: unknownResult(nodeDeleteResults), Diagnostics: diags}
+		}
+		// Only the Node checked: one deleted and registered again since
+		// has another UID, and the API server refuses the delete.
+		err = nodes.Delete(ctx, name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(n.UID))})
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return modules.ApplyResponse{Result: result(nodeDeleteResults, map[string]cty.Value{"existed": cty.False})}

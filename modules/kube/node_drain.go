@@ -29,21 +29,21 @@ var (
 	_ modules.Validator = NodeDrain{}
 )
 
-var nodeDrainAttrs = withConn(
-	modules.Attribute{Name: "name", Type: cty.String, Required: true, Description: "Name of the Node."},
-	modules.Attribute{Name: "timeout", Type: cty.Number, Default: cty.NumberIntVal(300),
+var nodeDrainAttrs = withConn(append([]modules.Attribute{
+	{Name: "name", Type: cty.String, Required: true, Description: "Name of the Node."},
+	{Name: "timeout", Type: cty.Number, Default: cty.NumberIntVal(300),
 		Description: "Seconds to keep trying evictions and waiting for the pods to go before failing."},
-	modules.Attribute{Name: "interval", Type: cty.Number, Default: cty.NumberIntVal(5),
+	{Name: "interval", Type: cty.Number, Default: cty.NumberIntVal(5),
 		Description: "Seconds between retries of an eviction a PodDisruptionBudget refused, and between checks that evicted pods are gone."},
-	modules.Attribute{Name: "grace_period", Type: cty.Number,
+	{Name: "grace_period", Type: cty.Number,
 		Description: "Seconds each pod gets to terminate. Default: the pod's own `terminationGracePeriodSeconds`."},
-	modules.Attribute{Name: "ignore_daemonsets", Type: cty.Bool, Default: cty.True,
+	{Name: "ignore_daemonsets", Type: cty.Bool, Default: cty.True,
 		Description: "Leave DaemonSet pods running (their controller would recreate them at once). With `false`, a DaemonSet pod stops the drain."},
-	modules.Attribute{Name: "delete_emptydir_data", Type: cty.Bool, Default: cty.False,
+	{Name: "delete_emptydir_data", Type: cty.Bool, Default: cty.False,
 		Description: "Evict pods with `emptyDir` volumes, whose data is lost. Without it such a pod stops the drain."},
-	modules.Attribute{Name: "force", Type: cty.Bool, Default: cty.False,
+	{Name: "force", Type: cty.Bool, Default: cty.False,
 		Description: "Evict pods no controller manages; nothing recreates them. Without it such a pod stops the drain."},
-)
+}, ownerAttrs...)...)
 
 var nodeDrainResults = []modules.Attribute{
 	{Name: "evicted", Type: cty.List(cty.String), Description: "Pods evicted, as `namespace/name`."},
@@ -62,7 +62,7 @@ func (NodeDrain) Schema() modules.Schema {
 			"drain`, pods with `emptyDir` data and pods no controller manages stop the drain unless " +
 			"`delete_emptydir_data` or `force` allow them; the plan already fails on them.\n\n" +
 			"No change when the node is cordoned and holds nothing to evict. A node that does not exist " +
-			"has nothing to drain: the task warns and changes nothing, so removal playbooks can run again.",
+			"has nothing to drain: the task warns and changes nothing, so removal playbooks can run again." + ownedOnlyNote,
 		Target:     modules.TargetController,
 		Attributes: nodeDrainAttrs,
 		Results:    nodeDrainResults,
@@ -209,6 +209,9 @@ func (m NodeDrain) Plan(ctx context.Context, req modules.PlanRequest) modules.Pl
 	if err != nil {
 		return modules.PlanResponse{Result: unknownResult(nodeDrainResults), Diagnostics: apiError(cfg, "name", "Cannot read node "+o.node, err)}
 	}
+	if diags := refuseNode(cfg, n); diags.HasErrors() {
+		return modules.PlanResponse{Result: unknownResult(nodeDrainResults), Diagnostics: diags}
+	}
 	pods, err := podsOnNode(ctx, cl, o.node)
 	if err != nil {
 		return modules.PlanResponse{Result: unknownResult(nodeDrainResults), Diagnostics: apiError(cfg, "name", "Cannot list the pods on node "+o.node, err)}
@@ -266,8 +269,11 @@ func (m NodeDrain) Apply(ctx context.Context, req modules.ApplyRequest) modules.
 	if err != nil {
 		return fail("Cannot read node "+o.node, err)
 	}
+	if diags := refuseNode(cfg, n); diags.HasErrors() {
+		return modules.ApplyResponse{Result: unknownResult(nodeDrainResults), Diagnostics: diags}
+	}
 	if !n.Spec.Unschedulable {
-		if err := setUnschedulable(ctx, cl, o.node, true); err != nil {
+		if err := setUnschedulable(ctx, cl, n, true); err != nil {
 			return fail("Cannot cordon node "+o.node, err)
 		}
 	}

@@ -65,8 +65,7 @@ func podExists(t *testing.T, c *kubetest.Cluster, ns, name string) bool {
 // drainNode registers a node and a namespace of the same name.
 func drainNode(t *testing.T, c *kubetest.Cluster, name string) {
 	t.Helper()
-	_, err := c.CreateNode(ctx, name, nil)
-	require.NoError(t, err)
+	joinedNode(t, c, name, nil)
 	require.NoError(t, c.SetNodeReady(ctx, name))
 	require.NoError(t, c.EnsureNamespace(ctx, name))
 }

@@ -161,8 +161,7 @@ func TestNodeWait(t *testing.T) {
 func TestNode(t *testing.T) {
 	c := cluster(t)
 	m := Node{testClusters}
-	_, err := c.CreateNode(ctx, "label-1", map[string]string{"kubernetes.io/os": "windows", "old": "x"})
-	require.NoError(t, err)
+	joinedNode(t, c, "label-1", map[string]string{"old": "x"})
 	nodes := c.Client.CoreV1().Nodes()
 	notReady := corev1.Taint{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoSchedule}
 
@@ -241,8 +240,7 @@ func TestNode(t *testing.T) {
 func TestNodeCordon(t *testing.T) {
 	c := cluster(t)
 	m := NodeCordon{testClusters}
-	_, err := c.CreateNode(ctx, "cordon-1", nil)
-	require.NoError(t, err)
+	joinedNode(t, c, "cordon-1", nil)
 	unschedulable := func() bool {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, "cordon-1", metav1.GetOptions{})
 		require.NoError(t, err)
@@ -282,15 +280,14 @@ func TestNodeCordon(t *testing.T) {
 func TestNodeDelete(t *testing.T) {
 	c := cluster(t)
 	m := NodeDelete{testClusters}
-	_, err := c.CreateNode(ctx, "delete-1", nil)
-	require.NoError(t, err)
+	joinedNode(t, c, "delete-1", nil)
 	cfg := kcfg(t, c, m, map[string]cty.Value{"name": cty.StringVal("delete-1")})
 	change, res := converge(t, m, cfg)
 	require.NotNil(t, change)
 	assert.Equal(t, modules.Delete, change.Action)
 	assert.Equal(t, "node delete-1", change.Subject)
 	assert.Equal(t, cty.True, res.GetAttr("existed"))
-	_, err = c.Client.CoreV1().Nodes().Get(ctx, "delete-1", metav1.GetOptions{})
+	_, err := c.Client.CoreV1().Nodes().Get(ctx, "delete-1", metav1.GetOptions{})
 	require.Error(t, err)
 	assert.Equal(t, cty.False, plan(t, m, cfg).Result.GetAttr("existed"))
 }

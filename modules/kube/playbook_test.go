@@ -85,8 +85,7 @@ play "cluster" {
 
 func TestPlaybook(t *testing.T) {
 	c := cluster(t)
-	_, err := c.CreateNode(ctx, "win-e2e", map[string]string{"stale": "yes"})
-	require.NoError(t, err)
+	joinedNode(t, c, "win-e2e", map[string]string{"stale": "yes"})
 	require.NoError(t, c.SetNodeReady(ctx, "win-e2e"))
 	require.NoError(t, c.AnnotateNode(ctx, "win-e2e", "k8s.ovn.org/hybrid-overlay-node-subnet", "10.132.3.0/24"))
 

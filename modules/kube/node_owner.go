@@ -1,0 +1,209 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/wsu-project/wsu/modules"
+)
+
+// NodeOwner claims a node name for a host before it joins, and marks the
+// Node its kubelet registers as wsu's (node_owned.go says why): kubeadm
+// join refuses a name a Ready Node holds; this refuses a name any Node
+// holds that is not this owner's Windows Node.
+type NodeOwner struct{ Clusters }
+
+var (
+	_ modules.Module    = NodeOwner{}
+	_ modules.Validator = NodeOwner{}
+)
+
+var nodeOwnerAttrs = withConn(
+	modules.Attribute{Name: "name", Type: cty.String, Required: true, Description: "Name of the Node the host registers (or registered) as."},
+	modules.Attribute{Name: "owner", Type: cty.String, Required: true,
+		Description: "Who joins the host: the `" + OwnerAnnotation + "` value written on the Node and required of one already there (the CLI's default `wsu`; the controller's `windowsinstance/NAMESPACE/NAME`)."},
+	modules.Attribute{Name: "uid", Type: cty.String,
+		Description: "The UID the Node must have when it exists (the controller's `status.nodeUID`); null: any."},
+	modules.Attribute{Name: "adopt", Type: cty.Bool, Default: cty.False,
+		Description: "Take a Windows Node without the `" + OwnerAnnotation + "` annotation (one an earlier wsu joined, or a join cut short before it marked it). A Node of another owner, or not a Windows Node, is refused all the same."},
+	modules.Attribute{Name: "wait", Type: cty.Number, Default: cty.NumberIntVal(0),
+		Description: "Seconds apply waits for the Node to register, then marks it; 0: a Node that does not exist is no change (the check before a join)."},
+	modules.Attribute{Name: "interval", Type: cty.Number, Default: cty.NumberIntVal(2),
+		Description: "Seconds between checks while waiting."},
+)
+
+var nodeOwnerResults = []modules.Attribute{
+	{Name: "exists", Type: cty.Bool, Description: "Whether the Node exists (after the wait)."},
+	{Name: "uid", Type: cty.String, Description: "The Node's UID; \"\" when it does not exist."},
+}
+
+func (NodeOwner) Schema() modules.Schema {
+	return modules.Schema{
+		Name:    "k8s_node_owner",
+		Summary: "Refuse a node name another Node holds; mark the host's Node as wsu's.",
+		Description: "Reads the Node. One that exists must be a Windows Node (`kubernetes.io/os=windows`) " +
+			"annotated `" + OwnerAnnotation + "` with `owner` (and, with `uid`, that UID); anything else fails " +
+			"the plan, at `name`, before the host is changed: a Linux or control-plane Node, a Windows Node " +
+			"another tool joined, one another host or instance joined. An unmarked Windows Node is taken " +
+			"only with `adopt`. The change is the annotation, written on a Node that lacks it; with " +
+			"`wait`, apply first waits for the kubelet to register the Node. The cordon, drain, label and " +
+			"delete modules require the same annotation.",
+		Target:     modules.TargetController,
+		Attributes: nodeOwnerAttrs,
+		Results:    nodeOwnerResults,
+		Example: `task "node name" {
+  k8s_node_owner {
+    name  = lower(host.facts.hostname)
+    owner = "wsu"
+  }
+}`,
+	}
+}
+
+func (NodeOwner) Validate(req modules.ValidateRequest) hcl.Diagnostics {
+	cfg := req.Config
+	diags := validateNodeName(cfg, "name")
+	if s, ok := str(get(cfg, "owner")); ok && s == "" {
+		diags = append(diags, cfg.Error("owner", "Empty owner", "owner names who joins the host; it cannot be empty."))
+	}
+	return append(diags, validateSeconds(cfg, []string{"wait"}, []string{"interval"})...)
+}
+
+// ownerSpec is a decoded task.
+type ownerSpec struct {
+	name, owner, uid string
+	adopt            bool
+	wait, interval   time.Duration
+}
+
+func decodeOwner(cfg modules.Config) ownerSpec {
+	s := ownerSpec{wait: seconds(get(cfg, "wait")), interval: seconds(get(cfg, "interval"))}
+	s.name, _ = str(get(cfg, "name"))
+	s.owner, _ = str(get(cfg, "owner"))
+	s.uid, _ = str(get(cfg, "uid"))
+	s.adopt = get(cfg, "adopt").True()
+	return s
+}
+
+// diffOwner is the one comparison Plan and Apply share: a refusal, or
+// whether the mark must be written (n nil: no Node).
+func diffOwner(n *corev1.Node, s ownerSpec) (refusal string, mark bool) {
+	if n == nil {
+		return "", s.wait > 0
+	}
+	if r := nodeRefusal(n, s.owner, s.uid, s.adopt); r != "" {
+		return r, false
+	}
+	return "", n.Annotations[OwnerAnnotation] != s.owner
+}
+
+func ownerResult(n *corev1.Node) cty.Value {
+	if n == nil {
+		return result(nodeOwnerResults, map[string]cty.Value{"exists": cty.False, "uid": cty.StringVal("")})
+	}
+	return result(nodeOwnerResults, map[string]cty.Value{"exists": cty.True, "uid": cty.StringVal(string(n.UID))})
+}
+
+func ownerChange(s ownerSpec, n *corev1.Node) *modules.Change {
+	subject := "mark node " + s.name + " as " + s.owner + "'s"
+	old := cty.NullVal(cty.String)
+	if n == nil {
+		subject += " once it registers"
+	} else if v, ok := n.Annotations[OwnerAnnotation]; ok {
+		old = cty.StringVal(v)
+	}
+	return &modules.Change{Action: modules.Update, Subject: subject,
+		Fields: []modules.FieldChange{{Name: fmt.Sprintf("annotations[%q]", OwnerAnnotation), Old: old, New: cty.StringVal(s.owner)}}}
+}
+
+func (m NodeOwner) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
+	cfg := req.Config
+	cl, known, diags := m.client(cfg)
+	if diags.HasErrors() {
+		return modules.PlanResponse{Result: unknownResult(nodeOwnerResults), Diagnostics: diags}
+	}
+	if !known || !cfg.Value.IsWhollyKnown() {
+		subject := knownAfterApply
+		if name, ok := str(get(cfg, "name")); ok {
+			subject = "mark node " + name
+		}
+		return modules.PlanResponse{Change: &modules.Change{Action: modules.Update, Subject: subject}, Result: unknownResult(nodeOwnerResults)}
+	}
+	s := decodeOwner(cfg)
+	n, err := cl.Kube.CoreV1().Nodes().Get(ctx, s.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		n = nil
+	case err != nil:
+		return modules.PlanResponse{Result: unknownResult(nodeOwnerResults), Diagnostics: apiError(cfg, "name", "Cannot read node "+s.name, err)}
+	}
+	refusal, mark := diffOwner(n, s)
+	if refusal != "" {
+		return modules.PlanResponse{Result: unknownResult(nodeOwnerResults), Diagnostics: hcl.Diagnostics{cfg.Error("name", "Node "+s.name+" is not this host's", refusal)}}
+	}
+	if !mark {
+		return modules.PlanResponse{Result: ownerResult(n)}
+	}
+	res := ownerResult(n)
+	if n == nil {
+		res = unknownResult(nodeOwnerResults)
+	}
+	return modules.PlanResponse{Change: ownerChange(s, n), Result: res}
+}
+
+func (m NodeOwner) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
+	cfg := req.Config
+	if diags := requireKnown(cfg, attrNames(nodeOwnerAttrs)...); diags.HasErrors() {
+		return modules.ApplyResponse{Result: unknownResult(nodeOwnerResults), Diagnostics: diags}
+	}
+	cl, _, diags := m.client(cfg)
+	if diags.HasErrors() {
+		return modules.ApplyResponse{Result: unknownResult(nodeOwnerResults), Diagnostics: diags}
+	}
+	s := decodeOwner(cfg)
+	nodes := cl.Kube.CoreV1().Nodes()
+	var n *corev1.Node
+	poll, err := waitFor(ctx, s.wait, s.interval, func(ctx context.Context) (bool, string, error) {
+		got, err := nodes.Get(ctx, s.name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return s.wait == 0, "node " + s.name + " does not exist", nil
+		case err != nil:
+			return false, "", err
+		}
+		n = got
+		return true, "", nil
+	})
+	if err != nil {
+		return modules.ApplyResponse{Result: unknownResult(nodeOwnerResults), Diagnostics: apiError(cfg, "name", "Cannot read node "+s.name, err)}
+	}
+	if poll.timedOut {
+		return modules.ApplyResponse{Result: unknownResult(nodeOwnerResults), Diagnostics: hcl.Diagnostics{cfg.Error("wait",
+			"Node "+s.name+" did not register", fmt.Sprintf("After %s, %s: the kubelet has not registered it.", s.wait, poll.last))}}
+	}
+	refusal, mark := diffOwner(n, s)
+	switch {
+	case refusal != "":
+		return modules.ApplyResponse{Result: unknownResult(nodeOwnerResults), Diagnostics: hcl.Diagnostics{cfg.Error("name", "Node "+s.name+" is not this host's", refusal)}}
+	case n == nil || !mark:
+		return modules.ApplyResponse{Result: ownerResult(n)}
+	}
+	// Guarded by the resourceVersion read: a Node replaced or changed since
+	// the check is not marked.
+	p, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": n.ResourceVersion, "annotations": map[string]string{OwnerAnnotation: s.owner}}})
+	n, err = nodes.Patch(ctx, s.name, types.MergePatchType, p, metav1.PatchOptions{})
+	if err != nil {
+		return modules.ApplyResponse{Result: unknownResult(nodeOwnerResults), Diagnostics: apiError(cfg, "name", "Cannot mark node "+s.name, err)}
+	}
+	return modules.ApplyResponse{Result: ownerResult(n)}
+}
