@@ -180,7 +180,9 @@ func TestForgetNeverJoinedLeavesControlPlaneNode(t *testing.T) {
 // the Node was deleted and another registered under the name (a foreign
 // host's, marked as wsu's even). The instance is refused (NodeNotOwned),
 // its removal run gets the recorded UID (the playbook's node tasks refuse
-// any other), and forgetting it deletes nothing.
+// any other), and forgetting it deletes nothing. Instances claiming the
+// Node, by spec.vars or by the name their host reports, are refused
+// (NodeNameTaken) and never run.
 func TestReplacedNodeIsNotRemoved(t *testing.T) {
 	t.Parallel()
 	b := newNodesBed(t)
@@ -206,15 +208,24 @@ func TestReplacedNodeIsNotRemoved(t *testing.T) {
 	require.Error(t, b.c.Status().Patch(ctx, wi.DeepCopy(), client.MergeFrom(orig)), "a site admin writes no status")
 	require.NoError(t, hostVarsClient(t, b.cluster).Status().Patch(ctx, wi, client.MergeFrom(orig)))
 
-	// Another instance whose host names itself win-1.
+	// Another instance whose vars name win-1.
 	claims := instanceNamed("claims", map[string]string{"node_name": "win-1"})
 	require.NoError(t, b.c.Create(ctx, claims))
+	// And one whose host reported itself as WIN-1 (its facts, recorded in
+	// status by an earlier plan): a compromised host claiming the Node.
+	facts := instanceNamed("facts", nil)
+	require.NoError(t, b.c.Create(ctx, facts))
+	orig = facts.DeepCopy()
+	facts.Status.Identity.Hostname = "WIN-1"
+	require.NoError(t, hostVarsClient(t, b.cluster).Status().Patch(ctx, facts, client.MergeFrom(orig)))
 
 	b.start(t)
 	b.waitRefused(t, "joined", controller.ReasonNodeNotOwned, "Node win-1 has UID "+string(foreign.UID)+", not "+string(old.UID))
 	b.waitRefused(t, "claims", controller.ReasonNodeNameTaken, "Node win-1 is WindowsInstance joined's")
+	b.waitRefused(t, "facts", controller.ReasonNodeNameTaken, "Node win-1 is WindowsInstance joined's")
 	assert.Empty(t, b.runsOf("joined"))
 	assert.Empty(t, b.runsOf("claims"))
+	assert.Empty(t, b.runsOf("facts"))
 
 	require.NoError(t, b.c.Delete(ctx, wi))
 	var remove controller.RunRequest
