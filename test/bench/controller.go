@@ -21,6 +21,7 @@ import (
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
+	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/test/harness"
 	"github.com/wsu-project/wsu/transport/agentbin"
 )
@@ -101,6 +102,12 @@ func measureController(ctx context.Context, c config, env *harness.Env, fresh *h
 
 	c.logf("controller: adopting the %d host(s) the CLI joined", len(joined))
 	for _, h := range joined {
+		// The admin's adoption of a Node the CLI joined (docs/install.md,
+		// "Security model: which Nodes wsu touches"): mark it the
+		// instance's, or the controller refuses to touch it.
+		if err := adopt(ctx, cl, h.NodeName, kube.InstanceOwner(benchNamespace, h.Name)); err != nil {
+			return res, err
+		}
 		wi := &wsuv1.WindowsInstance{
 			ObjectMeta: metav1.ObjectMeta{Name: h.Name, Namespace: benchNamespace},
 			Spec:       wsuv1.WindowsInstanceSpec{Address: h.Name, Username: env.SSHUser},
@@ -122,6 +129,24 @@ func measureController(ctx context.Context, c config, env *harness.Env, fresh *h
 	}
 	res.sweep = swept
 	return res, nil
+}
+
+// adopt marks Node name as owner's, as `kubectl annotate node NAME
+// wsu.dev/owner=OWNER --overwrite` does.
+func adopt(ctx context.Context, cl client.Client, name, owner string) error {
+	node := &corev1.Node{}
+	if err := cl.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+		return fmt.Errorf("adopting Node %s: %w", name, err)
+	}
+	orig := node.DeepCopy()
+	if node.Annotations == nil {
+		node.Annotations = map[string]string{}
+	}
+	node.Annotations[kube.OwnerAnnotation] = owner
+	if err := cl.Patch(ctx, node, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("adopting Node %s: %w", name, err)
+	}
+	return nil
 }
 
 // joinByEntry lists fresh in the BYOH ConfigMap and waits until its
