@@ -56,6 +56,10 @@ func siteAdmin(t *testing.T, cluster *kubetest.Cluster) client.Client {
 	require.NoError(t, err)
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	require.NoError(t, err)
+	// The RBAC authorizer learns of the binding from its informer, a
+	// moment after the create: the tests' first writes must not be
+	// judged without it.
+	require.NoError(t, cluster.AwaitRBAC(ctx))
 	// The user holds what the tests assume, and no more.
 	require.Error(t, c.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)), "a site admin reads no Secrets")
 	return c

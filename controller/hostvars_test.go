@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -77,10 +78,20 @@ func newHostVarsBed(t *testing.T, o Options, objs ...client.Object) *hostVarsBed
 	require.NoError(t, err)
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: kubeinv.KeySecret},
 		Data: map[string][]byte{kubeinv.KeySecretKey: pem.EncodeToMemory(block)}}
+	// The CRD and the namespace are there: wsu is not being uninstalled
+	// (uninstall.go), so a deleted instance's removal runs.
+	crdGVK := schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
+	scheme.AddKnownTypeWithName(crdGVK, &metav1.PartialObjectMetadata{})
+	crd := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: crdName}}
+	crd.SetGroupVersionKind(crdGVK)
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&wsuv1.WindowsInstance{}).
-		WithObjects(append(objs, sec)...).Build()
+		WithObjects(append(objs, sec, crd, nsObj)...).Build()
 	runs := &countingRunner{}
 	o.Runner = runs
+	if o.Namespace == "" {
+		o.Namespace = "ns" // the instances', the BYOH ConfigMap's and the key Secret's
+	}
 	o.StateDir = t.TempDir()
 	o.defaults()
 	require.NoError(t, o.check())

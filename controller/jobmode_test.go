@@ -439,4 +439,5 @@ func bindRBAC(t *testing.T, env *harness.Env, sa, file string) {
 			require.NoError(t, err)
 		}
 	}
+	require.NoError(t, env.Cluster.AwaitRBAC(ctx), "the authorizer has seen the bindings")
 }

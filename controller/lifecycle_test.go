@@ -363,8 +363,15 @@ func (p *phaseTracker) result() (int, []string, error) {
 
 // allowCSRs lets every authenticated user create CSRs, as the
 // system:node-bootstrapper role allows kubelets.
+//
+// The API server's RBAC authorizer learns of the binding from its own
+// informer, a moment after the create returns: the helper waits until
+// the authorizer has seen it (kubetest's AwaitRBAC), so the test's first
+// CSR is not refused by a binding the authorizer has not seen yet.
 func (b *bed) allowCSRs(t *testing.T) {
 	t.Helper()
-	_, err := b.env.Cluster.Client.RbacV1().ClusterRoleBindings().Create(context.Background(), csrCreators(), metav1.CreateOptions{})
+	ctx := context.Background()
+	_, err := b.env.Cluster.Client.RbacV1().ClusterRoleBindings().Create(ctx, csrCreators(), metav1.CreateOptions{})
 	require.NoError(t, err)
+	require.NoError(t, b.env.Cluster.AwaitRBAC(ctx))
 }

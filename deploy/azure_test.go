@@ -40,6 +40,7 @@ func TestAzureNodeIdentityPolicy(t *testing.T) {
 	_, err = c.Client.RbacV1().RoleBindings(idNS).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "wsu-cloud-node-manager"},
 		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "wsu-cloud-node-manager"}, Subjects: subject}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	require.NoError(t, c.AwaitRBAC(ctx), "the authorizer has seen the bindings")
 	ctl := clientFor(t, c, ns, "wsu-controller")
 
 	nodeRole := func(name, node string) *rbacv1.ClusterRole {

@@ -49,6 +49,7 @@ func TestMetricsAuth(t *testing.T) {
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "scraper", Namespace: ns}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	require.NoError(t, c.AwaitRBAC(ctx), "the authorizer has seen the bindings")
 
 	addr := freeAddr(t)
 	done := make(chan error, 1)

@@ -308,6 +308,7 @@ func flavourAccess(o Overlay) []access {
 // Every ServiceAccount the manifests create is asked: its own table and
 // everyAccess; a ServiceAccount without a table fails the test.
 func checkRBAC(ctx context.Context, t *testing.T, c *kubetest.Cluster, o Overlay, sas []string) {
+	require.NoError(t, c.AwaitRBAC(ctx), "the authorizer has seen the applied RBAC")
 	tables := map[string][]access{
 		"wsu-join":       joinAccess(o),
 		"wsu-controller": controllerAccess(o),

@@ -82,6 +82,7 @@ func csrCluster(t *testing.T) *kubetest.Cluster {
 		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "Group", Name: "system:authenticated"}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	require.NoError(t, c.AwaitRBAC(context.Background()), "the authorizer sees the binding before the first CSR")
 	return c
 }
 

@@ -104,6 +104,7 @@ func grantFile(t *testing.T, c *kubetest.Cluster, user, file string) {
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
+	require.NoError(t, c.AwaitRBAC(ctx), "the authorizer has seen the grants")
 }
 
 // TestRBAC runs the modules as a user holding only the shipped roles.
