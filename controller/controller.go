@@ -304,5 +304,6 @@ func setupRenewals(mgr ctrl.Manager, o Options, m *metrics) error {
 			csr, ok := obj.(*certificatesv1.CertificateSigningRequest)
 			return ok && kube.CSRKind(csr) != "" && kube.CSRState(csr) == kube.CSRPending
 		}))).
-		Complete(&CSRReconciler{Client: mgr.GetClient(), Kube: kc, Events: eventRecorder(mgr), Namespace: o.Namespace, metrics: m})
+		Complete(&CSRReconciler{Client: mgr.GetClient(), Kube: kc, Events: eventRecorder(mgr), Namespace: o.Namespace,
+			HostVars: o.HostVars, AddressHostVars: o.AddressHostVars, metrics: m})
 }

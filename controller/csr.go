@@ -23,9 +23,9 @@ import (
 // for their whole life: a pending kubelet CSR whose node is a joined
 // WindowsInstance's is judged by the same rules as the join's
 // k8s_csr_approve (kube.Judge, with Renewal), bound to what the admin gave
-// and wsu recorded (the node name recorded at join, spec.address,
-// vars.node_ip, and the node IP recorded at join), never to a host name
-// the host reports, and refused outright when it names the cluster's own
+// and wsu recorded (the node name recorded at join, spec.address, the
+// admin's node_ip), never to a name or address the host reports of
+// itself, and refused outright when it names the cluster's own
 // API (kube.RuleServingClusterNames), and approved only if every rule
 // holds. A CSR for a node no
 // joined instance records is never approved (nor refused: another approver
@@ -37,6 +37,10 @@ type CSRReconciler struct {
 	Kube      kubernetes.Interface
 	Events    record.EventRecorder
 	Namespace string
+	// HostVars and AddressHostVars are the admin's inventory variables
+	// (Options): a node_ip there is an address the admin gave.
+	HostVars        map[string]string
+	AddressHostVars map[string]map[string]string
 	// Window is how far back a pending CSR may have been created.
 	Window  time.Duration
 	metrics *metrics
@@ -73,7 +77,7 @@ func (r *CSRReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if err != nil || wi == nil {
 		return ctrl.Result{}, err
 	}
-	want := r.expectation(wi)
+	want := r.expectation(ctx, wi)
 	survey, err := kube.NodeCSRs(ctx, r.Kube, want)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -129,18 +133,25 @@ func (r *CSRReconciler) managing(ctx context.Context, node string) (*wsuv1.Windo
 	return nil, nil
 }
 
-// expectation is what the instance's status recorded, as the renewal rules
-// take it.
-func (r *CSRReconciler) expectation(wi *wsuv1.WindowsInstance) kube.Expectation {
-	addrs := append([]string(nil), wi.Status.Identity.Addresses...)
-	if ip := wi.Spec.Vars["node_ip"]; net.ParseIP(ip) != nil {
-		addrs = append(addrs, ip)
+// expectation is what the admin gave and wsu recorded, as the renewal
+// rules take it: the node name recorded at join, spec.address (a DNS name
+// also by the IPs it resolves to here) and the node IP the admin set
+// (spec.vars.node_ip, or the controller's --host-var/--address-host-var
+// node_ip). The address the host reported of itself is not among them.
+func (r *CSRReconciler) expectation(ctx context.Context, wi *wsuv1.WindowsInstance) kube.Expectation {
+	var addrs []string
+	for _, vars := range []map[string]string{wi.Spec.Vars, r.AddressHostVars[wi.Spec.Address], r.HostVars} {
+		if ip := strings.Trim(vars["node_ip"], `"`); net.ParseIP(ip) != nil {
+			addrs = append(addrs, ip)
+			break
+		}
 	}
 	names := []string{strings.ToLower(wi.Status.NodeName)}
 	if net.ParseIP(wi.Spec.Address) != nil {
 		addrs = append(addrs, wi.Spec.Address)
 	} else {
 		names = append(names, wi.Spec.Address)
+		addrs = append(addrs, kube.WithResolved(ctx, []string{wi.Spec.Address})[1:]...)
 	}
 	window := r.Window
 	if window <= 0 {

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -23,8 +24,9 @@ import (
 )
 
 // TestRenewalExpectation: a renewal's serving names are bound to what the
-// admin gave and wsu recorded (the node name, spec.address, vars.node_ip,
-// the node IP recorded at join), never to a host name the host reported.
+// admin gave and wsu recorded (the node name, spec.address and the IPs a
+// DNS address resolves to here, vars.node_ip or the controller's
+// node_ip), never to a name or address the host reported of itself.
 func TestRenewalExpectation(t *testing.T) {
 	const node = "win-7"
 	instance := func(address string, vars map[string]string) *wsuv1.WindowsInstance {
@@ -37,6 +39,7 @@ func TestRenewalExpectation(t *testing.T) {
 		{Type: corev1.NodeHostName, Address: node}, {Type: corev1.NodeHostName, Address: "reported-name"},
 		{Type: corev1.NodeInternalDNS, Address: "win-7.example.com"},
 		{Type: corev1.NodeInternalIP, Address: "192.168.50.7"}, {Type: corev1.NodeInternalIP, Address: "192.168.60.7"},
+		{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeInternalDNS, Address: "localhost"},
 	}}}
 	cluster := &kube.ClusterAddresses{ServiceNetworks: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")}}
 	tests := []struct {
@@ -45,17 +48,20 @@ func TestRenewalExpectation(t *testing.T) {
 		dns, ips []string
 		wantRule string
 	}{
-		{"node name and recorded IP", instance("192.168.50.7", nil), []string{node}, []string{"192.168.50.7"}, ""},
-		{"a DNS address the admin gave", instance("win-7.example.com", nil), []string{node, "win-7.example.com"}, []string{"192.168.50.7"}, ""},
+		{"node name and the address given", instance("192.168.50.7", nil), []string{node}, []string{"192.168.50.7"}, ""},
+		{"a DNS address the admin gave", instance("win-7.example.com", nil), []string{node, "win-7.example.com"}, nil, ""},
+		{"the IPs a DNS address resolves to", instance("localhost", nil), []string{node, "localhost"}, []string{"127.0.0.1"}, ""},
 		{"vars.node_ip", instance("192.168.50.7", map[string]string{"node_ip": "192.168.60.7"}), []string{node}, []string{"192.168.60.7"}, ""},
+		{"the admin's node_ip for the address", instance("win-8.example.com", nil), []string{node}, []string{"192.168.60.7"}, ""},
+		{"the IP only the host reported", instance("win-7.example.com", nil), []string{node}, []string{"192.168.50.7"}, kube.RuleServingSANs},
 		{"a host name only the host reported", instance("192.168.50.7", nil), []string{node, "reported-name"}, nil, kube.RuleServingSANs},
 		{"an address nobody gave", instance("192.168.50.7", nil), []string{node}, []string{"192.168.60.7"}, kube.RuleServingSANs},
 		{"the API server's name", instance("192.168.50.7", nil), []string{node, "kubernetes.default.svc"}, nil, kube.RuleServingClusterNames},
 	}
-	r := &CSRReconciler{}
+	r := &CSRReconciler{AddressHostVars: map[string]map[string]string{"win-8.example.com": {"node_ip": "192.168.60.7"}}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			want := r.expectation(tt.wi)
+			want := r.expectation(context.Background(), tt.wi)
 			want.Cluster = cluster
 			_, err := kube.Validate(servingCSR(t, node, tt.dns, tt.ips), want, nodeObj)
 			if tt.wantRule == "" {

@@ -647,8 +647,10 @@ play "certificates" {
     k8s_csr_approve {
       kubeconfig = var.kubeconfig
       node_name  = include.kubelet.node_name
-      addresses  = [include.kubelet.node_ip]
-      # The node name, never the names the host reports of itself.
+      # What the admin gave, never what the host reports of itself: the
+      # node IP (node_ip), else the address wsu reached the host at (a DNS
+      # name is resolved on the machine running wsu), and the node name.
+      addresses     = [coalesce(var.node_ip, try(host.vars.ansible_host, null), host.name)]
       hostnames     = [include.kubelet.node_name]
       service_cidrs = include.runtime.service_cidr != null ? [include.runtime.service_cidr] : []
       timeout       = var.csr_timeout

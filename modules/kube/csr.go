@@ -34,7 +34,7 @@ var csrApproveAttrs = withConn(
 	modules.Attribute{Name: "node_name", Type: cty.String, Required: true,
 		Description: "Name the node registers as (the kubelet's lower-cased host name, or `--hostname-override`)."},
 	modules.Attribute{Name: "addresses", Type: cty.List(cty.String), Default: cty.ListValEmpty(cty.String),
-		Description: "The instance's IP addresses; a serving certificate may name only these (and `hostnames`). Empty entries are ignored."},
+		Description: "The instance's addresses as the admin gave them (its node IP, the address wsu reaches it at), never what the host reports; a serving certificate may name only these (and `hostnames`). A DNS name counts as a host name and adds the IPs it resolves to on the machine running wsu. Empty entries are ignored."},
 	modules.Attribute{Name: "hostnames", Type: cty.List(cty.String), Default: cty.ListValEmpty(cty.String),
 		Description: "The instance's DNS names, as the admin gave them (the node name, a DNS address), not what the host reports; a serving certificate may name only these (and `addresses`). Empty entries are ignored."},
 	modules.Attribute{Name: "service_cidrs", Type: cty.List(cty.String), Default: cty.ListValEmpty(cty.String),
@@ -199,7 +199,7 @@ func expectation(ctx context.Context, cfg modules.Config) kube.Expectation {
 	}
 	return kube.Expectation{
 		NodeName:         name,
-		Addresses:        stringList(cfg, "addresses"),
+		Addresses:        kube.WithResolved(ctx, stringList(cfg, "addresses")),
 		Hostnames:        stringList(cfg, "hostnames"),
 		ClientRequesters: stringList(cfg, "client_requesters"),
 		ServiceNetworks:  stringList(cfg, "service_cidrs"),

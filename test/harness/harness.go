@@ -334,8 +334,11 @@ func (e *Env) writeInventory(addr, keyFile, knownHosts string) error {
 	b.WriteString("# Simulated Windows hosts behind a local OpenSSH sshd (written by test/harness).\n[windows]\n")
 	for _, h := range e.Hosts {
 		dir := filepath.Dir(h.Root)
-		fmt.Fprintf(&b, "%s ansible_host=%s ansible_port=%s wsu_agent_path=%s wsu_agent_args=\"--platform sim --sim-root %s %s\"\n",
-			h.Name, host, port, filepath.Join(dir, "wsu"), h.Root, e.simIdentity(h))
+		// node_ip: the address the admin gives the node (its kubelet's
+		// --node-ip, the only IP its serving certificate may name); the
+		// hosts share sshd's address, so ansible_host cannot say it.
+		fmt.Fprintf(&b, "%s ansible_host=%s ansible_port=%s node_ip=%s wsu_agent_path=%s wsu_agent_args=\"--platform sim --sim-root %s %s\"\n",
+			h.Name, host, port, h.IPv4, filepath.Join(dir, "wsu"), h.Root, e.simIdentity(h))
 	}
 	for _, name := range e.opts.Unreachable {
 		// A port nothing listens on: connections are refused at once.
