@@ -99,8 +99,9 @@ func (e *Env) writeWinRMInventory() error {
 		// The agent path is the transport's default, C:\k\wsu\wsu-<version>.exe,
 		// on the simulated C: drive; the SimAgent adds --platform sim
 		// --sim-root, and the arguments give the host its identity.
-		fmt.Fprintf(&b, "%s ansible_host=%s ansible_port=%d winrm_ca_file=%s wsu_agent_args=\"%s\"\n",
-			h.Name, w.Server.Host, w.Server.Port, w.CAFile, e.simIdentity(h))
+		// node_ip: the node's address as the admin gives it (writeInventory).
+		fmt.Fprintf(&b, "%s ansible_host=%s ansible_port=%d node_ip=%s winrm_ca_file=%s wsu_agent_args=\"%s\"\n",
+			h.Name, w.Server.Host, w.Server.Port, h.IPv4, w.CAFile, e.simIdentity(h))
 	}
 	for _, name := range e.opts.Unreachable {
 		fmt.Fprintf(&b, "%s ansible_host=127.0.0.1 ansible_port=%d\n", name, closedPort())
