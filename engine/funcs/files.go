@@ -78,34 +78,36 @@ func (s *fileSource) confined(p string) (root, rel string, err error) {
 	return root, rel, nil
 }
 
-// readConfined reads p inside its root; os.Root refuses a symbolic link
-// that leads out of it.
-func (s *fileSource) readConfined(p string) ([]byte, string, error) {
+// inRoot resolves p inside its root and calls do with the root opened
+// (os.Root refuses a symbolic link that leads out of it) and p relative
+// to it; it returns the name p resolved to.
+func (s *fileSource) inRoot(p string, do func(root *os.Root, rel string) error) (string, error) {
 	dir, rel, err := s.confined(p)
 	if err != nil {
-		return nil, p, err
+		return p, err
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return nil, p, err
+		return p, err
 	}
 	defer root.Close()
-	data, err := root.ReadFile(rel)
-	return data, filepath.Join(dir, rel), err
+	return filepath.Join(dir, rel), do(root, rel)
 }
 
-func (s *fileSource) statConfined(p string) (fs.FileInfo, string, error) {
-	dir, rel, err := s.confined(p)
-	if err != nil {
-		return nil, p, err
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, p, err
-	}
-	defer root.Close()
-	info, err := root.Stat(rel)
-	return info, filepath.Join(dir, rel), err
+func (s *fileSource) readConfined(p string) (data []byte, name string, err error) {
+	name, err = s.inRoot(p, func(root *os.Root, rel string) (err error) {
+		data, err = root.ReadFile(rel)
+		return err
+	})
+	return data, name, err
+}
+
+func (s *fileSource) statConfined(p string) (info fs.FileInfo, name string, err error) {
+	name, err = s.inRoot(p, func(root *os.Root, rel string) (err error) {
+		info, err = root.Stat(rel)
+		return err
+	})
+	return info, name, err
 }
 
 // resolve turns a path given to a file function into the name to open: an OS
