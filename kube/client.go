@@ -4,6 +4,8 @@
 package kube
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -268,4 +270,46 @@ func (c *Cache) Get(kubeconfig, kubeContext string) (*Client, error) {
 	}
 	c.clients[key] = cl
 	return cl, nil
+}
+
+// GetData returns the client for a kubeconfig held in memory rather than
+// in a file: a credential a task produced, such as k8s_discovery's
+// bootstrap kubeconfig, which must never be written where wsu runs. The
+// cache keys it by its digest, so the same content shares one client and
+// the content itself is kept only in the client's configuration.
+func (c *Cache) GetData(data []byte, kubeContext string) (*Client, error) {
+	sum := sha256.Sum256(data)
+	key := cacheKey{kubeconfig: "data:" + hex.EncodeToString(sum[:]), context: kubeContext}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl, ok := c.clients[key]; ok {
+		return cl, nil
+	}
+	cfg, err := LoadData(data, kubeContext)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := NewClient(scaleRateLimit(cfg, c.defaults.Parallel), "kubeconfig_data")
+	if err != nil {
+		return nil, err
+	}
+	c.clients[key] = cl
+	return cl, nil
+}
+
+// LoadData is Load for a kubeconfig's content.
+func LoadData(data []byte, kubeContext string) (*rest.Config, error) {
+	raw, err := clientcmd.Load(data)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig_data: %w", err)
+	}
+	if kubeContext != "" && raw.Contexts[kubeContext] == nil {
+		return nil, fmt.Errorf("kubeconfig_data has no context %q", kubeContext)
+	}
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: kubeContext}
+	cfg, err := clientcmd.NewNonInteractiveClientConfig(*raw, raw.CurrentContext, overrides, nil).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig_data: %w", err)
+	}
+	return tune(cfg), nil
 }

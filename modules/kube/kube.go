@@ -70,6 +70,8 @@ const knownAfterApply = "(known after apply)"
 var connAttributes = []modules.Attribute{
 	{Name: "kubeconfig", Type: cty.String,
 		Description: "Path of the kubeconfig file to use. Default: the command line's `--kubeconfig`, else the `KUBECONFIG` list, else the pod's service account when wsu runs in the cluster, else `~/.kube/config`."},
+	{Name: "kubeconfig_data", Type: cty.String, Sensitive: true,
+		Description: "A kubeconfig's content, used instead of `kubeconfig`: a credential a task produced and wsu never writes where it runs, such as `k8s_discovery`'s `bootstrap_kubeconfig` (a node-only join reads the cluster with its bootstrap token)."},
 	{Name: "context", Type: cty.String,
 		Description: "Kubeconfig context to use. Default: the kubeconfig's current context."},
 }
@@ -83,20 +85,42 @@ func withConn(attrs ...modules.Attribute) []modules.Attribute {
 // context. known is false while either is unknown (plan of a kubeconfig an
 // earlier task writes).
 func (c Clusters) client(cfg modules.Config) (cl *kube.Client, known bool, diags hcl.Diagnostics) {
-	kc, ctxName := get(cfg, "kubeconfig"), get(cfg, "context")
-	if !kc.IsKnown() || !ctxName.IsKnown() {
+	return Connect(c.Cache, cfg)
+}
+
+// Connect is the client a task's connection arguments (connAttributes)
+// name: kubeconfig_data's content, else the kubeconfig file and context,
+// else the run's defaults. known is false while any of them is unknown.
+// Modules of other packages with a cluster side (win_preflight) use it.
+func Connect(cache *kube.Cache, cfg modules.Config) (*kube.Client, bool, hcl.Diagnostics) {
+	kc, data, ctxName := get(cfg, "kubeconfig"), get(cfg, "kubeconfig_data"), get(cfg, "context")
+	if !kc.IsKnown() || !data.IsKnown() || !ctxName.IsKnown() {
 		return nil, false, nil
 	}
 	path, _ := str(kc)
+	content, withData := str(data)
 	name, _ := str(ctxName)
-	if c.Cache == nil {
+	if cache == nil {
 		return nil, true, hcl.Diagnostics{cfg.Error("kubeconfig", "Cannot connect to the cluster",
 			"This module was built without the run's cluster clients (modules/kube.Modules(cache)); a run set up by package setup always has them.")}
 	}
-	cl, err := c.Cache.Get(path, name)
+	if withData && path != "" {
+		return nil, true, hcl.Diagnostics{cfg.Error("kubeconfig_data", "Conflicting cluster credentials",
+			"Set kubeconfig or kubeconfig_data, not both.")}
+	}
+	var cl *kube.Client
+	var err error
+	if withData {
+		cl, err = cache.GetData([]byte(content), name)
+	} else {
+		cl, err = cache.Get(path, name)
+	}
 	if err != nil {
 		attr := "kubeconfig"
-		if name != "" && path == "" {
+		switch {
+		case withData:
+			attr = "kubeconfig_data"
+		case name != "" && path == "":
 			attr = "context"
 		}
 		return nil, true, hcl.Diagnostics{cfg.Error(attr, "Cannot connect to the cluster", err.Error())}

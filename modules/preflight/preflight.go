@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math/big"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,6 +29,7 @@ import (
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/modules"
+	kubemod "github.com/wsu-project/wsu/modules/kube"
 	"github.com/wsu-project/wsu/modules/modutil"
 	"github.com/wsu-project/wsu/modules/windows"
 )
@@ -80,6 +82,8 @@ func (Preflight) Schema() modules.Schema {
 				Description: "Oldest Windows build accepted (17763: Windows Server 2019)."},
 			{Name: "services", Type: cty.List(cty.String), Default: cty.ListValEmpty(cty.String),
 				Description: "Services that must not exist unless wsu installed them."},
+			{Name: "adopt", Type: cty.List(cty.String), Default: cty.ListValEmpty(cty.String),
+				Description: "Services of `services` that may exist installed by someone else, because the join takes them over on purpose (an image that carries a `kubelet` service, as image-builder's Windows images do): the check passes and says it adopts them; the task that configures the service shows in the plan what changes in it."},
 			{Name: "payload", Type: cty.Map(cty.String), Default: cty.MapValEmpty(cty.String), Local: true,
 				Description: "Files the join will copy: node path → local path on the machine running wsu. A node path that already holds a file of the same size needs no new space."},
 			{Name: "disk_path", Type: cty.String, Default: cty.StringVal(`C:\`),
@@ -94,6 +98,8 @@ func (Preflight) Schema() modules.Schema {
 				Description: "Seconds the node may take to connect to the API server."},
 			{Name: "kubeconfig", Type: cty.String,
 				Description: "Kubeconfig for the cluster; null: the command line's `--kubeconfig`, `KUBECONFIG`, the pod's service account, `~/.kube/config`."},
+			{Name: "kubeconfig_data", Type: cty.String, Sensitive: true,
+				Description: "A kubeconfig's content instead of `kubeconfig` (a node-only join's bootstrap kubeconfig, from `k8s_discovery`)."},
 			{Name: "context", Type: cty.String,
 				Description: "Kubeconfig context; null: the current one."},
 		},
@@ -238,7 +244,8 @@ func (r *run) build(ctx context.Context) {
 
 func (r *run) services(ctx context.Context) {
 	names, _ := strList(modutil.Get(r.cfg, "services"))
-	var foreign []string
+	adopt, _ := strList(modutil.Get(r.cfg, "adopt"))
+	var foreign, adopted []string
 	for _, n := range names {
 		info, err := r.h.QueryService(ctx, n)
 		if err != nil {
@@ -248,14 +255,22 @@ func (r *run) services(ctx context.Context) {
 		if info.Exists && strings.HasPrefix(info.Config.Description, windows.ManagedDescription) {
 			r.installed = append(r.installed, n)
 		}
-		if info.Exists && !strings.HasPrefix(info.Config.Description, windows.ManagedDescription) {
+		foreignService := info.Exists && !strings.HasPrefix(info.Config.Description, windows.ManagedDescription)
+		if foreignService && slices.Contains(adopt, n) {
+			adopted = append(adopted, fmt.Sprintf("%s (binary %s)", n, info.Config.BinaryPath))
+			continue
+		}
+		if foreignService {
 			foreign = append(foreign, n)
 			r.fail("services", "Service "+n+" is not wsu's",
 				fmt.Sprintf("Service %s exists (binary %s, description %q) and wsu did not install it: join would reconfigure it under its own settings, and remove would then leave it behind. Uninstall it first, or, for a container runtime you keep on purpose, set manage_containerd = false.",
 					n, info.Config.BinaryPath, info.Config.Description))
 		}
 	}
-	if len(foreign) == 0 && len(names) > 0 {
+	switch {
+	case len(foreign) == 0 && len(adopted) > 0:
+		r.pass("services", "adopting "+strings.Join(adopted, ", ")+", installed by someone else")
+	case len(foreign) == 0 && len(names) > 0:
 		r.pass("services", "no service of "+strings.Join(names, ", ")+" installed by anyone else")
 	}
 }
@@ -307,19 +322,10 @@ func (r *run) payloadBytes(ctx context.Context) (uint64, error) {
 // connect gets the cluster client; false (with an error) when there is
 // none.
 func (r *run) connect(cache *kube.Cache) bool {
-	kc, _ := modutil.Str(modutil.Get(r.cfg, "kubeconfig"))
-	name, _ := modutil.Str(modutil.Get(r.cfg, "context"))
-	if cache == nil {
-		r.fail("kubeconfig", "Cannot connect to the cluster", "This module was built without the run's cluster clients; a run set up by package setup always has them.")
-		return false
-	}
-	cl, err := cache.Get(kc, name)
-	if err != nil {
-		r.fail("kubeconfig", "Cannot connect to the cluster", err.Error())
-		return false
-	}
+	cl, _, diags := kubemod.Connect(cache, r.cfg)
+	r.diags = append(r.diags, diags...)
 	r.cl = cl
-	return true
+	return cl != nil
 }
 
 func (r *run) apiServer(ctx context.Context) {
