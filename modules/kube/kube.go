@@ -1,10 +1,13 @@
 // Package kube holds the cluster modules: waits on and changes to Node
-// objects, drains, cluster checks, Ignition, bootstrap tokens and CSR
-// approval. They run on the controller (TargetController) and never touch
-// the Windows host, except k8s_node_identity, which also keeps its token
-// file there (NodeIdentity says why); each takes optional kubeconfig and context
-// arguments and otherwise uses KUBECONFIG or the pod's service account (see
-// kube.Load). Tasks of a run share one client per kubeconfig and context.
+// objects, drains, cluster checks, Ignition, bootstrap tokens, CSR
+// approval and a node's token discovery. They run on the controller
+// (TargetController) and never touch the Windows host, except
+// k8s_node_identity, which also keeps its token file there (NodeIdentity
+// says why). Each takes optional kubeconfig, kubeconfig_data and context
+// arguments and otherwise uses KUBECONFIG or the pod's service account
+// (see kube.Load), except k8s_discovery, whose point is to need no
+// credential but a bootstrap token. Tasks of a run share one client per
+// kubeconfig and context.
 package kube
 
 import (
@@ -52,6 +55,7 @@ func Modules(cache *kube.Cache) []modules.Module {
 		CSRApprove{c},
 		MetricsEndpoint{c},
 		NodeIdentity{Clusters: c},
+		Discovery{},
 	}
 }
 
