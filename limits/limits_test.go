@@ -185,6 +185,9 @@ func TestCheckValue(t *testing.T) {
 		{"deep and wide into map(any)", wide(100, 90), anyMap, "too large and deep to convert to map(any)"},
 		{"the same into a precise type", wide(100, 90), cty.DynamicPseudoType, ""},
 		{"any nested in an object", wide(100, 90), cty.Object(map[string]cty.Type{"x": cty.List(cty.DynamicPseudoType)}), "too large and deep"},
+		// An include passing a sensitive list: sized, not refused for its mark.
+		{"a sensitive list", cty.ListVal([]cty.Value{cty.StringVal("a")}).Mark("sensitive"), cty.List(cty.String), ""},
+		{"too many sensitive values", cty.ListVal(slices.Repeat([]cty.Value{cty.True}, MaxValues+1)).Mark("sensitive"), cty.List(cty.Bool), fmt.Sprintf("more than %d values", MaxValues)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -53,6 +53,9 @@ func (w *walk) visit(v cty.Value, depth int) {
 	}
 	w.values++
 	w.cost += depth
+	// A sensitive value (an include passing a secret) is sized like any
+	// other; the marks matter to display, not to size.
+	v, _ = v.Unmark()
 	if !v.IsKnown() || v.IsNull() {
 		return
 	}

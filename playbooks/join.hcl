@@ -258,6 +258,55 @@ variable "reboot" {
   }
 }
 
+variable "bootstrap_token" {
+  type        = string
+  default     = null
+  sensitive   = true
+  description = "A node-only join, as Cluster API's kubeadm bootstrap provider runs one from cloudbase-init (--join-config FILE reads it from a kubeadm JoinConfiguration): a kubeadm bootstrap token, <id>.<secret>. With api_server_endpoint set, join uses no kubeconfig at all: it discovers the cluster with the token and api_server_endpoint (k8s_discovery: cluster-info's signature checked with the token, its CA against ca_cert_hashes), reads the kubelet configuration with the token's rights, and leaves the client CSR to the cluster's csrapproving controller. Steps that need cluster rights a token lacks are not run, and the plan lists them. Needs cluster_flavour kubeadm and node_name."
+}
+
+variable "api_server_endpoint" {
+  type        = string
+  default     = null
+  description = "The API server, host:port (kubeadm's discovery.bootstrapToken.apiServerEndpoint): set, join is a node-only join with bootstrap_token (see there)."
+}
+
+variable "ca_cert_hashes" {
+  type        = list(string)
+  default     = []
+  description = "Node-only join: the cluster CA's public-key pins, sha256:<hex> over its SubjectPublicKeyInfo (kubeadm's --discovery-token-ca-cert-hash). At least one, unless unsafe_skip_ca_verification."
+}
+
+variable "unsafe_skip_ca_verification" {
+  type        = bool
+  default     = false
+  description = "Node-only join: trust the CA cluster-info names without a pin (kubeadm's --discovery-token-unsafe-skip-ca-verification): anyone between the node and the API server could then pose as the cluster."
+}
+
+variable "discovery_timeout" {
+  type        = number
+  default     = 300
+  description = "Node-only join: seconds discovery waits for cluster-info to carry the token's signature (kube-controller-manager's bootstrapsigner adds it soon after the token is created; kubeadm's discovery timeout, 5 minutes by default). An unknown or expired token fails once this has passed."
+}
+
+variable "server_tls_bootstrap" {
+  type        = bool
+  default     = null
+  description = "kubeadm: the kubelet's serverTLSBootstrap, a serving certificate from the cluster, which someone must approve. null: true when this join approves it (k8s_csr_approve), false in a node-only join (kubeadm's default: the kubelet signs its own); true there only where an approver runs (wsu's controller approves them)."
+}
+
+variable "adopt_kubelet" {
+  type        = bool
+  default     = false
+  description = "Take over a kubelet service the image carries (image-builder's Windows images install one) instead of refusing it at preflight; the plan shows what changes in the service."
+}
+
+variable "bootstrap_success_file" {
+  type        = string
+  default     = null
+  description = "File written on the node once the Node is Ready, and only then. null: C:\\run\\cluster-api\\bootstrap-success.complete in a node-only join (Cluster API's contract: CAPZ's bootstrap extension waits for it), none otherwise; \"\" none."
+}
+
 variable "csr_timeout" {
   type        = number
   default     = 600
@@ -355,6 +404,15 @@ variable "metrics_namespace" {
 }
 
 locals {
+  # A node-only join holds a bootstrap token and no kubeconfig: it reads
+  # the cluster with the bootstrap kubeconfig discovery built. Decided by
+  # the endpoint, not the token: a decision on a secret would make every
+  # value that depends on it secret too.
+  node_only       = var.api_server_endpoint != null
+  kubeconfig_data = local.node_only ? task.discovery.bootstrap_kubeconfig : null
+  # serverTLSBootstrap only where someone approves serving CSRs.
+  server_tls_bootstrap   = var.server_tls_bootstrap != null ? var.server_tls_bootstrap : !local.node_only
+  bootstrap_success_file = var.bootstrap_success_file != null ? var.bootstrap_success_file : (local.node_only ? "C:\\run\\cluster-api\\bootstrap-success.complete" : "")
   # The node's network: WMCO's on OpenShift, upstream's HostProcess
   # DaemonSets on kubeadm clusters.
   network             = var.network != null ? var.network : (var.cluster_flavour == "openshift" ? "ovn-hybrid" : "hostprocess")
@@ -406,6 +464,42 @@ locals {
   )
 }
 
+# A node-only join (bootstrap_token): the cluster found with the token
+# alone, as kubeadm join's token discovery does, before anything else. A
+# wrong pin, an altered cluster-info or an unknown token stops it here,
+# with the host untouched.
+play "discovery" {
+  hosts = "windows"
+
+  task "node-only inputs" {
+    when = local.node_only
+    assert {
+      that         = [var.cluster_flavour == "kubeadm", var.bootstrap_token != null, var.node_name != null, local.network != "ovn-hybrid", var.kubeconfig == null]
+      fail_message = "A node-only join (api_server_endpoint set) needs cluster_flavour = \"kubeadm\", bootstrap_token and node_name (nodeRegistration.name: the Windows computer name may be cut to 15 characters), a network other than ovn-hybrid, and no kubeconfig."
+    }
+  }
+
+  task "discovery" {
+    when = local.node_only
+    k8s_discovery {
+      api_server_endpoint         = var.api_server_endpoint
+      token                       = var.bootstrap_token
+      ca_cert_hashes              = var.ca_cert_hashes
+      unsafe_skip_ca_verification = var.unsafe_skip_ca_verification
+      timeout                     = var.discovery_timeout
+    }
+  }
+
+  # What a bootstrap token may not do, said in every plan of a node-only
+  # join rather than left out in silence.
+  task "steps not run" {
+    when = local.node_only
+    print {
+      msg = "Node-only join: not run, for want of cluster rights a bootstrap token lacks: CSR approval (kube-controller-manager's csrapproving approves the client CSR), the node's wsu.dev/owner mark, labels after join (${join(", ", keys(local.node_labels_after_join))}), the version annotation, the network DaemonSet check and wait, windows-exporter's metrics endpoint, cloud-node-manager's identity. Labels the kubelet may set itself go in node_labels (--node-labels)."
+    }
+  }
+}
+
 # Before anything changes: one error per problem that would fail the join
 # later (node name, Windows build, clock, disk, foreign services, API
 # server reachability).
@@ -413,9 +507,11 @@ include "preflight" {
   source = "./preflight.hcl"
   vars = {
     kubeconfig        = var.kubeconfig
+    kubeconfig_data   = local.kubeconfig_data
+    adopt_services    = var.adopt_kubelet ? ["kubelet"] : []
     payload_dir       = var.payload_dir
     node_name         = var.node_name
-    api_server        = var.api_server
+    api_server        = local.node_only ? task.discovery.api_server : var.api_server
     manage_containerd = var.manage_containerd
     min_windows_build = var.min_windows_build
     max_clock_skew    = var.max_clock_skew
@@ -450,13 +546,24 @@ play "node name" {
     }
   }
 
+  # Node-only: whether the host holds the kubelet's credentials already
+  # (a re-run), for kubeadm's Ready-Node rule.
+  task "kubelet credentials" {
+    when = local.node_only
+    win_stat {
+      path = "C:\\k\\kubeconfig"
+    }
+  }
+
   task "node name" {
     k8s_node_owner {
-      kubeconfig = var.kubeconfig
-      name       = local.registered_name
-      owner      = var.node_owner
-      uid        = var.node_uid
-      adopt      = var.adopt_node
+      kubeconfig      = var.kubeconfig
+      kubeconfig_data = local.kubeconfig_data
+      name            = local.registered_name
+      owner           = local.node_only ? null : var.node_owner
+      joined          = local.node_only && try(task["kubelet credentials"].exists, false)
+      uid             = var.node_uid
+      adopt           = var.adopt_node
     }
   }
 }
@@ -470,7 +577,7 @@ play "network check" {
   hosts = "windows"
 
   task "windows network" {
-    when = local.network == "hostprocess" || local.network == "ovn-hybrid" && var.cluster_flavour != "openshift"
+    when = !local.node_only && (local.network == "hostprocess" || local.network == "ovn-hybrid" && var.cluster_flavour != "openshift")
     k8s_windows_network {
       kubeconfig           = var.kubeconfig
       network              = local.network
@@ -563,6 +670,27 @@ play "firewall" {
   }
 }
 
+# kubeadm: the kubelet runs with the cluster's own configuration
+# (kube-system/kubelet-config, as kubeadm join writes it, adapted to
+# Windows); OpenShift's comes from WMCO's template. A kubeadm cluster
+# without kubeadm's ConfigMaps fails here, and in the plan. kubeadm's Roles
+# let bootstrap tokens and nodes read both ConfigMaps, so a node-only join
+# reads them too (and takes the service network and DNS from them).
+play "kubelet configuration" {
+  hosts = "windows"
+
+  task "cluster kubelet config" {
+    when = var.cluster_flavour == "kubeadm"
+    k8s_kubelet_config {
+      kubeconfig           = var.kubeconfig
+      kubeconfig_data      = local.kubeconfig_data
+      node_name            = local.registered_name
+      cluster_dns          = var.cluster_dns
+      server_tls_bootstrap = local.server_tls_bootstrap
+    }
+  }
+}
+
 include "runtime" {
   source = "./check-runtime.hcl"
   vars = {
@@ -573,31 +701,14 @@ include "runtime" {
     manage_containerd = var.manage_containerd
     payload_dir       = var.payload_dir
     service_recovery  = var.service_recovery
-    service_cidr      = var.service_cidr
-    cluster_dns       = var.cluster_dns
+    service_cidr      = var.service_cidr != null || !local.node_only ? var.service_cidr : try(task["cluster kubelet config"].service_cidrs[0], null)
+    cluster_dns       = var.cluster_dns != null || !local.node_only ? var.cluster_dns : task["cluster kubelet config"].cluster_dns
     pause_image       = var.pause_image
     registry_mirrors  = var.registry_mirrors
     trusted_ca_bundle = var.trusted_ca_bundle
 
     defender_excluded_processes = var.defender_excluded_processes
     defender_excluded_paths     = var.defender_excluded_paths
-  }
-}
-
-# kubeadm: the kubelet runs with the cluster's own configuration
-# (kube-system/kubelet-config, as kubeadm join writes it, adapted to
-# Windows); OpenShift's comes from WMCO's template. A kubeadm cluster
-# without kubeadm's ConfigMaps fails here, and in the plan.
-play "kubelet configuration" {
-  hosts = "windows"
-
-  task "cluster kubelet config" {
-    when = var.cluster_flavour == "kubeadm"
-    k8s_kubelet_config {
-      kubeconfig  = var.kubeconfig
-      node_name   = local.registered_name
-      cluster_dns = var.cluster_dns
-    }
   }
 }
 
@@ -617,6 +728,11 @@ include "ignition" {
     api_server      = var.api_server
     mcs_url         = var.mcs_url
     mcs_ca          = var.mcs_ca
+
+    bootstrap_kubeconfig = local.kubeconfig_data
+    cluster_ca           = local.node_only ? task.discovery.ca : null
+    cluster_api_server   = local.node_only ? task.discovery.api_server : null
+    bootstrap_requester  = local.node_only ? task.discovery.requester : null
   }
 }
 
@@ -643,7 +759,10 @@ include "kubelet" {
 play "certificates" {
   hosts = "windows"
 
+  # Node-only: kube-controller-manager's csrapproving controller approves
+  # the client CSR of a kubeadm token; nothing here may approve.
   task "approve csrs" {
+    when = !local.node_only
     k8s_csr_approve {
       kubeconfig = var.kubeconfig
       node_name  = include.kubelet.node_name
@@ -686,6 +805,7 @@ play "bootstrap credentials" {
   # drain, label, upgrade and remove act only on a Node so marked. A Node
   # that was not there at the name check is this kubelet's.
   task "node owner" {
+    when = !local.node_only
     k8s_node_owner {
       kubeconfig = var.kubeconfig
       name       = include.kubelet.node_name
@@ -742,7 +862,7 @@ include "cloud_node_manager" {
   source = "./cloud-node-manager.hcl"
   vars = {
     kubeconfig       = var.kubeconfig
-    enabled          = local.platform == "Azure"
+    enabled          = local.platform == "Azure" && !local.node_only
     node_name        = include.kubelet.node_name
     namespace        = coalesce(var.cloud_node_manager_namespace, local.metrics_namespace)
     api_server       = include.ignition.api_server
@@ -759,17 +879,18 @@ play "ready" {
   # its own time).
   task "node ready" {
     k8s_node_wait {
-      kubeconfig    = var.kubeconfig
-      name          = include.kubelet.node_name
-      without_taint = local.platform == "Azure" ? "node.cloudprovider.kubernetes.io/uninitialized" : null
-      timeout       = var.ready_timeout
+      kubeconfig      = var.kubeconfig
+      kubeconfig_data = local.kubeconfig_data
+      name            = include.kubelet.node_name
+      without_taint   = local.platform == "Azure" ? "node.cloudprovider.kubernetes.io/uninitialized" : null
+      timeout         = var.ready_timeout
     }
   }
 
   # hostprocess: networked means the cluster's CNI and kube-proxy pods
   # run on the node (the DaemonSets the runtime check found).
   task "network pods" {
-    when = local.network == "hostprocess"
+    when = local.network == "hostprocess" && !local.node_only
     k8s_node_pods_wait {
       kubeconfig = var.kubeconfig
       node_name  = include.kubelet.node_name
@@ -779,6 +900,7 @@ play "ready" {
   }
 
   task "labels and version annotation" {
+    when = !local.node_only
     k8s_node {
       kubeconfig  = var.kubeconfig
       name        = include.kubelet.node_name
@@ -797,7 +919,22 @@ include "monitoring" {
     kubeconfig       = var.kubeconfig
     node_name        = include.kubelet.node_name
     node_ip          = include.kubelet.node_ip
+    publish          = !local.node_only
     namespace        = local.metrics_namespace
     service_recovery = var.service_recovery
+  }
+}
+
+# Cluster API's contract: the file its bootstrap extension waits for, once
+# the Node is Ready and only then (a failed join never reaches this play).
+play "bootstrap success" {
+  hosts = "windows"
+
+  task "bootstrap success file" {
+    when = local.bootstrap_success_file != ""
+    win_file {
+      path    = local.bootstrap_success_file
+      content = "success\n"
+    }
   }
 }

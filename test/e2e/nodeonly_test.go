@@ -1,0 +1,317 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/wsu-project/wsu/agent/platform/sim"
+	"github.com/wsu-project/wsu/kube"
+	"github.com/wsu-project/wsu/test/harness"
+	"github.com/wsu-project/wsu/test/kubetest"
+)
+
+// successFile is Cluster API's bootstrap contract on Windows.
+const successFile = `C:\run\cluster-api\bootstrap-success.complete`
+
+// TestNodeOnlyJoin: a join as Cluster API runs one from cloudbase-init,
+// with no kubeconfig anywhere (KUBECONFIG unset, no kubeconfig variable,
+// an empty home): only the API server endpoint, a kubeadm bootstrap token
+// and the CA's pin. The cluster is a kubeadm test bed with
+// kube-controller-manager's real bootstrapsigner (it signs cluster-info
+// for each token), tokencleaner and csrapproving controllers.
+func TestNodeOnlyJoin(t *testing.T) {
+	env := start(t, harness.Options{Hosts: 1, Network: harness.NetworkHostProcess})
+	h := env.Hosts[0]
+	ctx := context.Background()
+	n := newNodeOnly(t, env, h)
+	token := n.kubeadmToken(t, 15*time.Minute)
+	before, err := env.Snapshot(h)
+	require.NoError(t, err)
+
+	refused := func(t *testing.T, r *harness.Result, want ...string) {
+		t.Helper()
+		assert.Equal(t, 1, r.ExitCode, "refused\n%s", r.Failures())
+		for _, w := range want {
+			assert.Contains(t, r.Stdout+r.Stderr, w)
+		}
+		assert.NotContains(t, r.Stdout+r.Stderr, strings.Split(token, ".")[1], "the token's secret is never printed")
+		now, err := env.Snapshot(h)
+		require.NoError(t, err)
+		assert.Equal(t, before, now, "refused before any host change (and no success file)")
+	}
+
+	t.Run("refusals", func(t *testing.T) {
+		t.Run("wrong pin", func(t *testing.T) {
+			refused(t, n.run(t, "apply", "-var", "bootstrap_token="+token, "-var", `ca_cert_hashes=["sha256:`+strings.Repeat("0", 64)+`"]`),
+				"ca_cert_hashes")
+		})
+		t.Run("no pin", func(t *testing.T) {
+			refused(t, n.run(t, "apply", "-var", "bootstrap_token="+token, "-var", "ca_cert_hashes=[]"), "unsafe_skip_ca_verification")
+		})
+		t.Run("unknown token", func(t *testing.T) {
+			refused(t, n.run(t, "apply", "-var", "bootstrap_token=abcdef.0123456789abcdef"), "abcdef")
+		})
+		t.Run("expired token", func(t *testing.T) {
+			expired := n.expiredToken(t)
+			refused(t, n.run(t, "apply", "-var", "bootstrap_token="+expired), strings.Split(expired, ".")[0])
+		})
+		t.Run("tampered cluster-info", func(t *testing.T) {
+			mitm := newClusterInfoTamperer(t, env.Cluster)
+			refused(t, n.run(t, "apply", "-var", "bootstrap_token="+token, "-var", "api_server_endpoint="+mitm), "signature")
+		})
+		t.Run("a Ready Node holds the name", func(t *testing.T) {
+			_, err := env.Cluster.CreateNode(ctx, h.NodeName, map[string]string{"kubernetes.io/os": "windows"})
+			require.NoError(t, err)
+			require.NoError(t, env.Cluster.SetNodeReady(ctx, h.NodeName))
+			refused(t, n.run(t, "apply", "-var", "bootstrap_token="+token), "A Ready Node named "+h.NodeName+" exists")
+			require.NoError(t, env.Cluster.Client.CoreV1().Nodes().Delete(ctx, h.NodeName, metav1.DeleteOptions{}))
+		})
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("join", func(t *testing.T) {
+		plan := n.run(t, "plan", "-var", "bootstrap_token="+token)
+		requireSuccess(t, plan)
+		assert.Contains(t, plan.Stdout, n.pin, "the plan shows the CA's pin")
+		assert.Contains(t, plan.Stdout, "Node-only join: not run", "the plan says which steps need rights the token lacks")
+		r := n.run(t, "apply", "-var", "bootstrap_token="+token)
+		requireSuccess(t, r)
+
+		node, err := env.Cluster.Client.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.True(t, nodeIsReady(node), "Node Ready")
+		csrs, err := env.Cluster.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		var client, serving []string
+		for _, c := range csrs.Items {
+			switch c.Spec.SignerName {
+			case certificatesv1.KubeAPIServerClientKubeletSignerName:
+				if c.Spec.Username == kube.BootstrapUserPrefix+strings.Split(token, ".")[0] {
+					client = append(client, approvedBy(&c))
+				}
+			case certificatesv1.KubeletServingSignerName:
+				serving = append(serving, c.Name)
+			}
+		}
+		assert.Equal(t, []string{"AutoApproved"}, client, "the client CSR approved by kube-controller-manager's csrapproving controller")
+		assert.Empty(t, serving, "serverTLSBootstrap false: the kubelet signs its own serving certificate")
+		assert.Empty(t, wsuTokens(t, env), "wsu minted no token")
+		require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
+			boot, err := s.Stat(ctx, `C:\k\bootstrap-kubeconfig`)
+			if err != nil {
+				return err
+			}
+			assert.False(t, boot.Exists, "the bootstrap kubeconfig is gone once the kubelet has its certificate")
+			ok, err := s.ReadFile(ctx, successFile, 1024)
+			assert.Equal(t, "success\n", string(ok), "Cluster API's success file")
+			return err
+		}))
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("rerun", func(t *testing.T) {
+		r := n.run(t, "apply", "-var", "bootstrap_token="+token)
+		requireSuccess(t, r)
+		assert.Empty(t, r.Changed(h.Name), "a re-run changes nothing")
+	})
+}
+
+// nodeOnly runs wsu as a node holding only a bootstrap token would.
+type nodeOnly struct {
+	env     *harness.Env
+	varFile string
+	home    string
+	pin     string
+}
+
+func newNodeOnly(t *testing.T, env *harness.Env, h *harness.Host) *nodeOnly {
+	t.Helper()
+	n := &nodeOnly{env: env, home: t.TempDir(), pin: caPin(t, env.Cluster.Config.CAData)}
+	u, err := url.Parse(env.Cluster.Config.Host)
+	require.NoError(t, err)
+	// No kubeconfig: the harness's var file names one, so this is its own.
+	vars := fmt.Sprintf(`cluster_flavour     = "kubeadm"
+payload_dir         = %q
+api_server_endpoint = %q
+ca_cert_hashes      = [%q]
+node_name           = %q
+discovery_timeout   = 5
+csr_timeout         = 180
+ready_timeout       = 180
+`, env.PayloadDir, u.Host, n.pin, h.NodeName)
+	n.varFile = filepath.Join(t.TempDir(), "node-only.wsuvars")
+	require.NoError(t, os.WriteFile(n.varFile, []byte(vars), 0o600))
+	return n
+}
+
+// run runs `wsu VERB join` against the harness inventory with the
+// node-only var file, KUBECONFIG unset and a home without ~/.kube.
+func (n *nodeOnly) run(t *testing.T, verb string, args ...string) *harness.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	full := append([]string{verb, "join", "-i", n.env.Inventory, "--var-file", n.varFile, "-o", "json"}, args...)
+	if verb == "apply" {
+		full = append(full, "--auto-approve")
+	}
+	cmd := exec.CommandContext(ctx, n.env.WSU, full...)
+	cmd.Env = []string{"NO_COLOR=1", "HOME=" + n.home, "PATH=" + os.Getenv("PATH")}
+	r, err := harness.RunCmdJSON(cmd, nil)
+	require.NoError(t, err)
+	return r
+}
+
+// kubeadmToken creates a kubeadm node token, as Cluster API's bootstrap
+// provider does for each Machine, and waits for the bootstrapsigner to
+// sign cluster-info with it.
+func (n *nodeOnly) kubeadmToken(t *testing.T, ttl time.Duration) string {
+	t.Helper()
+	ctx := context.Background()
+	tok, err := kube.CreateBootstrapToken(ctx, n.env.Cluster.Client, kube.TokenRequest{TTL: ttl, Group: kube.KubeadmNodeTokenGroup})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return n.signedFor(t, tok.ID)
+	}, time.Minute, 100*time.Millisecond, "the bootstrapsigner signs cluster-info for the new token")
+	return tok.String()
+}
+
+// expiredToken is a kubeadm token that expired: tokencleaner deleted its
+// Secret and the bootstrapsigner its signature.
+func (n *nodeOnly) expiredToken(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	tok, err := kube.CreateBootstrapToken(ctx, n.env.Cluster.Client, kube.TokenRequest{TTL: time.Hour, Group: kube.KubeadmNodeTokenGroup})
+	require.NoError(t, err)
+	secrets := n.env.Cluster.Client.CoreV1().Secrets(kube.BootstrapTokenNamespace)
+	s, err := secrets.Get(ctx, tok.SecretName(), metav1.GetOptions{})
+	require.NoError(t, err)
+	s.Data["expiration"] = []byte(time.Now().Add(-time.Minute).UTC().Format(time.RFC3339))
+	_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := secrets.Get(ctx, tok.SecretName(), metav1.GetOptions{})
+		return apierrors.IsNotFound(err) && !n.signedFor(t, tok.ID)
+	}, 2*time.Minute, 200*time.Millisecond, "tokencleaner deletes the expired token, and its signature goes")
+	return tok.String()
+}
+
+// signedFor: cluster-info carries the bootstrapsigner's signature for id.
+func (n *nodeOnly) signedFor(t *testing.T, id string) bool {
+	t.Helper()
+	cm, err := n.env.Cluster.Client.CoreV1().ConfigMaps(kubetest.ClusterInfoNamespace).Get(context.Background(), kubetest.ClusterInfoName, metav1.GetOptions{})
+	require.NoError(t, err)
+	_, ok := cm.Data["jws-kubeconfig-"+id]
+	return ok
+}
+
+// caPin is kubeadm's --discovery-token-ca-cert-hash of a CA bundle's
+// first certificate: sha256 over its SubjectPublicKeyInfo.
+func caPin(t *testing.T, caPEM []byte) string {
+	t.Helper()
+	b, _ := pem.Decode(caPEM)
+	require.NotNil(t, b, "CA PEM")
+	c, err := x509.ParseCertificate(b.Bytes)
+	require.NoError(t, err)
+	sum := sha256.Sum256(c.RawSubjectPublicKeyInfo)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func nodeIsReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// newClusterInfoTamperer is a man in the middle, a stand-in for a fault no
+// real part produces: a TLS endpoint on 127.0.0.1 that relays to the API
+// server but swaps the CA in cluster-info's kubeconfig for one of its own,
+// keeping the bootstrapsigner's signatures. It returns its host:port.
+func newClusterInfoTamperer(t *testing.T, c *kubetest.Cluster) string {
+	t.Helper()
+	target, err := url.Parse(c.Config.Host)
+	require.NoError(t, err)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	direct := proxy.Director
+	proxy.Director = func(r *http.Request) {
+		direct(r)
+		r.Header.Set("Accept", "application/json") // the man in the middle edits JSON
+	}
+	proxy.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // the man in the middle
+	srv := httptest.NewUnstartedServer(proxy)
+	srv.Listener.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv.Listener = l
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	mitmCA := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		if !strings.HasSuffix(resp.Request.URL.Path, "/namespaces/kube-public/configmaps/cluster-info") {
+			return nil
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		var cm corev1.ConfigMap
+		if err := json.Unmarshal(body, &cm); err != nil {
+			return err
+		}
+		cfg, err := clientcmd.Load([]byte(cm.Data["kubeconfig"]))
+		if err != nil {
+			return err
+		}
+		for _, cl := range cfg.Clusters {
+			cl.CertificateAuthorityData = mitmCA
+		}
+		kc, err := clientcmd.Write(*cfg)
+		if err != nil {
+			return err
+		}
+		cm.Data["kubeconfig"] = string(kc)
+		body, err = json.Marshal(&cm)
+		if err != nil {
+			return err
+		}
+		resp.Body = io.NopCloser(strings.NewReader(string(body)))
+		resp.ContentLength = int64(len(body))
+		resp.Header.Set("Content-Length", fmt.Sprint(len(body)))
+		return nil
+	}
+	return l.Addr().String()
+}
