@@ -131,6 +131,11 @@ type Discovery struct {
 	// Server is the API server URL the bootstrap kubeconfig uses:
 	// https://<endpoint>, the address the CA was just verified at.
 	Server string
+	// ClusterInfoServer is the server cluster-info's kubeconfig names
+	// (kubeadm's controlPlaneEndpoint): kubeadm join's TLS-bootstrap
+	// kubeconfig takes this one. It is the same as Server when the node
+	// joins through the control plane endpoint, as Cluster API's do.
+	ClusterInfoServer string
 	// CA is the cluster CA bundle (PEM) from cluster-info.
 	CA []byte
 	// CACertHash is the pin of the CA certificate that matched
@@ -277,14 +282,16 @@ func Discover(ctx context.Context, req DiscoveryRequest) (*Discovery, error) {
 		return nil, discoveryErr(InputEndpoint, ErrBadClusterInfo, "building the bootstrap kubeconfig: %v", err)
 	}
 	return &Discovery{
-		Server: p.server, CA: ca.bundle, CACertHash: ca.hash, Pinned: ca.pinned,
+		Server: p.server, ClusterInfoServer: ca.server, CA: ca.bundle, CACertHash: ca.hash, Pinned: ca.pinned,
 		TokenID: p.tokenID, Requester: BootstrapUserPrefix + p.tokenID,
 		BootstrapKubeconfig: kc,
 	}, nil
 }
 
-// clusterCA is the CA found in cluster-info.
+// clusterCA is the CA found in cluster-info, and the server named with
+// it.
 type clusterCA struct {
+	server string
 	bundle []byte
 	hash   string
 	pinned bool
@@ -304,7 +311,7 @@ func (p discoveryPlan) verify(cm *corev1.ConfigMap) (clusterCA, error) {
 				"(or the token's secret is wrong: its id %q is one the cluster signs for)",
 			metav1.NamespacePublic, bootstrapapi.ConfigMapClusterInfo, p.tokenID)
 	}
-	bundle, err := clusterInfoCA(content)
+	server, bundle, err := clusterInfoCA(content)
 	if err != nil {
 		return clusterCA{}, err
 	}
@@ -313,14 +320,14 @@ func (p discoveryPlan) verify(cm *corev1.ConfigMap) (clusterCA, error) {
 		return clusterCA{}, discoveryErr(InputEndpoint, ErrBadClusterInfo, "the kubeconfig's certificate-authority-data: %v", err)
 	}
 	if len(p.pins) == 0 {
-		return clusterCA{bundle: bundle, hash: CACertHash(certs[0])}, nil
+		return clusterCA{server: server, bundle: bundle, hash: CACertHash(certs[0])}, nil
 	}
 	var found []string
 	for _, c := range certs {
 		h := CACertHash(c)
 		for _, pin := range p.pins {
 			if subtle.ConstantTimeCompare([]byte(h), []byte(pin)) == 1 {
-				return clusterCA{bundle: bundle, hash: h, pinned: true}, nil
+				return clusterCA{server: server, bundle: bundle, hash: h, pinned: true}, nil
 			}
 		}
 		found = append(found, h)
@@ -331,22 +338,22 @@ func (p discoveryPlan) verify(cm *corev1.ConfigMap) (clusterCA, error) {
 		metav1.NamespacePublic, bootstrapapi.ConfigMapClusterInfo, strings.Join(found, ", "), strings.Join(p.pins, ", "))
 }
 
-// clusterInfoCA is the CA bundle of cluster-info's kubeconfig, which
-// kubeadm writes with exactly one cluster.
-func clusterInfoCA(content string) ([]byte, error) {
+// clusterInfoCA is the server and CA bundle of cluster-info's
+// kubeconfig, which kubeadm writes with exactly one cluster.
+func clusterInfoCA(content string) (server string, ca []byte, err error) {
 	cfg, err := clientcmd.Load([]byte(content))
 	if err != nil {
-		return nil, discoveryErr(InputEndpoint, ErrBadClusterInfo, "its kubeconfig: %v", err)
+		return "", nil, discoveryErr(InputEndpoint, ErrBadClusterInfo, "its kubeconfig: %v", err)
 	}
 	if len(cfg.Clusters) != 1 {
-		return nil, discoveryErr(InputEndpoint, ErrBadClusterInfo, "its kubeconfig has %d clusters, kubeadm writes one", len(cfg.Clusters))
+		return "", nil, discoveryErr(InputEndpoint, ErrBadClusterInfo, "its kubeconfig has %d clusters, kubeadm writes one", len(cfg.Clusters))
 	}
 	for _, c := range cfg.Clusters {
 		if len(c.CertificateAuthorityData) > 0 {
-			return c.CertificateAuthorityData, nil
+			return c.Server, c.CertificateAuthorityData, nil
 		}
 	}
-	return nil, discoveryErr(InputEndpoint, ErrBadClusterInfo, "its kubeconfig has no certificate-authority-data")
+	return "", nil, discoveryErr(InputEndpoint, ErrBadClusterInfo, "its kubeconfig has no certificate-authority-data")
 }
 
 // readSigned reads cluster-info anonymously until it carries a signature

@@ -129,12 +129,15 @@ func requireRefusal(t *testing.T, err error, kind error, input DiscoveryInput) {
 // TestDiscoverStandIn: the stand-in serves what the real API server would,
 // so discovery succeeds: the control for the fault cases below.
 func TestDiscoverStandIn(t *testing.T) {
+	// cluster-info names the control plane endpoint; the node was given
+	// another address of the same API server.
 	m := newMITMServer(t, func(m *mitmServer, _ int) map[string]string {
-		return signed(t, clusterInfoKubeconfig(t, m.URL, m.ca))
+		return signed(t, clusterInfoKubeconfig(t, "https://cp.example.com:6443", m.ca))
 	})
 	d, err := discoverFrom(m, pinOf(t, m.ca))
 	require.NoError(t, err)
-	assert.Equal(t, m.URL, d.Server)
+	assert.Equal(t, m.URL, d.Server, "where the CA was verified")
+	assert.Equal(t, "https://cp.example.com:6443", d.ClusterInfoServer)
 	assert.Equal(t, pinOf(t, m.ca), d.CACertHash)
 	assert.True(t, d.Pinned)
 	assert.Equal(t, "system:bootstrap:"+testTokenID, d.Requester)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
@@ -46,6 +47,8 @@ var discoveryAttrs = []modules.Attribute{
 var discoveryResults = []modules.Attribute{
 	{Name: "api_server", Type: cty.String, DerivesFrom: []string{"api_server_endpoint"},
 		Description: "The API server URL, `https://<api_server_endpoint>`: where the CA was verified, and the server of `bootstrap_kubeconfig`."},
+	{Name: "cluster_info_server", Type: cty.String, DerivesFrom: []string{"api_server_endpoint"},
+		Description: "The server `kube-public/cluster-info` names (kubeadm's `controlPlaneEndpoint`), which `kubeadm join`'s own bootstrap kubeconfig uses; the same as `api_server` when the node joins through the control plane endpoint, as Cluster API's nodes do."},
 	{Name: "ca", Type: cty.String, DerivesFrom: []string{"api_server_endpoint"},
 		Description: "The cluster CA bundle (PEM) from `kube-public/cluster-info`, verified; kubeadm writes it as the node's `pki/ca.crt`."},
 	{Name: "ca_cert_hash", Type: cty.String, DerivesFrom: []string{"api_server_endpoint", "ca_cert_hashes"},
@@ -119,7 +122,7 @@ func (Discovery) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 			diags = append(diags, cfg.Error("ca_cert_hashes", "Invalid ca_cert_hashes", err.Error()+"."))
 		}
 	}
-	if skip := get(cfg, "unsafe_skip_ca_verification"); pinsKnown && len(pins) == 0 && skip.IsKnown() && !skip.True() {
+	if skip := get(cfg, "unsafe_skip_ca_verification"); pinsKnown && len(pins) == 0 && skip.IsKnown() && !isTrue(skip) {
 		diags = append(diags, cfg.Error("ca_cert_hashes", "No CA certificate hashes", noPinsDetail))
 	}
 	return diags
@@ -147,6 +150,9 @@ func knownStrings(v cty.Value) ([]string, bool) {
 	return out, true
 }
 
+// isTrue is a known bool's value; null is false.
+func isTrue(v cty.Value) bool { return !v.IsNull() && v.True() }
+
 // discover runs the discovery for Plan and Apply alike: it only reads.
 func (Discovery) discover(ctx context.Context, cfg modules.Config) (cty.Value, hcl.Diagnostics) {
 	if !cfg.Value.IsWhollyKnown() {
@@ -155,10 +161,14 @@ func (Discovery) discover(ctx context.Context, cfg modules.Config) (cty.Value, h
 	endpoint, _ := str(get(cfg, "api_server_endpoint"))
 	token, _ := str(get(cfg, "token"))
 	pins, _ := knownStrings(get(cfg, "ca_cert_hashes"))
+	var timeout time.Duration // null: kube.Discover's default
+	if t := get(cfg, "timeout"); !t.IsNull() {
+		timeout = seconds(t)
+	}
 	d, err := kube.Discover(ctx, kube.DiscoveryRequest{
 		Endpoint: endpoint, Token: token, CACertHashes: pins,
-		UnsafeSkipCAVerification: get(cfg, "unsafe_skip_ca_verification").True(),
-		Timeout:                  seconds(get(cfg, "timeout")),
+		UnsafeSkipCAVerification: isTrue(get(cfg, "unsafe_skip_ca_verification")),
+		Timeout:                  timeout,
 	})
 	if err != nil {
 		return unknownResult(discoveryResults), discoveryDiag(cfg, err)
@@ -196,6 +206,7 @@ func discoveryResult(d *kube.Discovery) cty.Value {
 	}
 	return result(discoveryResults, map[string]cty.Value{
 		"api_server":           cty.StringVal(d.Server),
+		"cluster_info_server":  cty.StringVal(d.ClusterInfoServer),
 		"ca":                   cty.StringVal(strings.ToValidUTF8(string(d.CA), "\uFFFD")),
 		"ca_cert_hash":         cty.StringVal(d.CACertHash),
 		"token_id":             cty.StringVal(d.TokenID),

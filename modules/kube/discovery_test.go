@@ -79,6 +79,7 @@ func TestDiscovery(t *testing.T) {
 		assert.Nil(t, p.Change, "a read: never a change")
 		res := p.Result
 		assert.Equal(t, host, res.GetAttr("api_server").AsString())
+		assert.Equal(t, c.Config.Host, res.GetAttr("cluster_info_server").AsString(), "as InitKubeadm published it")
 		assert.Equal(t, string(c.Config.CAData), res.GetAttr("ca").AsString())
 		assert.Equal(t, pin, res.GetAttr("ca_cert_hash").AsString())
 		assert.Equal(t, tok.ID, res.GetAttr("token_id").AsString())
@@ -116,6 +117,12 @@ func TestDiscovery(t *testing.T) {
 
 	t.Run("one of several pins", func(t *testing.T) {
 		p := plan(t, m, cfg(t, map[string]cty.Value{"ca_cert_hashes": strs("sha256:"+strings.Repeat("1", 64), strings.ToUpper(pin))}))
+		require.False(t, p.Diagnostics.HasErrors(), "%v", p.Diagnostics)
+		assert.Equal(t, pin, p.Result.GetAttr("ca_cert_hash").AsString())
+	})
+
+	t.Run("null timeout and unsafe skip", func(t *testing.T) {
+		p := plan(t, m, cfg(t, map[string]cty.Value{"timeout": cty.NullVal(cty.Number), "unsafe_skip_ca_verification": cty.NullVal(cty.Bool)}))
 		require.False(t, p.Diagnostics.HasErrors(), "%v", p.Diagnostics)
 		assert.Equal(t, pin, p.Result.GetAttr("ca_cert_hash").AsString())
 	})
@@ -274,6 +281,10 @@ func TestDiscoveryValidate(t *testing.T) {
 		{"null pins", map[string]cty.Value{"ca_cert_hashes": cty.NullVal(cty.List(cty.String))}, "No CA certificate hashes", "ca_cert_hashes"},
 		{"no pins, unsafe skip", map[string]cty.Value{"ca_cert_hashes": strs(), "unsafe_skip_ca_verification": cty.True}, "", ""},
 		{"pins and unsafe skip", map[string]cty.Value{"unsafe_skip_ca_verification": cty.True}, "", ""},
+		{"null unsafe skip", map[string]cty.Value{"unsafe_skip_ca_verification": cty.NullVal(cty.Bool)}, "", ""},
+		{"no pins, null unsafe skip", map[string]cty.Value{"ca_cert_hashes": strs(), "unsafe_skip_ca_verification": cty.NullVal(cty.Bool)}, "No CA certificate hashes", "ca_cert_hashes"},
+		{"null pin", map[string]cty.Value{"ca_cert_hashes": cty.ListVal([]cty.Value{cty.NullVal(cty.String)})}, "Invalid ca_cert_hashes", "ca_cert_hashes"},
+		{"null timeout", map[string]cty.Value{"timeout": cty.NullVal(cty.Number)}, "", ""},
 		{"zero timeout", map[string]cty.Value{"timeout": cty.NumberIntVal(0)}, "Invalid timeout", "timeout"},
 		{"unknown token", map[string]cty.Value{"token": cty.UnknownVal(cty.String)}, "", ""},
 		{"unknown pins", map[string]cty.Value{"ca_cert_hashes": cty.UnknownVal(cty.List(cty.String))}, "", ""},
