@@ -1,26 +1,9 @@
 package kube
 
-// Token discovery: what `kubeadm join` does with discovery.bootstrapToken
-// (cmd/kubeadm/app/discovery/token) before the node has any credential the
-// API server trusts or any CA to trust the API server with.
-//
-// The contract: Discover gets the API server's CA from the anonymous,
-// world-readable ConfigMap kube-public/cluster-info and accepts it only
-// when
-//   - kube-controller-manager's bootstrapsigner signed that ConfigMap's
-//     kubeconfig with this very token (the detached JWS under
-//     jws-kubeconfig-<token-id>): the server knows the token's secret, so it
-//     is the cluster that issued the token, or someone who holds it;
-//   - one of the CA's public keys matches a sha256 SubjectPublicKeyInfo pin
-//     the user gave (ca_cert_hashes), unless the user explicitly waived the
-//     pins (UnsafeSkipCAVerification, kubeadm's words): the token alone does
-//     not keep out whoever else holds it;
-//   - a second read, over TLS verified with that CA, returns the same
-//     kubeconfig bytes: the server at the endpoint really holds the CA's
-//     key.
-// Only then does it build the kubelet's bootstrap kubeconfig (server, CA,
-// token). The token is never sent to the server during discovery and
-// never appears in an error.
+// Token discovery (Discover): what `kubeadm join` does with
+// discovery.bootstrapToken (cmd/kubeadm/app/discovery/token) before the
+// node has any credential the API server trusts or any CA to trust the API
+// server with.
 
 import (
 	"bytes"
@@ -251,7 +234,27 @@ func (r DiscoveryRequest) check() (discoveryPlan, error) {
 }
 
 // Discover does kubeadm's token discovery against req.Endpoint with no
-// credential but the token; see the contract at the top of this file.
+// credential but the token, for a node that must not hold an admin
+// kubeconfig (Cluster API's Windows nodes hold only a bootstrap token and
+// the CA's pins). It gets the API server's CA from the anonymous,
+// world-readable ConfigMap kube-public/cluster-info and accepts it only
+// when
+//   - kube-controller-manager's bootstrapsigner signed that ConfigMap's
+//     kubeconfig with this very token (the detached JWS under
+//     jws-kubeconfig-<token-id>): the server knows the token's secret, so
+//     it is the cluster that issued the token, or someone who holds it;
+//   - one of the CA's public keys matches a sha256 SubjectPublicKeyInfo
+//     pin (CACertHashes), unless the caller waived the pins
+//     (UnsafeSkipCAVerification, kubeadm's words): the token alone does
+//     not keep out whoever else holds it;
+//   - a second read, over TLS verified with that CA, returns the same
+//     kubeconfig bytes: the server at the endpoint holds the CA's key.
+//
+// Only then does it build the kubelet's bootstrap kubeconfig (server, CA,
+// token). Bad input is refused before any request. The token is never
+// sent during discovery and never appears in an error; every refusal is a
+// *DiscoveryError naming the input to fix. Discover waits at most
+// req.Timeout, each read at most 10 s.
 func Discover(ctx context.Context, req DiscoveryRequest) (*Discovery, error) {
 	p, err := req.check()
 	if err != nil {
