@@ -56,6 +56,38 @@ variable "bootstrap_token_group" {
   description = "kubeadm: the bootstrap token's group. wsu's own (deploy/rbac/kubeadm-bootstrappers: CSRs, no auto-approval, so k8s_csr_approve is the gate), or kubeadm's system:bootstrappers:kubeadm:default-node-token, whose client CSRs kube-controller-manager approves itself."
 }
 
+variable "bootstrap_kubeconfig" {
+  type        = string
+  default     = null
+  sensitive   = true
+  description = "kubeadm: a bootstrap kubeconfig made elsewhere (a node-only join's, from k8s_discovery) instead of a token minted here; cluster_ca, cluster_api_server and bootstrap_requester go with it."
+}
+
+variable "cluster_ca" {
+  type        = string
+  default     = null
+  description = "With bootstrap_kubeconfig: the cluster CA (PEM) it verifies the API server with."
+}
+
+variable "cluster_api_server" {
+  type        = string
+  default     = null
+  description = "With bootstrap_kubeconfig: the API server URL it names."
+}
+
+variable "bootstrap_requester" {
+  type        = string
+  default     = null
+  description = "With bootstrap_kubeconfig: the identity its token authenticates as (system:bootstrap:<id>)."
+}
+
+locals {
+  # A bootstrap kubeconfig given (node-only join) replaces the token minted
+  # here; each value below comes from one or the other.
+  minted     = var.cluster_flavour == "kubeadm" && var.bootstrap_kubeconfig == null
+  kubeadm_ca = var.bootstrap_kubeconfig != null ? var.cluster_ca : try(task.bootstrap_token.ca, null)
+}
+
 play "extract-ignition" {
   hosts = "windows"
 
@@ -79,7 +111,7 @@ play "extract-ignition" {
   }
 
   task "bootstrap_token" {
-    when = var.cluster_flavour == "kubeadm"
+    when = local.minted
     k8s_bootstrap_token {
       kubeconfig  = var.kubeconfig
       mint        = !task["kubelet kubeconfig"].exists
@@ -94,7 +126,7 @@ play "extract-ignition" {
     when = !task["kubelet kubeconfig"].exists
     win_file {
       path    = "C:\\k\\bootstrap-kubeconfig"
-      content = var.cluster_flavour == "openshift" ? task.ignition.bootstrap_kubeconfig : task.bootstrap_token.bootstrap_kubeconfig
+      content = var.cluster_flavour == "openshift" ? task.ignition.bootstrap_kubeconfig : (local.minted ? task.bootstrap_token.bootstrap_kubeconfig : var.bootstrap_kubeconfig)
       acl     = "administrators"
     }
   }
@@ -102,7 +134,7 @@ play "extract-ignition" {
   task "kubelet ca" {
     win_file {
       path    = "C:\\k\\kubelet-ca.crt"
-      content = var.cluster_flavour == "openshift" ? task.ignition.kubelet_ca : task.bootstrap_token.ca
+      content = var.cluster_flavour == "openshift" ? task.ignition.kubelet_ca : local.kubeadm_ca
     }
   }
 
@@ -111,7 +143,7 @@ play "extract-ignition" {
   task "bootstrap ca" {
     win_file {
       path    = "C:\\k\\bootstrap-ca.crt"
-      content = var.cluster_flavour == "openshift" ? task.ignition.api_ca : task.bootstrap_token.ca
+      content = var.cluster_flavour == "openshift" ? task.ignition.api_ca : local.kubeadm_ca
     }
   }
 
@@ -139,7 +171,7 @@ output "kubelet_verbosity" {
 
 output "api_server" {
   description = "The API server URL nodes use (the bootstrap kubeconfig's), for hybrid-overlay-node's --k8s-apiserver."
-  value       = var.cluster_flavour == "openshift" ? try(task.ignition.api_server, null) : try(task.bootstrap_token.api_server, null)
+  value       = var.cluster_flavour == "openshift" ? try(task.ignition.api_server, null) : (local.minted ? try(task.bootstrap_token.api_server, null) : var.cluster_api_server)
 }
 
 output "kubelet_kubeconfig" {
@@ -149,5 +181,5 @@ output "kubelet_kubeconfig" {
 
 output "bootstrap_requester" {
   description = "kubeadm: the identity the kubelet's client CSR comes from (system:bootstrap:<token-id>); null when no token was minted."
-  value       = var.cluster_flavour == "kubeadm" ? try(task.bootstrap_token.requester, null) : null
+  value       = var.cluster_flavour == "kubeadm" ? (local.minted ? try(task.bootstrap_token.requester, null) : var.bootstrap_requester) : null
 }

@@ -9,6 +9,19 @@ variable "kubeconfig" {
   description = "Kubeconfig for the cluster; null: KUBECONFIG or the in-cluster config."
 }
 
+variable "kubeconfig_data" {
+  type        = string
+  default     = null
+  sensitive   = true
+  description = "A kubeconfig's content instead of kubeconfig (a node-only join's bootstrap kubeconfig)."
+}
+
+variable "adopt_services" {
+  type        = list(string)
+  default     = []
+  description = "Services someone else installed that the join takes over (join's adopt_kubelet)."
+}
+
 variable "payload_dir" {
   type        = string
   description = "Directory on the machine running wsu holding the payload and its manifest.json."
@@ -60,15 +73,17 @@ play "preflight" {
 
   task "preflight" {
     win_preflight {
-      kubeconfig     = var.kubeconfig
-      node_name      = coalesce(var.node_name, lower(host.facts.hostname))
-      min_build      = var.min_windows_build
-      services       = concat(["kubelet"], var.manage_containerd ? ["containerd"] : [])
-      payload        = local.payload
-      disk_path      = "C:\\"
-      disk_reserve   = var.disk_reserve
-      max_clock_skew = var.max_clock_skew
-      api_server     = var.api_server
+      kubeconfig      = var.kubeconfig
+      kubeconfig_data = var.kubeconfig_data
+      adopt           = var.adopt_services
+      node_name       = coalesce(var.node_name, lower(host.facts.hostname))
+      min_build       = var.min_windows_build
+      services        = concat(["kubelet"], var.manage_containerd ? ["containerd"] : [])
+      payload         = local.payload
+      disk_path       = "C:\\"
+      disk_reserve    = var.disk_reserve
+      max_clock_skew  = var.max_clock_skew
+      api_server      = var.api_server
     }
   }
 }

@@ -37,6 +37,12 @@ variable "collectors" {
   description = "windows_exporter --collectors.enabled (WMCO's list)."
 }
 
+variable "publish" {
+  type        = bool
+  default     = true
+  description = "Publish the node's endpoint in the windows-exporter Service (needs cluster rights: false in a node-only join)."
+}
+
 variable "service_recovery" {
   type        = bool
   default     = true
@@ -70,6 +76,7 @@ play "windows-exporter" {
   }
 
   task "metrics endpoint" {
+    when = var.publish
     k8s_metrics_endpoint {
       kubeconfig = var.kubeconfig
       namespace  = var.namespace

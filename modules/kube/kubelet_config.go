@@ -39,6 +39,8 @@ var kubeletConfigAttrs = []modules.Attribute{
 		Description: "DNS service addresses that replace the ConfigMap's `clusterDNS`; null keeps the cluster's."},
 	{Name: "client_ca_file", Type: cty.String, Default: cty.StringVal(kubeletCA),
 		Description: "The kubelet's `authentication.x509.clientCAFile` on the node."},
+	{Name: "server_tls_bootstrap", Type: cty.Bool, Default: cty.True,
+		Description: "`serverTLSBootstrap`: the kubelet requests its serving certificate from the cluster (`kubernetes.io/kubelet-serving`), which someone must approve (wsu's join or controller, or another approver). `false` (kubeadm's default, and a node-only join's): the kubelet signs its own serving certificate."},
 }
 
 var kubeletConfigResults = []modules.Attribute{
@@ -64,7 +66,7 @@ func (KubeletConfig) Schema() modules.Schema {
 			"Unix-absolute `staticPodPath` and `authentication.x509.clientCAFile`. Last, what a Windows " +
 			"kubelet needs and wsu's join relies on: `cgroupsPerQOS: false`, `enforceNodeAllocatable: [none]`, " +
 			"`containerRuntimeEndpoint: npipe://./pipe/containerd-containerd`, `rotateCertificates: true`, " +
-			"`serverTLSBootstrap: true` (join approves the serving CSR), `authentication.anonymous.enabled: " +
+			"`serverTLSBootstrap` = `server_tls_bootstrap` (join approves the serving CSR), `authentication.anonymous.enabled: " +
 			"false` and `authentication.x509.clientCAFile` = `client_ca_file`. The YAML's keys are sorted, " +
 			"so the same cluster always gives the same bytes.\n\n" +
 			"A cluster without either ConfigMap fails the task (at plan): kubeadm init uploads them " +
@@ -198,7 +200,7 @@ func splitCIDRs(s string) []string {
 // windowsInputs is what the merge takes from the task and the
 // ClusterConfiguration.
 func windowsInputs(cfg modules.Config, cc kubeadmConfig) windowsKubelet {
-	w := windowsKubelet{defaultDomain: cc.Networking.DNSDomain}
+	w := windowsKubelet{defaultDomain: cc.Networking.DNSDomain, serverTLSBootstrap: get(cfg, "server_tls_bootstrap").True()}
 	if w.defaultDomain == "" {
 		w.defaultDomain = "cluster.local" // kubeadm's default dnsDomain
 	}

@@ -67,6 +67,7 @@ func TestKubeletConfig(t *testing.T) {
 	assert.Equal(t, []any{"10.96.0.10"}, got["clusterDNS"], "the ConfigMap's clusterDNS")
 	assert.Equal(t, "example.internal", got["clusterDomain"], "kubeadm-config's dnsDomain")
 	assertWindowsKubelet(t, got)
+	assert.Equal(t, true, got["serverTLSBootstrap"], "by default join approves the serving CSR")
 	assert.Equal(t, strs("10.96.0.10"), res.GetAttr("cluster_dns"))
 	assert.Equal(t, cty.StringVal("example.internal"), res.GetAttr("cluster_domain"))
 	assert.Equal(t, strs("10.96.0.0/12"), res.GetAttr("service_cidrs"))
@@ -78,6 +79,13 @@ func TestKubeletConfig(t *testing.T) {
 	a := apply(t, m, cfg, p.Change)
 	require.Empty(t, a.Diagnostics)
 	assert.True(t, a.Result.RawEquals(p.Result), "apply's result is plan's")
+
+	// A node-only join: the kubelet signs its own serving certificate,
+	// kubeadm's default, where nobody approves serving CSRs.
+	cfg = kcfg(t, c, m, map[string]cty.Value{"node_name": cty.StringVal("win-kc"), "server_tls_bootstrap": cty.False})
+	p = plan(t, m, cfg)
+	require.Empty(t, p.Diagnostics)
+	assert.Equal(t, false, decode(t, p.Result.GetAttr("config").AsString())["serverTLSBootstrap"])
 
 	// A Node not registered yet: no pod networks, no error.
 	p = plan(t, m, kcfg(t, c, m, map[string]cty.Value{

@@ -16,6 +16,9 @@ type kubeletDoc map[string]any
 
 // windowsKubelet is what the merge needs besides the cluster's document.
 type windowsKubelet struct {
+	// serverTLSBootstrap: the kubelet asks the cluster for its serving
+	// certificate (someone approves it) rather than signing its own.
+	serverTLSBootstrap bool
 	// clusterDNS replaces the document's clusterDNS when not nil.
 	clusterDNS []string
 	// defaultDNS and defaultDomain fill clusterDNS and clusterDomain when
@@ -115,7 +118,7 @@ func setRequired(doc kubeletDoc, w windowsKubelet) {
 	doc["containerRuntimeEndpoint"] = `npipe://./pipe/containerd-containerd`
 	doc["resolvConf"] = ""
 	doc["rotateCertificates"] = true
-	doc["serverTLSBootstrap"] = true
+	doc["serverTLSBootstrap"] = w.serverTLSBootstrap
 	setNested(doc, false, "authentication", "anonymous", "enabled")
 	setNested(doc, w.clientCAFile, "authentication", "x509", "clientCAFile")
 }

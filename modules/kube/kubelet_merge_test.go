@@ -58,7 +58,7 @@ func TestWindowsKubeletConfig(t *testing.T) {
 			in:      windowsKubelet{defaultDomain: "example.internal", defaultDNS: []string{"10.96.0.99"}, clientCAFile: kubeletCA},
 			wantDNS: []any{"10.96.0.10"}, wantDomain: "example.internal"},
 		{name: "explicit DNS wins",
-			in:      windowsKubelet{defaultDomain: "cluster.local", clusterDNS: []string{"10.0.0.53", "fd00::a"}, clientCAFile: kubeletCA},
+			in:      windowsKubelet{defaultDomain: "cluster.local", clusterDNS: []string{"10.0.0.53", "fd00::a"}, clientCAFile: kubeletCA, serverTLSBootstrap: true},
 			wantDNS: []any{"10.0.0.53", "fd00::a"}, wantDomain: "cluster.local"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,6 +70,7 @@ func TestWindowsKubeletConfig(t *testing.T) {
 			assert.Equal(t, tt.wantDNS, got["clusterDNS"])
 			assert.Equal(t, tt.wantDomain, got["clusterDomain"])
 			assertWindowsKubelet(t, got)
+			assert.Equal(t, tt.in.serverTLSBootstrap, got["serverTLSBootstrap"], "a serving CSR only when asked for")
 		})
 	}
 }
@@ -85,7 +86,6 @@ func assertWindowsKubelet(t *testing.T, got map[string]any) {
 	assert.Equal(t, []any{"none"}, got["enforceNodeAllocatable"])
 	assert.Equal(t, "npipe://./pipe/containerd-containerd", got["containerRuntimeEndpoint"])
 	assert.Equal(t, true, got["rotateCertificates"])
-	assert.Equal(t, true, got["serverTLSBootstrap"], "join approves the serving CSR")
 	assert.Equal(t, map[string]any{
 		"anonymous": map[string]any{"enabled": false},
 		"webhook":   map[string]any{"cacheTTL": "0s", "enabled": true},

@@ -193,3 +193,53 @@ func TestNodeOwner(t *testing.T) {
 		requireDiag(t, apply(t, m, cfg, &modules.Change{Action: modules.Update}).Diagnostics, cfg, "Node owner-never did not register", "wait")
 	})
 }
+
+// TestNodeOwnerKubeadmRule: a node-only join (no owner: its bootstrap
+// token cannot mark Nodes) follows kubeadm join's rule, and never changes
+// anything.
+func TestNodeOwnerKubeadmRule(t *testing.T) {
+	c := cluster(t)
+	m := NodeOwner{testClusters}
+	_, err := c.CreateNode(ctx, "kubeadm-linux", map[string]string{"kubernetes.io/os": "linux"})
+	require.NoError(t, err)
+	_, err = c.CreateNode(ctx, "kubeadm-notready", map[string]string{"kubernetes.io/os": "windows"})
+	require.NoError(t, err)
+	_, err = c.CreateNode(ctx, "kubeadm-ready", map[string]string{"kubernetes.io/os": "windows"})
+	require.NoError(t, err)
+	require.NoError(t, c.SetNodeReady(ctx, "kubeadm-ready"))
+
+	cases := []struct {
+		name, node string
+		joined     bool
+		refusal    string // "" passes
+	}{
+		{name: "no node", node: "kubeadm-none"},
+		{name: "a NotReady windows node may be joined again", node: "kubeadm-notready"},
+		{name: "a Ready node is another machine's", node: "kubeadm-ready", refusal: "A Ready Node named kubeadm-ready exists"},
+		{name: "a Ready node this host joined: a re-run", node: "kubeadm-ready", joined: true},
+		{name: "a linux node, joined or not", node: "kubeadm-linux", joined: true, refusal: "not a Windows Node"},
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := kcfg(t, c, m, map[string]cty.Value{"name": cty.StringVal(tt.node), "joined": cty.BoolVal(tt.joined)})
+			p := plan(t, m, cfg)
+			a := apply(t, m, cfg, nil)
+			if tt.refusal == "" {
+				require.False(t, p.Diagnostics.HasErrors(), "%s", p.Diagnostics)
+				require.False(t, a.Diagnostics.HasErrors(), "%s", a.Diagnostics)
+				assert.Nil(t, p.Change, "nothing is ever marked without an owner")
+				return
+			}
+			d := requireDiag(t, p.Diagnostics, cfg, "Node "+tt.node+" is not this host's", "name")
+			assert.Contains(t, d.Detail, tt.refusal)
+			d = requireDiag(t, a.Diagnostics, cfg, "Node "+tt.node+" is not this host's", "name")
+			assert.Contains(t, d.Detail, tt.refusal)
+		})
+	}
+	n, err := c.Client.CoreV1().Nodes().Get(ctx, "kubeadm-notready", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, n.Annotations[OwnerAnnotation], "no mark written")
+
+	cfg := kcfg(t, c, m, map[string]cty.Value{"name": cty.StringVal("kubeadm-none"), "wait": cty.NumberIntVal(5)})
+	requireDiag(t, m.Validate(modules.ValidateRequest{Config: cfg}), cfg, "Nothing to wait for", "wait")
+}

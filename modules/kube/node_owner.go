@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/modules"
 )
 
@@ -29,8 +30,11 @@ var (
 
 var nodeOwnerAttrs = withConn(
 	modules.Attribute{Name: "name", Type: cty.String, Required: true, Description: "Name of the Node the host registers (or registered) as."},
-	modules.Attribute{Name: "owner", Type: cty.String, Required: true,
-		Description: "Who joins the host: the `" + OwnerAnnotation + "` value written on the Node and required of one already there (the CLI's default `wsu`; the controller's `windowsinstance/NAMESPACE/NAME`)."},
+	modules.Attribute{Name: "owner", Type: cty.String,
+		Description: "Who joins the host: the `" + OwnerAnnotation + "` value written on the Node and required of one already there (the CLI's default `wsu`; the controller's `windowsinstance/NAMESPACE/NAME`). " +
+			"null: a node-only join, whose bootstrap token may read Nodes but not mark them: kubeadm's rule applies instead (see the description) and nothing is ever changed."},
+	modules.Attribute{Name: "joined", Type: cty.Bool, Default: cty.False,
+		Description: "Without `owner`: the host already holds this Node's kubelet credentials (`C:\\k\\kubeconfig`), so a Ready Node of the name is its own (a re-run), not another machine's."},
 	modules.Attribute{Name: "uid", Type: cty.String,
 		Description: "The UID the Node must have when it exists (the controller's `status.nodeUID`); null: any."},
 	modules.Attribute{Name: "adopt", Type: cty.Bool, Default: cty.False,
@@ -56,7 +60,10 @@ func (NodeOwner) Schema() modules.Schema {
 			"another tool joined, one another host or instance joined. An unmarked Windows Node is taken " +
 			"only with `adopt`. The change is the annotation, written on a Node that lacks it; with " +
 			"`wait`, apply first waits for the kubelet to register the Node. The cordon, drain, label and " +
-			"delete modules require the same annotation.",
+			"delete modules require the same annotation.\n\n" +
+			"Without `owner` (a node-only join, holding only a bootstrap token) this is `kubeadm join`'s check: " +
+			"a Node of the name that is not a Windows Node is refused, and so is a Ready one unless `joined` " +
+			"says the host is that Node already; a NotReady Windows Node may be joined again, as kubeadm allows.",
 		Target:     modules.TargetController,
 		Attributes: nodeOwnerAttrs,
 		Results:    nodeOwnerResults,
@@ -72,8 +79,12 @@ func (NodeOwner) Schema() modules.Schema {
 func (NodeOwner) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 	cfg := req.Config
 	diags := validateNodeName(cfg, "name")
-	if s, ok := str(get(cfg, "owner")); ok && s == "" {
+	owner := get(cfg, "owner")
+	if s, ok := str(owner); ok && s == "" {
 		diags = append(diags, cfg.Error("owner", "Empty owner", "owner names who joins the host; it cannot be empty."))
+	}
+	if w := get(cfg, "wait"); owner.IsKnown() && owner.IsNull() && w.IsKnown() && !w.IsNull() && seconds(w) > 0 {
+		diags = append(diags, cfg.Error("wait", "Nothing to wait for", "wait waits for the Node in order to mark it as owner's; without owner nothing is marked."))
 	}
 	return append(diags, validateSeconds(cfg, []string{"wait"}, []string{"interval"})...)
 }
@@ -81,7 +92,7 @@ func (NodeOwner) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 // ownerSpec is a decoded task.
 type ownerSpec struct {
 	name, owner, uid string
-	adopt            bool
+	adopt, joined    bool
 	wait, interval   time.Duration
 }
 
@@ -91,6 +102,7 @@ func decodeOwner(cfg modules.Config) ownerSpec {
 	s.owner, _ = str(get(cfg, "owner"))
 	s.uid, _ = str(get(cfg, "uid"))
 	s.adopt = get(cfg, "adopt").True()
+	s.joined = get(cfg, "joined").True()
 	return s
 }
 
@@ -100,10 +112,26 @@ func diffOwner(n *corev1.Node, s ownerSpec) (refusal string, mark bool) {
 	if n == nil {
 		return "", s.wait > 0
 	}
+	if s.owner == "" {
+		return kubeadmNameRefusal(n, s.joined), false
+	}
 	if r := nodeRefusal(n, s.owner, s.uid, s.adopt); r != "" {
 		return r, false
 	}
 	return "", n.Annotations[OwnerAnnotation] != s.owner
+}
+
+// kubeadmNameRefusal is kubeadm join's rule for a name a Node holds, for a
+// join that cannot mark Nodes: not a Windows Node, or Ready and not this
+// host's.
+func kubeadmNameRefusal(n *corev1.Node, joined bool) string {
+	if n.Labels[kube.OSLabel] != "windows" {
+		return nodeRefusal(n, "", "", true)
+	}
+	if joined || !nodeReady(n) {
+		return ""
+	}
+	return fmt.Sprintf("A Ready Node named %s exists and this host does not hold its credentials (no C:\\k\\kubeconfig): another machine runs under this name (kubeadm join refuses the same). Give the node another name, or delete the Node if its machine is gone.", n.Name)
 }
 
 func ownerResult(n *corev1.Node) cty.Value {
@@ -206,4 +234,14 @@ func (m NodeOwner) Apply(ctx context.Context, req modules.ApplyRequest) modules.
 		return modules.ApplyResponse{Result: unknownResult(nodeOwnerResults), Diagnostics: apiError(cfg, "name", "Cannot mark node "+s.name, err)}
 	}
 	return modules.ApplyResponse{Result: ownerResult(n)}
+}
+
+// nodeReady: the Node's Ready condition is True.
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }

@@ -103,6 +103,8 @@ func TestPreflight(t *testing.T) {
 		wantDetail  string
 		// wantInstalled: the services reported as wsu's, already there.
 		wantInstalled []string
+		// wantServices is in the services check's finding.
+		wantServices string
 	}{
 		{name: "clean host"},
 		{name: "wsu's own kubelet (a re-run)", setup: service(windows.ManagedDescription), wantInstalled: []string{"kubelet"}},
@@ -116,6 +118,13 @@ func TestPreflight(t *testing.T) {
 			wantSummary: "Windows build not supported", wantAttr: "min_build", wantDetail: "build 14393"},
 		{name: "someone else's kubelet", setup: service("Kubernetes node agent"),
 			wantSummary: "Service kubelet is not wsu's", wantAttr: "services", wantDetail: `C:\Program Files\kubelet.exe`},
+		{name: "someone else's kubelet, adopted on purpose", setup: service("Kubernetes node agent"),
+			over:         map[string]cty.Value{"adopt": cty.ListVal([]cty.Value{cty.StringVal("kubelet")})},
+			wantServices: `adopting kubelet (binary C:\Program Files\kubelet.exe)`},
+		{name: "adopting the kubelet does not adopt containerd", setup: func(t *testing.T, f fixture) {
+			require.NoError(t, f.sim.CreateService(ctx, host.ServiceConfig{Name: "containerd", BinaryPath: `C:\Program Files\containerd\containerd.exe`, StartType: host.StartAutomatic}))
+		}, over: map[string]cty.Value{"adopt": cty.ListVal([]cty.Value{cty.StringVal("kubelet")})},
+			wantSummary: "Service containerd is not wsu's", wantAttr: "services", wantDetail: `containerd.exe`},
 		{name: "disk too full for the payload", setup: func(t *testing.T, f fixture) { require.NoError(t, f.sim.SetDiskFree(16<<10)) },
 			wantSummary: "Not enough free disk space", wantAttr: "disk_path", wantDetail: "16.0 KiB free"},
 		{name: "reserve beyond the free space", over: map[string]cty.Value{"disk_reserve": cty.NumberIntVal(1 << 62)},
@@ -152,6 +161,7 @@ func TestPreflight(t *testing.T) {
 					installed = append(installed, v.AsString())
 				}
 				assert.Equal(t, tt.wantInstalled, installed, "the services wsu installed before")
+				assert.Contains(t, checks["services"].AsString(), tt.wantServices)
 				return
 			}
 			require.Len(t, resp.Diagnostics, 1, "one error per problem: %v", resp.Diagnostics)

@@ -113,7 +113,13 @@ func (e *Env) Run(ctx context.Context, w io.Writer, args ...string) (*Result, er
 // RunJSON runs wsu with `-o json` and parses its events; onEvent, when not
 // nil, sees each event as it arrives (to inject a fault at the right time).
 func (e *Env) RunJSON(ctx context.Context, onEvent func(Event), args ...string) (*Result, error) {
-	cmd := e.Cmd(ctx, append(append([]string{}, args...), "-o", "json")...)
+	return RunCmdJSON(e.Cmd(ctx, append(append([]string{}, args...), "-o", "json")...), onEvent)
+}
+
+// RunCmdJSON runs a wsu command made elsewhere (its own inputs and
+// environment; its arguments include `-o json`) and parses its events as
+// RunJSON does.
+func RunCmdJSON(cmd *exec.Cmd, onEvent func(Event)) (*Result, error) {
 	pr, pw := io.Pipe()
 	var out, errb bytes.Buffer
 	cmd.Stdout = io.MultiWriter(&out, pw)
