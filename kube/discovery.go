@@ -375,7 +375,7 @@ func (p discoveryPlan) readSigned(ctx context.Context, ca []byte) (*corev1.Confi
 		case err != nil && ctx.Err() != nil && last != nil:
 			// The time ran out during a read: what the reads before it saw
 			// is the reason.
-			return nil, p.gaveUp(last)
+			return nil, p.gaveUp(ctx, last)
 		case err == nil && cm.Data[bootstrapapi.KubeConfigKey] == "":
 			return nil, discoveryErr(InputEndpoint, ErrBadClusterInfo, "%s/%s at %s has no %s key: this API server is not set up for token discovery",
 				metav1.NamespacePublic, bootstrapapi.ConfigMapClusterInfo, p.server, bootstrapapi.KubeConfigKey)
@@ -398,19 +398,23 @@ func (p discoveryPlan) readSigned(ctx context.Context, ca []byte) (*corev1.Confi
 		}
 		select {
 		case <-ctx.Done():
-			return nil, p.gaveUp(last)
+			return nil, p.gaveUp(ctx, last)
 		case <-time.After(p.interval):
 		}
 	}
 }
 
-// gaveUp is the last failure, once the time is up.
-func (p discoveryPlan) gaveUp(last error) error {
+// gaveUp is the last failure, once the time is up or the run cancelled.
+func (p discoveryPlan) gaveUp(ctx context.Context, last error) error {
+	why := fmt.Sprintf("gave up after %s", p.timeout)
+	if errors.Is(ctx.Err(), context.Canceled) {
+		why = "cancelled"
+	}
 	var de *DiscoveryError
 	if errors.As(last, &de) {
-		return &DiscoveryError{Input: de.Input, Err: fmt.Errorf("%w (gave up after %s)", de.Err, p.timeout)}
+		return &DiscoveryError{Input: de.Input, Err: fmt.Errorf("%w (%s)", de.Err, why)}
 	}
-	return fmt.Errorf("%w (gave up after %s)", last, p.timeout)
+	return fmt.Errorf("%w (%s)", last, why)
 }
 
 // anonymousClient reads the cluster with no credential: TLS unverified

@@ -315,3 +315,29 @@ func TestCACertHashIsOverThePublicKey(t *testing.T) {
 	whole := sha256.Sum256(cert.Raw)
 	assert.NotEqual(t, "sha256:"+hex.EncodeToString(whole[:]), CACertHash(cert))
 }
+
+// A run cancelled while discovery waits for the signature stops at once
+// and says so.
+func TestDiscoverCancelled(t *testing.T) {
+	m := newMITMServer(t, func(m *mitmServer, _ int) map[string]string {
+		return map[string]string{"kubeconfig": clusterInfoKubeconfig(t, m.URL, m.ca)}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := Discover(ctx, DiscoveryRequest{Endpoint: m.endpoint(), Token: testToken,
+		CACertHashes: []string{pinOf(t, m.ca)}, Timeout: time.Minute, Interval: 100 * time.Millisecond})
+	requireRefusal(t, err, ErrTokenNotSigned, InputToken)
+	assert.Contains(t, err.Error(), "(cancelled)")
+	assert.Less(t, time.Since(start), 5*time.Second)
+}
+
+// Nothing listening: it keeps trying until the timeout, then says where
+// it could not read from, at the endpoint.
+func TestDiscoverUnreachable(t *testing.T) {
+	_, err := Discover(context.Background(), DiscoveryRequest{Endpoint: "127.0.0.1:1", Token: testToken,
+		CACertHashes: []string{"sha256:" + strings.Repeat("ab", 32)}, Timeout: 500 * time.Millisecond, Interval: 100 * time.Millisecond})
+	requireRefusal(t, err, ErrUnreachable, InputEndpoint)
+	assert.Contains(t, err.Error(), "https://127.0.0.1:1")
+	assert.Contains(t, err.Error(), "gave up after 500ms")
+}
