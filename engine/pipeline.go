@@ -437,14 +437,15 @@ func (ti *taskInstance) freshConnection(ctx context.Context) {
 }
 
 // markResult re-applies sensitivity to a result: attributes the schema
-// declares sensitive, and those derived from a sensitive argument.
+// declares sensitive, and those derived from a sensitive argument (every
+// one, unless it says what it derives from).
 func markResult(s modules.Schema, v cty.Value, secret secretFields) cty.Value {
 	if v == cty.NilVal || v.IsNull() || !v.IsKnown() || !v.Type().IsObjectType() {
 		return v
 	}
 	m := v.AsValueMap()
 	for _, a := range s.Results {
-		if rv, ok := m[a.Name]; ok && (a.Sensitive || secret.hide(a.Name)) {
+		if rv, ok := m[a.Name]; ok && (a.Sensitive || secret.hideResult(a)) {
 			m[a.Name] = rv.Mark(Sensitive)
 		}
 	}

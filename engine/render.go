@@ -79,6 +79,21 @@ func (s secretFields) hide(name string) bool {
 	return len(s.sensitive) > 0 && !s.args[name]
 }
 
+// hideResult is hide for a result attribute, which may say what it
+// derives from (modules.Attribute.DerivesFrom): then it is hidden only
+// when one of those arguments is sensitive.
+func (s secretFields) hideResult(a modules.Attribute) bool {
+	if a.DerivesFrom == nil {
+		return s.hide(a.Name)
+	}
+	for _, arg := range a.DerivesFrom {
+		if s.sensitive[arg] {
+			return true
+		}
+	}
+	return false
+}
+
 // renderChange turns a module's Change into its display form.
 func renderChange(c *modules.Change, secret secretFields) *ChangeView {
 	if c == nil {

@@ -1,26 +1,9 @@
 package kube
 
-// Token discovery: what `kubeadm join` does with discovery.bootstrapToken
-// (cmd/kubeadm/app/discovery/token) before the node has any credential the
-// API server trusts or any CA to trust the API server with.
-//
-// The contract: Discover gets the API server's CA from the anonymous,
-// world-readable ConfigMap kube-public/cluster-info and accepts it only
-// when
-//   - kube-controller-manager's bootstrapsigner signed that ConfigMap's
-//     kubeconfig with this very token (the detached JWS under
-//     jws-kubeconfig-<token-id>): the server knows the token's secret, so it
-//     is the cluster that issued the token, or someone who holds it;
-//   - one of the CA's public keys matches a sha256 SubjectPublicKeyInfo pin
-//     the user gave (ca_cert_hashes), unless the user explicitly waived the
-//     pins (UnsafeSkipCAVerification, kubeadm's words): the token alone does
-//     not keep out whoever else holds it;
-//   - a second read, over TLS verified with that CA, returns the same
-//     kubeconfig bytes: the server at the endpoint really holds the CA's
-//     key.
-// Only then does it build the kubelet's bootstrap kubeconfig (server, CA,
-// token). The token is never sent to the server during discovery and
-// never appears in an error.
+// Token discovery (Discover): what `kubeadm join` does with
+// discovery.bootstrapToken (cmd/kubeadm/app/discovery/token) before the
+// node has any credential the API server trusts or any CA to trust the API
+// server with.
 
 import (
 	"bytes"
@@ -131,6 +114,11 @@ type Discovery struct {
 	// Server is the API server URL the bootstrap kubeconfig uses:
 	// https://<endpoint>, the address the CA was just verified at.
 	Server string
+	// ClusterInfoServer is the server cluster-info's kubeconfig names
+	// (kubeadm's controlPlaneEndpoint): kubeadm join's TLS-bootstrap
+	// kubeconfig takes this one. It is the same as Server when the node
+	// joins through the control plane endpoint, as Cluster API's do.
+	ClusterInfoServer string
 	// CA is the cluster CA bundle (PEM) from cluster-info.
 	CA []byte
 	// CACertHash is the pin of the CA certificate that matched
@@ -246,7 +234,27 @@ func (r DiscoveryRequest) check() (discoveryPlan, error) {
 }
 
 // Discover does kubeadm's token discovery against req.Endpoint with no
-// credential but the token; see the contract at the top of this file.
+// credential but the token, for a node that must not hold an admin
+// kubeconfig (Cluster API's Windows nodes hold only a bootstrap token and
+// the CA's pins). It gets the API server's CA from the anonymous,
+// world-readable ConfigMap kube-public/cluster-info and accepts it only
+// when
+//   - kube-controller-manager's bootstrapsigner signed that ConfigMap's
+//     kubeconfig with this very token (the detached JWS under
+//     jws-kubeconfig-<token-id>): the server knows the token's secret, so
+//     it is the cluster that issued the token, or someone who holds it;
+//   - one of the CA's public keys matches a sha256 SubjectPublicKeyInfo
+//     pin (CACertHashes), unless the caller waived the pins
+//     (UnsafeSkipCAVerification, kubeadm's words): the token alone does
+//     not keep out whoever else holds it;
+//   - a second read, over TLS verified with that CA, returns the same
+//     kubeconfig bytes: the server at the endpoint holds the CA's key.
+//
+// Only then does it build the kubelet's bootstrap kubeconfig (server, CA,
+// token). Bad input is refused before any request. The token is never
+// sent during discovery and never appears in an error; every refusal is a
+// *DiscoveryError naming the input to fix. Discover waits at most
+// req.Timeout, each read at most 10 s.
 func Discover(ctx context.Context, req DiscoveryRequest) (*Discovery, error) {
 	p, err := req.check()
 	if err != nil {
@@ -277,14 +285,16 @@ func Discover(ctx context.Context, req DiscoveryRequest) (*Discovery, error) {
 		return nil, discoveryErr(InputEndpoint, ErrBadClusterInfo, "building the bootstrap kubeconfig: %v", err)
 	}
 	return &Discovery{
-		Server: p.server, CA: ca.bundle, CACertHash: ca.hash, Pinned: ca.pinned,
+		Server: p.server, ClusterInfoServer: ca.server, CA: ca.bundle, CACertHash: ca.hash, Pinned: ca.pinned,
 		TokenID: p.tokenID, Requester: BootstrapUserPrefix + p.tokenID,
 		BootstrapKubeconfig: kc,
 	}, nil
 }
 
-// clusterCA is the CA found in cluster-info.
+// clusterCA is the CA found in cluster-info, and the server named with
+// it.
 type clusterCA struct {
+	server string
 	bundle []byte
 	hash   string
 	pinned bool
@@ -304,7 +314,7 @@ func (p discoveryPlan) verify(cm *corev1.ConfigMap) (clusterCA, error) {
 				"(or the token's secret is wrong: its id %q is one the cluster signs for)",
 			metav1.NamespacePublic, bootstrapapi.ConfigMapClusterInfo, p.tokenID)
 	}
-	bundle, err := clusterInfoCA(content)
+	server, bundle, err := clusterInfoCA(content)
 	if err != nil {
 		return clusterCA{}, err
 	}
@@ -313,14 +323,14 @@ func (p discoveryPlan) verify(cm *corev1.ConfigMap) (clusterCA, error) {
 		return clusterCA{}, discoveryErr(InputEndpoint, ErrBadClusterInfo, "the kubeconfig's certificate-authority-data: %v", err)
 	}
 	if len(p.pins) == 0 {
-		return clusterCA{bundle: bundle, hash: CACertHash(certs[0])}, nil
+		return clusterCA{server: server, bundle: bundle, hash: CACertHash(certs[0])}, nil
 	}
 	var found []string
 	for _, c := range certs {
 		h := CACertHash(c)
 		for _, pin := range p.pins {
 			if subtle.ConstantTimeCompare([]byte(h), []byte(pin)) == 1 {
-				return clusterCA{bundle: bundle, hash: h, pinned: true}, nil
+				return clusterCA{server: server, bundle: bundle, hash: h, pinned: true}, nil
 			}
 		}
 		found = append(found, h)
@@ -331,22 +341,22 @@ func (p discoveryPlan) verify(cm *corev1.ConfigMap) (clusterCA, error) {
 		metav1.NamespacePublic, bootstrapapi.ConfigMapClusterInfo, strings.Join(found, ", "), strings.Join(p.pins, ", "))
 }
 
-// clusterInfoCA is the CA bundle of cluster-info's kubeconfig, which
-// kubeadm writes with exactly one cluster.
-func clusterInfoCA(content string) ([]byte, error) {
+// clusterInfoCA is the server and CA bundle of cluster-info's
+// kubeconfig, which kubeadm writes with exactly one cluster.
+func clusterInfoCA(content string) (server string, ca []byte, err error) {
 	cfg, err := clientcmd.Load([]byte(content))
 	if err != nil {
-		return nil, discoveryErr(InputEndpoint, ErrBadClusterInfo, "its kubeconfig: %v", err)
+		return "", nil, discoveryErr(InputEndpoint, ErrBadClusterInfo, "its kubeconfig: %v", err)
 	}
 	if len(cfg.Clusters) != 1 {
-		return nil, discoveryErr(InputEndpoint, ErrBadClusterInfo, "its kubeconfig has %d clusters, kubeadm writes one", len(cfg.Clusters))
+		return "", nil, discoveryErr(InputEndpoint, ErrBadClusterInfo, "its kubeconfig has %d clusters, kubeadm writes one", len(cfg.Clusters))
 	}
 	for _, c := range cfg.Clusters {
 		if len(c.CertificateAuthorityData) > 0 {
-			return c.CertificateAuthorityData, nil
+			return c.Server, c.CertificateAuthorityData, nil
 		}
 	}
-	return nil, discoveryErr(InputEndpoint, ErrBadClusterInfo, "its kubeconfig has no certificate-authority-data")
+	return "", nil, discoveryErr(InputEndpoint, ErrBadClusterInfo, "its kubeconfig has no certificate-authority-data")
 }
 
 // readSigned reads cluster-info anonymously until it carries a signature
@@ -365,7 +375,7 @@ func (p discoveryPlan) readSigned(ctx context.Context, ca []byte) (*corev1.Confi
 		case err != nil && ctx.Err() != nil && last != nil:
 			// The time ran out during a read: what the reads before it saw
 			// is the reason.
-			return nil, p.gaveUp(last)
+			return nil, p.gaveUp(ctx, last)
 		case err == nil && cm.Data[bootstrapapi.KubeConfigKey] == "":
 			return nil, discoveryErr(InputEndpoint, ErrBadClusterInfo, "%s/%s at %s has no %s key: this API server is not set up for token discovery",
 				metav1.NamespacePublic, bootstrapapi.ConfigMapClusterInfo, p.server, bootstrapapi.KubeConfigKey)
@@ -388,19 +398,23 @@ func (p discoveryPlan) readSigned(ctx context.Context, ca []byte) (*corev1.Confi
 		}
 		select {
 		case <-ctx.Done():
-			return nil, p.gaveUp(last)
+			return nil, p.gaveUp(ctx, last)
 		case <-time.After(p.interval):
 		}
 	}
 }
 
-// gaveUp is the last failure, once the time is up.
-func (p discoveryPlan) gaveUp(last error) error {
+// gaveUp is the last failure, once the time is up or the run cancelled.
+func (p discoveryPlan) gaveUp(ctx context.Context, last error) error {
+	why := fmt.Sprintf("gave up after %s", p.timeout)
+	if errors.Is(ctx.Err(), context.Canceled) {
+		why = "cancelled"
+	}
 	var de *DiscoveryError
 	if errors.As(last, &de) {
-		return &DiscoveryError{Input: de.Input, Err: fmt.Errorf("%w (gave up after %s)", de.Err, p.timeout)}
+		return &DiscoveryError{Input: de.Input, Err: fmt.Errorf("%w (%s)", de.Err, why)}
 	}
-	return fmt.Errorf("%w (gave up after %s)", last, p.timeout)
+	return fmt.Errorf("%w (%s)", last, why)
 }
 
 // anonymousClient reads the cluster with no credential: TLS unverified

@@ -84,6 +84,15 @@ type Attribute struct {
 	// Default applies when the argument is absent; cty.NilVal means null.
 	Default   cty.Value
 	Sensitive bool
+	// DerivesFrom, on a result attribute, names the only arguments its
+	// value is computed from; set (even to an empty list) it means the
+	// value reveals nothing of any other argument. The engine hides a
+	// result derived from a sensitive argument, and without DerivesFrom
+	// it must assume every result is (a hash of a short secret is as good
+	// as the secret); with it, the result stays visible unless one of the
+	// arguments it names is sensitive. k8s_discovery shows the server and
+	// the CA's pin it found with a token this way.
+	DerivesFrom []string
 	// Local says the argument names a file (or, in a map, files) on the
 	// machine running wsu that the module reads: a confined run (a site
 	// playbook from a ConfigMap) refuses one outside the directories it

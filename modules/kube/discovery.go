@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
@@ -40,19 +41,27 @@ var discoveryAttrs = []modules.Attribute{
 		Description: "Seconds to keep trying while the API server is unreachable or cluster-info has no signature for the token yet; an unknown or expired token is reported when they are up."},
 }
 
+// The results say what they derive from (modules.Attribute.DerivesFrom):
+// the token is sensitive, and without that the engine would hide the
+// server and the CA's pin the plan must show.
 var discoveryResults = []modules.Attribute{
-	{Name: "api_server", Type: cty.String,
+	{Name: "api_server", Type: cty.String, DerivesFrom: []string{"api_server_endpoint"},
 		Description: "The API server URL, `https://<api_server_endpoint>`: where the CA was verified, and the server of `bootstrap_kubeconfig`."},
-	{Name: "ca", Type: cty.String,
+	{Name: "cluster_info_server", Type: cty.String, DerivesFrom: []string{"api_server_endpoint"},
+		Description: "The server `kube-public/cluster-info` names (kubeadm's `controlPlaneEndpoint`), which `kubeadm join`'s own bootstrap kubeconfig uses; the same as `api_server` when the node joins through the control plane endpoint, as Cluster API's nodes do."},
+	{Name: "ca", Type: cty.String, DerivesFrom: []string{"api_server_endpoint"},
 		Description: "The cluster CA bundle (PEM) from `kube-public/cluster-info`, verified; kubeadm writes it as the node's `pki/ca.crt`."},
-	{Name: "ca_cert_hash", Type: cty.String,
+	{Name: "ca_cert_hash", Type: cty.String, DerivesFrom: []string{"api_server_endpoint", "ca_cert_hashes"},
 		Description: "The pin of the CA certificate that matched `ca_cert_hashes` (of the bundle's first certificate when none were given), `sha256:<hex>`."},
-	{Name: "token_id", Type: cty.String, Description: "The token's public id."},
-	{Name: "requester", Type: cty.String,
+	// The token's id is its public half (kubeadm prints it, the token's
+	// Secret and cluster-info's signature are named after it): it reveals
+	// nothing of the secret.
+	{Name: "token_id", Type: cty.String, DerivesFrom: []string{}, Description: "The token's public id."},
+	{Name: "requester", Type: cty.String, DerivesFrom: []string{},
 		Description: "The identity the token authenticates as, `system:bootstrap:<id>`: the requester of the kubelet's client CSR."},
 	{Name: "bootstrap_kubeconfig", Type: cty.String, Sensitive: true,
 		Description: "Kubeconfig for the kubelet's `--bootstrap-kubeconfig` (server, CA, token), and for the cluster modules' `kubeconfig_data`: they then read the cluster with the token's own rights."},
-	{Name: "summary", Type: cty.String,
+	{Name: "summary", Type: cty.String, DerivesFrom: []string{"api_server_endpoint", "ca_cert_hashes"},
 		Description: "The server and the CA's pin, and whether a pin vouched for it, in a line: what the plan shows."},
 }
 
@@ -81,7 +90,7 @@ func (Discovery) Schema() modules.Schema {
   k8s_discovery {
     api_server_endpoint = "10.0.0.1:6443"
     token               = var.bootstrap_token
-    ca_cert_hashes      = ["sha256:6f0b...e1c2"]
+    ca_cert_hashes      = ["sha256:7d3e1f6a9c0b2e4d5f8a1b3c6e9d0f2a4b7c8e1d3f5a6b9c0e2d4f7a8b1c3e5d"]
   }
 }`,
 	}
@@ -113,7 +122,7 @@ func (Discovery) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 			diags = append(diags, cfg.Error("ca_cert_hashes", "Invalid ca_cert_hashes", err.Error()+"."))
 		}
 	}
-	if skip := get(cfg, "unsafe_skip_ca_verification"); pinsKnown && len(pins) == 0 && skip.IsKnown() && !skip.True() {
+	if skip := get(cfg, "unsafe_skip_ca_verification"); pinsKnown && len(pins) == 0 && skip.IsKnown() && !isTrue(skip) {
 		diags = append(diags, cfg.Error("ca_cert_hashes", "No CA certificate hashes", noPinsDetail))
 	}
 	return diags
@@ -123,21 +132,26 @@ const noPinsDetail = "Token discovery without ca_cert_hashes trusts whichever se
 	"Give the cluster CA's pin, sha256:<hex> (`kubeadm token create --print-join-command` prints it), " +
 	"or set unsafe_skip_ca_verification = true to accept the CA on the token's signature alone."
 
-// knownStrings is a known list of strings; false while unknown or null.
+// knownStrings is a known list of strings (null is none); false while
+// unknown.
 func knownStrings(v cty.Value) ([]string, bool) {
-	if !v.IsWhollyKnown() || v.IsNull() {
+	switch {
+	case !v.IsWhollyKnown():
 		return nil, false
+	case v.IsNull():
+		return nil, true
 	}
 	var out []string
 	for it := v.ElementIterator(); it.Next(); {
 		_, e := it.Element()
-		if e.IsNull() {
-			return nil, false
-		}
-		out = append(out, e.AsString())
+		s, _ := str(e) // a null pin is "", which no pin parses as
+		out = append(out, s)
 	}
 	return out, true
 }
+
+// isTrue is a known bool's value; null is false.
+func isTrue(v cty.Value) bool { return !v.IsNull() && v.True() }
 
 // discover runs the discovery for Plan and Apply alike: it only reads.
 func (Discovery) discover(ctx context.Context, cfg modules.Config) (cty.Value, hcl.Diagnostics) {
@@ -147,10 +161,14 @@ func (Discovery) discover(ctx context.Context, cfg modules.Config) (cty.Value, h
 	endpoint, _ := str(get(cfg, "api_server_endpoint"))
 	token, _ := str(get(cfg, "token"))
 	pins, _ := knownStrings(get(cfg, "ca_cert_hashes"))
+	var timeout time.Duration // null: kube.Discover's default
+	if t := get(cfg, "timeout"); !t.IsNull() {
+		timeout = seconds(t)
+	}
 	d, err := kube.Discover(ctx, kube.DiscoveryRequest{
 		Endpoint: endpoint, Token: token, CACertHashes: pins,
-		UnsafeSkipCAVerification: get(cfg, "unsafe_skip_ca_verification").True(),
-		Timeout:                  seconds(get(cfg, "timeout")),
+		UnsafeSkipCAVerification: isTrue(get(cfg, "unsafe_skip_ca_verification")),
+		Timeout:                  timeout,
 	})
 	if err != nil {
 		return unknownResult(discoveryResults), discoveryDiag(cfg, err)
@@ -188,6 +206,7 @@ func discoveryResult(d *kube.Discovery) cty.Value {
 	}
 	return result(discoveryResults, map[string]cty.Value{
 		"api_server":           cty.StringVal(d.Server),
+		"cluster_info_server":  cty.StringVal(d.ClusterInfoServer),
 		"ca":                   cty.StringVal(strings.ToValidUTF8(string(d.CA), "\uFFFD")),
 		"ca_cert_hash":         cty.StringVal(d.CACertHash),
 		"token_id":             cty.StringVal(d.TokenID),
