@@ -54,11 +54,58 @@ var (
 // supports for Windows nodes.
 const DefaultMinBuild = 17763
 
-var results = []modules.Attribute{
+var attributes = []modules.Attribute{
+	{Name: "node_name", Type: cty.String, Required: true,
+		Description: "The name the node will register (join's `node_name`, else the host name lower-cased)."},
+	{Name: "min_build", Type: cty.Number, Default: cty.NumberIntVal(DefaultMinBuild),
+		Description: "Oldest Windows build accepted (17763: Windows Server 2019)."},
+	{Name: "services", Type: cty.List(cty.String), Default: cty.ListValEmpty(cty.String),
+		Description: "Services that must not exist unless wsu installed them."},
+	{Name: "adopt", Type: cty.List(cty.String), Default: cty.ListValEmpty(cty.String),
+		Description: "Services of `services` that may exist installed by someone else, because the join takes them over on purpose (an image that carries a `kubelet` service, as image-builder's Windows images do): the check passes and says it adopts them; the task that configures the service shows in the plan what changes in it."},
+	{Name: "payload", Type: cty.Map(cty.String), Default: cty.MapValEmpty(cty.String), Local: true,
+		Description: "Files the join will copy: node path → local path on the machine running wsu. A node path that already holds a file of the same size needs no new space."},
+	{Name: "disk_path", Type: cty.String, Default: cty.StringVal(`C:\`),
+		Description: "A path on the volume the payload goes to."},
+	{Name: "disk_reserve", Type: cty.Number, Default: cty.NumberIntVal(0),
+		Description: "Bytes that must stay free beyond the payload (logs, images)."},
+	{Name: "max_clock_skew", Type: cty.Number, Default: cty.NumberIntVal(5),
+		Description: "Seconds the host's clock may differ from the API server's."},
+	{Name: "api_server", Type: cty.String,
+		Description: "API server URL the node will use; null: the cluster's (see above)."},
+	{Name: "dial_timeout", Type: cty.Number, Default: cty.NumberIntVal(10),
+		Description: "Seconds the node may take to connect to the API server."},
+	{Name: "kubeconfig", Type: cty.String,
+		Description: "Kubeconfig for the cluster; null: the command line's `--kubeconfig`, `KUBECONFIG`, the pod's service account, `~/.kube/config`."},
+	{Name: "kubeconfig_data", Type: cty.String, Sensitive: true,
+		Description: "A kubeconfig's content instead of `kubeconfig` (a node-only join's bootstrap kubeconfig, from `k8s_discovery`)."},
+	{Name: "context", Type: cty.String,
+		Description: "Kubeconfig context; null: the current one."},
+}
+
+// results are findings about the host and the cluster: they reveal nothing
+// of kubeconfig_data's credential, so a node-only join's plan shows them
+// (modules.Attribute.DerivesFrom).
+var results = withDerivesFrom([]modules.Attribute{
 	{Name: "checks", Type: cty.Map(cty.String), Description: "Each check that passed, by name (`node_name`, `build`, `services`, `disk`, `clock`, `api_server`), with what it found."},
 	{Name: "api_server", Type: cty.String, Description: "The API server address (`host:port`) the node was asked to reach."},
 	{Name: "installed", Type: cty.List(cty.String), Description: "The `services` that exist already, installed by wsu (a node configured before): join clears stale CNI state only when the kubelet is not among them."},
 	{Name: "summary", Type: cty.String, Description: "The checks that passed, in a sentence."},
+})
+
+// withDerivesFrom marks results as derived from every argument but the
+// credential.
+func withDerivesFrom(rs []modules.Attribute) []modules.Attribute {
+	var from []string
+	for _, a := range attributes {
+		if a.Name != "kubeconfig_data" {
+			from = append(from, a.Name)
+		}
+	}
+	for i := range rs {
+		rs[i].DerivesFrom = from
+	}
+	return rs
 }
 
 func (Preflight) Schema() modules.Schema {
@@ -74,37 +121,10 @@ func (Preflight) Schema() modules.Schema {
 			"- the host's clock is within `max_clock_skew` seconds of the API server's (read from the `Date` header of `GET /version` and compared through this machine's clock, allowing for the round trips); certificates fail later otherwise;\n" +
 			"- the node can open a TCP connection to the API server: `api_server`, else the address nodes use (OpenShift's `apiServerInternalURI`, kubeadm's `kube-public/cluster-info`, else the URL wsu talks to).\n\n" +
 			"The result lists what each passed check found; `wsu plan` shows the summary.",
-		Target: modules.TargetHost,
-		Attributes: []modules.Attribute{
-			{Name: "node_name", Type: cty.String, Required: true,
-				Description: "The name the node will register (join's `node_name`, else the host name lower-cased)."},
-			{Name: "min_build", Type: cty.Number, Default: cty.NumberIntVal(DefaultMinBuild),
-				Description: "Oldest Windows build accepted (17763: Windows Server 2019)."},
-			{Name: "services", Type: cty.List(cty.String), Default: cty.ListValEmpty(cty.String),
-				Description: "Services that must not exist unless wsu installed them."},
-			{Name: "adopt", Type: cty.List(cty.String), Default: cty.ListValEmpty(cty.String),
-				Description: "Services of `services` that may exist installed by someone else, because the join takes them over on purpose (an image that carries a `kubelet` service, as image-builder's Windows images do): the check passes and says it adopts them; the task that configures the service shows in the plan what changes in it."},
-			{Name: "payload", Type: cty.Map(cty.String), Default: cty.MapValEmpty(cty.String), Local: true,
-				Description: "Files the join will copy: node path → local path on the machine running wsu. A node path that already holds a file of the same size needs no new space."},
-			{Name: "disk_path", Type: cty.String, Default: cty.StringVal(`C:\`),
-				Description: "A path on the volume the payload goes to."},
-			{Name: "disk_reserve", Type: cty.Number, Default: cty.NumberIntVal(0),
-				Description: "Bytes that must stay free beyond the payload (logs, images)."},
-			{Name: "max_clock_skew", Type: cty.Number, Default: cty.NumberIntVal(5),
-				Description: "Seconds the host's clock may differ from the API server's."},
-			{Name: "api_server", Type: cty.String,
-				Description: "API server URL the node will use; null: the cluster's (see above)."},
-			{Name: "dial_timeout", Type: cty.Number, Default: cty.NumberIntVal(10),
-				Description: "Seconds the node may take to connect to the API server."},
-			{Name: "kubeconfig", Type: cty.String,
-				Description: "Kubeconfig for the cluster; null: the command line's `--kubeconfig`, `KUBECONFIG`, the pod's service account, `~/.kube/config`."},
-			{Name: "kubeconfig_data", Type: cty.String, Sensitive: true,
-				Description: "A kubeconfig's content instead of `kubeconfig` (a node-only join's bootstrap kubeconfig, from `k8s_discovery`)."},
-			{Name: "context", Type: cty.String,
-				Description: "Kubeconfig context; null: the current one."},
-		},
-		Results: results,
-		Show:    "summary",
+		Target:     modules.TargetHost,
+		Attributes: attributes,
+		Results:    results,
+		Show:       "summary",
 		Example: `task "preflight" {
   win_preflight {
     node_name = lower(host.facts.hostname)

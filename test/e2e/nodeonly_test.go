@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/wsu-project/wsu/agent/platform/sim"
+	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/test/harness"
 	"github.com/wsu-project/wsu/test/kubetest"
@@ -53,6 +54,13 @@ func TestNodeOnlyJoin(t *testing.T) {
 	ctx := context.Background()
 	n := newNodeOnly(t, env, h)
 	token := n.kubeadmToken(t, 15*time.Minute)
+	// image-builder's Windows images carry a kubelet service (nssm running
+	// kubeadm's StartKubelet.ps1); join takes it over only when asked.
+	require.NoError(t, env.WithSim(h, func(s *sim.Host) error {
+		return s.CreateService(ctx, host.ServiceConfig{Name: "kubelet", BinaryPath: `C:\k\nssm.exe`,
+			Description: "Kubernetes node agent", StartType: host.StartManual})
+	}))
+	adopt := []string{"-var", "adopt_kubelet=true"}
 	before, err := env.Snapshot(h)
 	require.NoError(t, err)
 
@@ -69,6 +77,9 @@ func TestNodeOnlyJoin(t *testing.T) {
 	}
 
 	t.Run("refusals", func(t *testing.T) {
+		t.Run("the image's kubelet, not adopted", func(t *testing.T) {
+			refused(t, n.run(t, "apply", "-var", "bootstrap_token="+token), "Service kubelet is not wsu's")
+		})
 		t.Run("wrong pin", func(t *testing.T) {
 			refused(t, n.run(t, "apply", "-var", "bootstrap_token="+token, "-var", `ca_cert_hashes=["sha256:`+strings.Repeat("0", 64)+`"]`),
 				"ca_cert_hashes")
@@ -91,7 +102,7 @@ func TestNodeOnlyJoin(t *testing.T) {
 			_, err := env.Cluster.CreateNode(ctx, h.NodeName, map[string]string{"kubernetes.io/os": "windows"})
 			require.NoError(t, err)
 			require.NoError(t, env.Cluster.SetNodeReady(ctx, h.NodeName))
-			refused(t, n.run(t, "apply", "-var", "bootstrap_token="+token), "A Ready Node named "+h.NodeName+" exists")
+			refused(t, n.run(t, "apply", append(adopt, "-var", "bootstrap_token="+token)...), "A Ready Node named "+h.NodeName+" exists")
 			require.NoError(t, env.Cluster.Client.CoreV1().Nodes().Delete(ctx, h.NodeName, metav1.DeleteOptions{}))
 		})
 	})
@@ -100,11 +111,14 @@ func TestNodeOnlyJoin(t *testing.T) {
 	}
 
 	t.Run("join", func(t *testing.T) {
-		plan := n.run(t, "plan", "-var", "bootstrap_token="+token)
+		plan := n.run(t, "plan", append(adopt, "-var", "bootstrap_token="+token)...)
 		requireSuccess(t, plan)
 		assert.Contains(t, plan.Stdout, n.pin, "the plan shows the CA's pin")
 		assert.Contains(t, plan.Stdout, "Node-only join: not run", "the plan says which steps need rights the token lacks")
-		r := n.run(t, "apply", "-var", "bootstrap_token="+token)
+		assert.Contains(t, plan.Stdout, `adopting kubelet (binary C:\\k\\nssm.exe)`, "preflight says it adopts the image's kubelet")
+		assert.Contains(t, serviceChange(plan, h.Name, "kubelet service"), `path: "C:\\k\\nssm.exe" -> "C:\\k\\kube-log-runner.exe"`,
+			"the plan shows what changes in the adopted service")
+		r := n.run(t, "apply", append(adopt, "-var", "bootstrap_token="+token)...)
 		requireSuccess(t, r)
 
 		node, err := env.Cluster.Client.CoreV1().Nodes().Get(ctx, h.NodeName, metav1.GetOptions{})
@@ -142,7 +156,7 @@ func TestNodeOnlyJoin(t *testing.T) {
 	}
 
 	t.Run("rerun", func(t *testing.T) {
-		r := n.run(t, "apply", "-var", "bootstrap_token="+token)
+		r := n.run(t, "apply", append(adopt, "-var", "bootstrap_token="+token)...)
 		requireSuccess(t, r)
 		assert.Empty(t, r.Changed(h.Name), "a re-run changes nothing")
 	})
@@ -314,4 +328,19 @@ func newClusterInfoTamperer(t *testing.T, c *kubetest.Cluster) string {
 		return nil
 	}
 	return l.Addr().String()
+}
+
+// serviceChange is a task's planned change, one "name: old -> new" line per
+// field ("" when it plans none).
+func serviceChange(r *harness.Result, hostName, task string) string {
+	var b strings.Builder
+	for _, ev := range r.Tasks(hostName) {
+		if ev.Task != task || ev.Change == nil {
+			continue
+		}
+		for _, f := range ev.Change.Fields {
+			fmt.Fprintf(&b, "%s: %s -> %s\n", f.Name, f.Old, f.New)
+		}
+	}
+	return b.String()
 }
