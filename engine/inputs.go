@@ -20,9 +20,10 @@ import (
 
 // Inputs are the variable values given from outside the playbook. Precedence,
 // lowest first: variable default, var files (later files win), value files
-// (later files win), inventory group vars (less specific groups first), inventory host vars, WSU_VAR_name
-// environment variables, -var options (later ones win). An include's vars
-// win over all of them for the included playbook.
+// (later files win), inventory group vars (less specific groups first),
+// inventory host vars, WSU_VAR_name environment variables, -var options
+// (later ones win). An include's vars win over all of them for the included
+// playbook.
 type Inputs struct {
 	VarFiles []string // -var-file paths
 	Vars     []string // -var "name=value" options, as given

@@ -26,6 +26,9 @@ func (r *Run) readJoinConfig(path string) (*engine.ValueFile, hcl.Diagnostics) {
 			Detail: fmt.Sprintf("Reading %s %s: %s.", JoinConfigFlag, path, err)}}
 	}
 	j, diags := kubeadmconfig.Parse(path, src)
+	for _, tok := range tokenRe.FindAll(src, -1) { // also from a file that does not parse
+		r.Secrets.Add(string(tok))
+	}
 	var secrets []hcl.Range
 	if j != nil {
 		r.Secrets.Add(j.Token)
