@@ -176,6 +176,8 @@ func TestJoinConfigSavedPlan(t *testing.T) {
 		noToken(t, stdout, errs)
 	}
 	assert.Contains(t, stdout, "join.yaml")
+	_, stdout, _ = wsu(t, nil, "show", "saved.plan")
+	assert.Contains(t, stdout, "  join file:  join.yaml\n")
 
 	code, _, errs = wsu(t, nil, "apply", "saved.plan", "--join-config", "join.yaml")
 	assert.Equal(t, 1, code)
