@@ -19,10 +19,11 @@ import (
 )
 
 // Inputs are the variable values given from outside the playbook. Precedence,
-// lowest first: variable default, var files (later files win), inventory
-// group vars (less specific groups first), inventory host vars, WSU_VAR_name
-// environment variables, -var options (later ones win). An include's vars
-// win over all of them for the included playbook.
+// lowest first: variable default, var files (later files win), value files
+// (later files win), inventory group vars (less specific groups first),
+// inventory host vars, WSU_VAR_name environment variables, -var options
+// (later ones win). An include's vars win over all of them for the included
+// playbook.
 type Inputs struct {
 	VarFiles []string // -var-file paths
 	Vars     []string // -var "name=value" options, as given
@@ -31,6 +32,33 @@ type Inputs struct {
 	// variable declares (the controller's varsFrom Secret values): marked
 	// sensitive, scrubbed from every output.
 	SecretVars []string
+	// ValueFiles are files a face read into values itself (wsu's
+	// --join-config reads a kubeadm JoinConfiguration): their values rank
+	// above the var files and below the inventory, and their content is
+	// fingerprinted in a saved plan as a var file's is.
+	ValueFiles []ValueFile
+}
+
+// ValueFile is one file's values, read by the face that was given it.
+type ValueFile struct {
+	// Path names the file in messages and in a saved plan's sources.
+	Path string
+	// Flag is the option that gave it ("--join-config"), for messages.
+	Flag string
+	// Src is the content the values were read from, for fingerprints.
+	Src    []byte
+	Values []FileValue
+}
+
+// FileValue is one variable's value from a ValueFile.
+type FileValue struct {
+	Name  string
+	Value cty.Value
+	// Range is where the file says it.
+	Range hcl.Range
+	// Secret marks the value sensitive whatever its variable declares,
+	// and scrubs it from every output.
+	Secret bool
 }
 
 // EnvPrefix starts environment variables that set playbook variables.
@@ -51,8 +79,10 @@ type rawValue struct {
 // parsedInputs are Inputs read and parsed, once per run.
 type parsedInputs struct {
 	files []map[string]rawValue
-	env   map[string]rawValue
-	cli   map[string]rawValue
+	// valueFiles are Inputs.ValueFiles, in order.
+	valueFiles []map[string]rawValue
+	env        map[string]rawValue
+	cli        map[string]rawValue
 	// Sources are the var files' contents for plan fingerprints.
 	Sources map[string][]byte
 }
@@ -98,6 +128,12 @@ func parseInputs(in Inputs, declared map[string]bool) (*parsedInputs, hcl.Diagno
 		}
 		p.files = append(p.files, vals)
 	}
+	for _, vf := range in.ValueFiles {
+		vals, d := valueFile(vf, declared)
+		diags = append(diags, d...)
+		p.Sources[vf.Path] = vf.Src
+		p.valueFiles = append(p.valueFiles, vals)
+	}
 	for _, kv := range in.Environ {
 		name, val, ok := strings.Cut(kv, "=")
 		if !ok || !strings.HasPrefix(name, EnvPrefix) {
@@ -135,6 +171,35 @@ func parseInputs(in Inputs, declared map[string]bool) (*parsedInputs, hcl.Diagno
 		p.cli[name] = rawValue{text: val, source: "-var", secret: slices.Contains(in.SecretVars, name)}
 	}
 	return p, diags
+}
+
+// valueFile is a ValueFile's values as raw values. A value for a variable
+// no playbook declares is an error naming them all, as -var's is: the file
+// was given for these variables, and one dropped silently (the token)
+// would be a join that cannot work.
+func valueFile(vf ValueFile, declared map[string]bool) (map[string]rawValue, hcl.Diagnostics) {
+	vals := map[string]rawValue{}
+	var missing []string
+	var first *hcl.Range
+	for _, fv := range vf.Values {
+		if !declared[fv.Name] {
+			missing = append(missing, fv.Name)
+			if first == nil {
+				first = fv.Range.Ptr()
+			}
+			continue
+		}
+		vals[fv.Name] = rawValue{value: fv.Value, source: vf.Flag + " " + vf.Path, rng: fv.Range.Ptr(), secret: fv.Secret}
+	}
+	if len(missing) == 0 {
+		return vals, nil
+	}
+	return vals, hcl.Diagnostics{{
+		Severity: hcl.DiagError,
+		Summary:  "Values for undeclared variables",
+		Detail:   fmt.Sprintf("%s %s sets %s, which no playbook in this run declares. Give it to a playbook that takes them (wsu:join).", vf.Flag, vf.Path, strings.Join(missing, ", ")),
+		Subject:  first,
+	}}
 }
 
 // varOptionProblem says what is wrong with a -var option without quoting
@@ -316,6 +381,8 @@ func (p *parsedInputs) resolve(v *playbook.Variable, hostVars map[string]invento
 		} else if iv, ok := hostVars[v.Name]; ok {
 			r := iv.Range
 			chosen = &rawValue{value: iv.Value, source: "inventory " + iv.Range.Filename, rng: &r}
+		} else if rv, ok := lastWith(p.valueFiles, v.Name); ok {
+			chosen = &rv
 		} else {
 			for i := len(p.files) - 1; i >= 0; i-- {
 				if rv, ok := p.files[i][v.Name]; ok {
@@ -359,6 +426,16 @@ func (p *parsedInputs) resolve(v *playbook.Variable, hostVars map[string]invento
 		val = val.Mark(Sensitive)
 	}
 	return val, validate(v, val, subject)
+}
+
+// lastWith is name's value in the last of files that has one.
+func lastWith(files []map[string]rawValue, name string) (rawValue, bool) {
+	for i := len(files) - 1; i >= 0; i-- {
+		if rv, ok := files[i][name]; ok {
+			return rv, true
+		}
+	}
+	return rawValue{}, false
 }
 
 func validate(v *playbook.Variable, val cty.Value, subject *hcl.Range) hcl.Diagnostics {

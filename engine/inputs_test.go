@@ -8,6 +8,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
 	"github.com/wsu-project/wsu/engine/playbook"
 	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/modules/all"
@@ -21,6 +24,9 @@ type inputsRun struct {
 	files []string // -var-file contents, written as vars1.hcl, vars2.hcl...
 	vars  []string // -var options
 	env   []string // environment
+	// values are value files (Inputs.ValueFiles): each a map of x's
+	// values, named values1.yaml, values2.yaml...
+	values []map[string]string
 }
 
 // inputsOutcome is what a run printed and every diagnostic it reported.
@@ -84,12 +90,25 @@ play "p" {
 	res := Run(context.Background(), Request{
 		Playbook:  pb,
 		Inventory: inv,
-		Inputs:    Inputs{VarFiles: varFiles, Vars: r.vars, Environ: r.env},
+		Inputs:    Inputs{VarFiles: varFiles, Vars: r.vars, Environ: r.env, ValueFiles: valueFiles(r.values)},
 		Mode:      ModeApply,
 		Registry:  reg,
 		Hooks:     hooks,
 	})
 	out.diags = append(DiagViews(res.Diagnostics), out.diags...)
+	return out
+}
+
+// valueFiles are Inputs.ValueFiles holding each map's string values.
+func valueFiles(maps []map[string]string) []ValueFile {
+	var out []ValueFile
+	for i, m := range maps {
+		vf := ValueFile{Path: fmt.Sprintf("values%d.yaml", i+1), Flag: "--values", Src: []byte(fmt.Sprint(m))}
+		for name, v := range m {
+			vf.Values = append(vf.Values, FileValue{Name: name, Value: cty.StringVal(v), Range: hcl.Range{Filename: vf.Path, Start: hcl.InitialPos, End: hcl.InitialPos}})
+		}
+		out = append(out, vf)
+	}
 	return out
 }
 
@@ -296,7 +315,7 @@ func TestMissingVarFile(t *testing.T) {
 }
 
 // TestInputPrecedence checks, lowest first: default < var files (later win)
-// < group vars (parents before children) < host vars < WSU_VAR_ < -var
+// < value files (later win) < group vars (parents before children) < host vars < WSU_VAR_ < -var
 // (later win).
 func TestInputPrecedence(t *testing.T) {
 	const (
@@ -323,6 +342,11 @@ func TestInputPrecedence(t *testing.T) {
 		{"later -var wins", inputsRun{vars: []string{"x=cli1", "x=cli2"}}, "cli2"},
 		{"-var value keeps =", inputsRun{vars: []string{"x=a=b"}}, "a=b"},
 		{"-var empty", inputsRun{vars: []string{"x="}}, ""},
+		{"value file beats var file", inputsRun{files: []string{`x = "file1"`}, values: []map[string]string{{"x": "values1"}}}, "values1"},
+		{"later value file wins", inputsRun{values: []map[string]string{{"x": "values1"}, {"x": "values2"}}}, "values2"},
+		{"all group beats value file", inputsRun{values: []map[string]string{{"x": "values1"}}, ini: allVars + "[web]\nh1\n"}, "group-all"},
+		{"env beats value file", inputsRun{values: []map[string]string{{"x": "values1"}}, env: []string{"WSU_VAR_x=env"}}, "env"},
+		{"-var beats value file", inputsRun{values: []map[string]string{{"x": "values1"}}, vars: []string{"x=cli"}}, "cli"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -355,5 +379,41 @@ func TestTypedInputs(t *testing.T) {
 				t.Fatalf("want %q, got %s", tc.want, out)
 			}
 		})
+	}
+}
+
+// TestValueFiles: a value file's secret is sensitive whatever its variable
+// declares, and a value for an undeclared variable is an error naming it
+// at the file.
+func TestValueFiles(t *testing.T) {
+	const secret = "q8w2e7r4t1y9u3i6"
+	vf := ValueFile{Path: "join.yaml", Flag: "--join-config", Src: []byte("token: " + secret), Values: []FileValue{
+		{Name: "x", Value: cty.StringVal(secret), Range: hcl.Range{Filename: "join.yaml", Start: hcl.Pos{Line: 1, Column: 8, Byte: 7}}, Secret: true},
+	}}
+	p, diags := parseInputs(Inputs{ValueFiles: []ValueFile{vf}}, map[string]bool{"x": true})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	v, diags := p.resolve(&playbook.Variable{Name: "x", Type: cty.String, Nullable: true}, nil, nil)
+	if diags.HasErrors() || !v.HasMark(Sensitive) {
+		t.Fatalf("want a sensitive value, got %#v %v", v, diags)
+	}
+	if string(p.Sources["join.yaml"]) != "token: "+secret {
+		t.Fatalf("the file's content is a source for fingerprints: %q", p.Sources)
+	}
+	s := NewScrubber()
+	collectSecrets(s, nil, nil, p)
+	if got := s.Scrub("say " + secret); strings.Contains(got, secret) {
+		t.Fatalf("the scrubber does not know the secret: %q", got)
+	}
+
+	vf.Values = append(vf.Values, FileValue{Name: "node_name", Value: cty.StringVal("n1"), Range: hcl.Range{Filename: "join.yaml", Start: hcl.Pos{Line: 3, Column: 9}}})
+	_, diags = parseInputs(Inputs{ValueFiles: []ValueFile{vf}}, map[string]bool{})
+	if len(diags) != 1 || !strings.Contains(diags[0].Detail, "--join-config join.yaml sets x, node_name, which no playbook in this run declares") ||
+		diags[0].Subject == nil || diags[0].Subject.Start.Line != 1 {
+		t.Fatalf("want one located error naming x and node_name, got %v", diags)
+	}
+	if strings.Contains(diags[0].Detail, secret) {
+		t.Fatal("the error quotes the secret")
 	}
 }

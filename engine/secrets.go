@@ -53,6 +53,13 @@ func collectSecrets(s *Scrubber, pb *playbook.Playbook, inv *inventory.Inventory
 				text(name, rv)
 			}
 		}
+		for _, file := range p.valueFiles {
+			for name, rv := range file {
+				if sensitive[name] != nil || rv.secret {
+					s.AddValue(rv.value)
+				}
+			}
+		}
 		for _, file := range p.files {
 			for name, rv := range file {
 				if sensitive[name] != nil || inventory.SecretName(name) {

@@ -28,6 +28,9 @@ func newSecretFiles(pb *playbook.Playbook, in planfile.Inputs) secretFiles {
 	for _, f := range in.VarFiles {
 		sf.files[f] = true
 	}
+	if in.JoinConfig != "" {
+		sf.files[in.JoinConfig] = true
+	}
 	if pb != nil {
 		pb.Walk(func(pb *playbook.Playbook) {
 			for n, v := range pb.Variables {
@@ -93,7 +96,7 @@ func indent(s string) int {
 // before Prepare reports anything.
 func (r *Run) collectSecrets(pb *playbook.Playbook, inv *inventory.Inventory, in planfile.Inputs, environ, secretVars []string) {
 	r.secretFiles = newSecretFiles(pb, in)
-	engine.CollectSecrets(r.Secrets, pb, inv, engine.Inputs{VarFiles: in.VarFiles, Vars: in.Vars, Environ: environ, SecretVars: secretVars})
+	engine.CollectSecrets(r.Secrets, pb, inv, engine.Inputs{VarFiles: in.VarFiles, Vars: in.Vars, Environ: environ, SecretVars: secretVars, ValueFiles: r.valueFiles})
 }
 
 // scrub is the run's scrubber applied to diags, and one step more for a

@@ -107,6 +107,8 @@ type Run struct {
 	Secrets *engine.Scrubber
 
 	secretFiles secretFiles
+	// valueFiles are the inputs read into values here (--join-config).
+	valueFiles []engine.ValueFile
 }
 
 // Prepare loads the playbook and inventory and builds the engine request.
@@ -135,6 +137,13 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 	}
 	in.Playbook, diags = ResolvePlaybook(in.Playbook, stock)
 	run := &Run{Inputs: in, Text: loader.Sources(), Secrets: engine.NewScrubber()}
+	if in.JoinConfig != "" {
+		vf, d := run.readJoinConfig(in.JoinConfig)
+		diags = append(diags, d...)
+		if vf != nil {
+			run.valueFiles = append(run.valueFiles, *vf)
+		}
+	}
 	if diags.HasErrors() {
 		run.collectSecrets(nil, nil, in, o.Environ, o.SecretVars)
 		return run, run.scrub(append(savedDiags, diags...))
@@ -150,6 +159,9 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 	for k, s := range loader.Sources() {
 		sources[k] = s
 	}
+	// Text holds the join configuration masked, for diagnostics; the engine
+	// fingerprints its real content (Inputs.ValueFiles).
+	delete(sources, in.JoinConfig)
 	inv := o.Inventory
 	if inv == nil {
 		var invDiags hcl.Diagnostics
@@ -179,7 +191,7 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 	run.Request = engine.Request{
 		Playbook:  pb,
 		Inventory: inv,
-		Inputs:    engine.Inputs{VarFiles: in.VarFiles, Vars: in.Vars, Environ: o.Environ, SecretVars: o.SecretVars},
+		Inputs:    engine.Inputs{VarFiles: in.VarFiles, Vars: in.Vars, Environ: o.Environ, SecretVars: o.SecretVars, ValueFiles: run.valueFiles},
 		Mode:      o.Mode,
 		Registry:  registry,
 		Connector: connector(o, in.Local),

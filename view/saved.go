@@ -30,6 +30,7 @@ func (h *Human) SavedPlan(file string, p *planfile.Plan) {
 		line("local", "yes (connection local)")
 	}
 	line("var files", strings.Join(p.VarFiles, ", "))
+	line("join file", p.JoinConfig) // --join-config
 	line("vars", strings.Join(p.Vars, " "))
 	line("give again", strings.Join(p.SensitiveVars, ", ")+map[bool]string{true: " (sensitive: -var or WSU_VAR_ at apply)", false: ""}[len(p.SensitiveVars) > 0])
 	line("limit", p.Limit)

@@ -33,6 +33,7 @@ type runOptions struct {
 	kubeContext      string
 	vars             []string
 	varFiles         []string
+	joinConfig       string   // --join-config: a kubeadm JoinConfiguration
 	hostVars         []string // --host-var NAME=VALUE: on every host
 	extraVars        []string // Ansible's -e: NAME=VALUE..., @FILE or JSON
 	syntaxCheck      bool     // Ansible's --syntax-check: validate
@@ -61,6 +62,7 @@ func (o *runOptions) bind(cmd *cobra.Command) {
 	f.StringVar(&o.kubeContext, "context", "", "kubeconfig context for -i k8s://... and the cluster modules (default: the kubeconfig's current context)")
 	f.StringArrayVar(&o.vars, "var", nil, "set a variable: -var 'name=value' (repeatable)")
 	f.StringArrayVar(&o.varFiles, "var-file", nil, "read variable values from an HCL file, or a JSON one (*.json) (repeatable)")
+	f.StringVar(&o.joinConfig, "join-config", "", joinConfigHelp)
 	f.StringArrayVar(&o.hostVars, "host-var", nil, "set an inventory variable on every host, over the inventory's: --host-var ansible_port=2222 (repeatable; for a BYOH ConfigMap, which holds only addresses and users)")
 	f.StringArrayVarP(&o.extraVars, "extra-vars", "e", nil, "as Ansible: 'name=value other=value' (like --var), @FILE (like --var-file) or a JSON object (repeatable)")
 	f.BoolVar(&o.listHosts, "list-hosts", false, "as Ansible: list each play's hosts, touching no host")
@@ -130,6 +132,9 @@ failed or was unreachable.`,
 	cmd.Flags().BoolVar(&o.autoApprove, "auto-approve", false, "apply a playbook without showing the plan and asking for 'yes' first (as Terraform)")
 	return cmd
 }
+
+// joinConfigHelp is --join-config's help, on plan, apply and validate.
+const joinConfigHelp = "read join's variables from a kubeadm JoinConfiguration (kubeadm.k8s.io/v1beta3 or v1beta4), as Cluster API writes /run/kubeadm/kubeadm-join-config.yaml: endpoint, token (sensitive), caCertHashes, node name, taints, kubeletExtraArgs; its values rank above the playbook's defaults and the var files, below -var and -e"
 
 // run is plan and apply: flags in, setup.Prepare, engine.Run, view and
 // exit code out.
@@ -299,7 +304,7 @@ func envValue(env []string, name string) string {
 // inputs are the flags a saved plan records.
 func (o *runOptions) inputs(target string) planfile.Inputs {
 	return planfile.Inputs{
-		Playbook: target, Inventory: first(o.inventories), MoreInventories: rest(o.inventories), VarFiles: o.varFiles, Vars: o.vars, HostVars: o.hostVars,
+		Playbook: target, Inventory: first(o.inventories), MoreInventories: rest(o.inventories), VarFiles: o.varFiles, JoinConfig: o.joinConfig, Vars: o.vars, HostVars: o.hostVars,
 		Limit: o.limit, Tags: o.tags, SkipTags: o.skipTags, StartAtTask: o.startAtTask, Local: o.local,
 		Kubeconfig: o.kubeconfig, KubeContext: o.kubeContext,
 	}
@@ -372,7 +377,7 @@ func (a *app) newView(o *runOptions, run *setup.Run) view.View {
 // the options given are those).
 func inputFlags(flags *pflag.FlagSet, sensitiveVars bool) []string {
 	var given []string
-	for _, name := range []string{"inventory", "var", "var-file", "host-var", "extra-vars", "limit", "tags", "skip-tags", "start-at-task", "local", "kubeconfig", "context"} {
+	for _, name := range []string{"inventory", "var", "var-file", "join-config", "host-var", "extra-vars", "limit", "tags", "skip-tags", "start-at-task", "local", "kubeconfig", "context"} {
 		if name == "var" && sensitiveVars {
 			continue
 		}
@@ -428,7 +433,7 @@ func (o *runOptions) expandExtraVars() error {
 // syntaxCheck is --syntax-check: validate with this run's inputs.
 func (a *app) syntaxCheck(o *runOptions, target string) error {
 	in := o.inputs(target)
-	diags, sources := a.validate(a.ctx, planfile.Inputs{Playbook: in.Playbook, Inventory: in.Inventory, MoreInventories: in.MoreInventories, Vars: in.Vars, VarFiles: in.VarFiles})
+	diags, sources := a.validate(a.ctx, planfile.Inputs{Playbook: in.Playbook, Inventory: in.Inventory, MoreInventories: in.MoreInventories, Vars: in.Vars, VarFiles: in.VarFiles, JoinConfig: in.JoinConfig})
 	_, noColorEnv := os.LookupEnv("NO_COLOR")
 	v := view.NewHuman(a.stderr, view.HumanOptions{Color: isTerminal(a.stderr) && !o.noColor && !noColorEnv, Sources: sources})
 	v.Diagnostics(diags)

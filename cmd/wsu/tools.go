@@ -32,8 +32,8 @@ func (a *app) validateCommand() *cobra.Command {
 		Short: "Check a playbook without touching any host",
 		Long: `Validate loads a playbook and everything it includes and checks syntax, module
 names and arguments, argument types, references, duplicate names and cycles, and
-each play's literal hosts, serial and max_fail_percentage. With -i, -var and
--var-file it also checks a site's inputs against the playbook: every value
+each play's literal hosts, serial and max_fail_percentage. With -i, -var,
+-var-file and --join-config it also checks a site's inputs against the playbook: every value
 against its variable's type and validation rules, each host's connection
 settings, and each play's hosts pattern against the inventory.`,
 		Args: cobra.ExactArgs(1),
@@ -56,6 +56,7 @@ settings, and each play's hosts pattern against the inventory.`,
 	f.StringArrayVarP(&inventories, "inventory", "i", nil, "also check this inventory's values and hosts against the playbook (repeatable: merged in order)")
 	f.StringArrayVar(&in.Vars, "var", nil, "also check this variable value: -var 'name=value' (repeatable)")
 	f.StringArrayVar(&in.VarFiles, "var-file", nil, "also check the values in this variables file (repeatable)")
+	f.StringVar(&in.JoinConfig, "join-config", "", "also check this kubeadm JoinConfiguration and the values it gives join ("+joinConfigHelp[len("read "):]+")")
 	return cmd
 }
 

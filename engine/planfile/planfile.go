@@ -48,7 +48,11 @@ type Inputs struct {
 	// in order (see InventorySources).
 	MoreInventories []string `json:"more_inventories,omitempty"`
 	VarFiles        []string `json:"var_files,omitempty"`
-	Vars            []string `json:"vars,omitempty"`
+	// JoinConfig is --join-config: a kubeadm JoinConfiguration read into
+	// join's variables (the path only: its token is not saved; its
+	// content's hash is among the sources).
+	JoinConfig string   `json:"join_config,omitempty"`
+	Vars       []string `json:"vars,omitempty"`
 	// SensitiveVars name the -var options not saved because their
 	// variable is declared sensitive: apply takes them again (-var or
 	// WSU_VAR_), and the plan's value hashes prove they are the same.
