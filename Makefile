@@ -73,6 +73,7 @@ manifests: ## render deploy/overlays into deploy/rendered (kustomize)
 # minutes, cached): hence the timeout. `make kubetest` builds it ahead.
 test: ## run every test tier (the README's test command)
 	$(GO) test -count=1 -timeout 30m ./...
+	cd test/capirender && $(GO) test -count=1 ./...  # Cluster API's own rendering, a module of its own
 
 kubetest: ## build and cache the etcd, kube-apiserver, kube-controller-manager and kube-scheduler the tests run
 	./test/kubetest/build.sh

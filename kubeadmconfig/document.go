@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -56,6 +57,10 @@ func (p *parser) join(doc *yaml.Node) {
 	p.strings(top["skipPhases"], "skipPhases")
 	p.str(p.fields(top["patches"], "patches", patchesFields)["directory"], "patches.directory")
 	for k, v := range p.fields(top["timeouts"], "timeouts", timeoutsFields) {
+		if k == "discovery" {
+			p.j.DiscoveryTimeout = p.duration(v, "timeouts.discovery")
+			continue
+		}
 		p.str(v, "timeouts."+k)
 	}
 	p.discovery(top["discovery"], doc)
@@ -73,7 +78,9 @@ func (p *parser) discovery(n, doc *yaml.Node) {
 		p.errorf(file, "File discovery not supported", "discovery.file reads the cluster from a kubeconfig; wsu's node-only join supports only bootstrap-token discovery (discovery.bootstrapToken), as Cluster API writes it.")
 		return
 	}
-	p.str(f["timeout"], "discovery.timeout")
+	if t := p.duration(f["timeout"], "discovery.timeout"); t > 0 {
+		p.j.DiscoveryTimeout = t
+	}
 	bt := f["bootstrapToken"]
 	if bt == nil || isNull(bt) {
 		p.errorf(n, "No bootstrap token", "discovery has no bootstrapToken; wsu's node-only join supports only bootstrap-token discovery.")
@@ -251,4 +258,18 @@ func (p *parser) kubeletArg(flag, value string, at *yaml.Node) {
 	default:
 		p.j.ExtraKubeletArgs = append(p.j.ExtraKubeletArgs, "--"+flag+"="+value)
 	}
+}
+
+// duration reads a kubeadm duration ("5m0s"); 0 when absent.
+func (p *parser) duration(n *yaml.Node, path string) time.Duration {
+	text := p.str(n, path)
+	if text == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(text)
+	if err != nil || d <= 0 {
+		p.errorf(n, "Invalid duration", "%s %q is not a positive duration such as \"5m0s\".", path, text)
+		return 0
+	}
+	return d
 }

@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"gopkg.in/yaml.v3"
@@ -59,6 +60,9 @@ type Join struct {
 	CACertHashes []string
 	// UnsafeSkipCAVerification is kubeadm's: no pins, trust the CA found.
 	UnsafeSkipCAVerification bool
+	// DiscoveryTimeout is discovery.timeout (v1beta3) or
+	// timeouts.discovery (v1beta4); 0 when not set.
+	DiscoveryTimeout time.Duration
 	// NodeName is nodeRegistration.name; "" when not set.
 	NodeName string
 	// NodeIP is kubeletExtraArgs' node-ip; "" when not set.

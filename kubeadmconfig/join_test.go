@@ -50,6 +50,7 @@ nodeRegistration:
     value: windows
 timeouts:
   tlsBootstrap: 5m0s
+  discovery: 2m30s
 `
 
 func vars(t *testing.T, j *Join) map[string]cty.Value {
@@ -86,7 +87,8 @@ func TestParse(t *testing.T) {
 			"node_labels":                 strs("node.kubernetes.io/windows-build=10.0.20348", "example.com/pool=win"),
 			"extra_kubelet_args": strs("--cloud-provider=external", "--register-with-taints=node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule",
 				"--v=2", "--windows-priorityclass=ABOVE_NORMAL_PRIORITY_CLASS"),
-			"node_taints": cty.ListVal([]cty.Value{taint("os", "windows", "NoSchedule")}),
+			"node_taints":       cty.ListVal([]cty.Value{taint("os", "windows", "NoSchedule")}),
+			"discovery_timeout": cty.NumberIntVal(150),
 		}},
 		"v1beta3, kubeletExtraArgs a mapping, node-ip, taints null": {src: `apiVersion: kubeadm.k8s.io/v1beta3
 kind: JoinConfiguration
@@ -115,6 +117,7 @@ nodeRegistration:
 			"node_ip":                     cty.StringVal("10.0.0.21"),
 			"node_labels":                 strs("a=1", "b=2"),
 			"extra_kubelet_args":          strs("--max-pods=50"),
+			"discovery_timeout":           cty.NumberIntVal(300),
 		}},
 		"unsafe, empty taints, other documents ignored": {src: `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -197,6 +200,8 @@ func TestParseErrors(t *testing.T) {
 		"no kind": {src: "apiVersion: kubeadm.k8s.io/v1beta4\n", summary: "Not a kubeadm configuration", line: 1, column: 1},
 		"file discovery": {src: "apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\ndiscovery:\n  file:\n    kubeConfigPath: /etc/kubernetes/discovery.conf\n",
 			summary: "File discovery not supported", line: 5, column: 5},
+		"bad discovery timeout": {src: "apiVersion: kubeadm.k8s.io/v1beta3\nkind: JoinConfiguration\ndiscovery:\n  timeout: soon\n",
+			summary: "Invalid duration", line: 4, column: 12, detail: "discovery.timeout"},
 		"bad criSocket": {src: v4("  criSocket: unix:///var/run/containerd/containerd.sock\n"),
 			summary: "Unsupported CRI socket", line: 9, column: 14},
 		"missing token": {src: "apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\ndiscovery:\n  bootstrapToken:\n    apiServerEndpoint: 10.0.0.1:6443\n    unsafeSkipCAVerification: true\n",

@@ -22,8 +22,8 @@ var TaintType = cty.Object(map[string]cty.Type{"key": cty.String, "value": cty.S
 // Variables are the join playbook's variables this configuration sets:
 // always cluster_flavour ("kubeadm"), api_server_endpoint, bootstrap_token,
 // ca_cert_hashes and unsafe_skip_ca_verification; node_name, node_ip,
-// node_labels, extra_kubelet_args and node_taints only when the file says
-// them, so a playbook default or another input stands otherwise.
+// node_labels, extra_kubelet_args, node_taints and discovery_timeout only
+// when the file says them, so a playbook default or another input stands otherwise.
 func (j *Join) Variables() []Variable {
 	at := func(path string) hcl.Range {
 		if r, ok := j.Ranges[path]; ok {
@@ -50,6 +50,13 @@ func (j *Join) Variables() []Variable {
 	}
 	if len(j.ExtraKubeletArgs) > 0 {
 		vars = append(vars, Variable{Name: "extra_kubelet_args", Value: stringList(j.ExtraKubeletArgs), Range: args})
+	}
+	if j.DiscoveryTimeout > 0 {
+		rng := at("discovery.timeout")
+		if _, ok := j.Ranges["timeouts.discovery"]; ok {
+			rng = at("timeouts.discovery")
+		}
+		vars = append(vars, Variable{Name: "discovery_timeout", Value: cty.NumberIntVal(int64(j.DiscoveryTimeout.Seconds())), Range: rng})
 	}
 	if j.TaintsSet {
 		vars = append(vars, Variable{Name: "node_taints", Value: taintList(j.Taints), Range: at("nodeRegistration.taints")})

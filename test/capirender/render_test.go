@@ -11,6 +11,7 @@
 package capirender
 
 import (
+	"flag"
 	"os"
 	"strings"
 	"testing"
@@ -68,8 +69,13 @@ func render(t *testing.T, spec bootstrapv1.KubeadmConfigSpec, version string) st
 		JoinConfiguration: joinData,
 	})
 	require.NoError(t, err)
-	// cloudbase-init renders the "## template: jinja" user data.
-	return strings.ReplaceAll(string(out), `{{ ds.meta_data["local_hostname"] }}`, hostname)
+	return string(out)
+}
+
+// jinja is cloudbase-init's rendering of "## template: jinja" user data,
+// for the one variable CABPK's Windows templates use.
+func jinja(userData string) string {
+	return strings.ReplaceAll(userData, `{{ ds.meta_data["local_hostname"] }}`, hostname)
 }
 
 // cloudConfig is what the test reads of the rendered user data.
@@ -81,16 +87,45 @@ type cloudConfig struct {
 	Runcmd []string `json:"runcmd"`
 }
 
-func TestCABPKUserDataRunsWsu(t *testing.T) {
+// goldenUserData is what test/e2e's cloudbase-init stand-in runs on a
+// simulated host (TestCABPKUserDataJoins): this module's rendering for
+// Kubernetes 1.33 as CABPK hands it to cloudbase-init (jinja not rendered
+// yet), kept current by TestGoldenUserData (-update rewrites it).
+const goldenUserData = "../e2e/testdata/cabpk-windows-userdata.yaml"
+
+var update = flag.Bool("update", false, "rewrite "+goldenUserData)
+
+// TestGoldenUserData: the e2e tier runs exactly what CABPK renders from the
+// example; the main module does not depend on Cluster API, so the rendering
+// reaches it as a file this test keeps current.
+func TestGoldenUserData(t *testing.T) {
+	userData := render(t, exampleTemplate(t).Spec.Template.Spec, "1.33.4")
+	if *update {
+		require.NoError(t, os.WriteFile(goldenUserData, []byte(userData), 0o644))
+	}
+	golden, err := os.ReadFile(goldenUserData)
+	require.NoError(t, err)
+	assert.Equal(t, string(golden), userData, "%s is stale: run (cd test/capirender && go test -run TestGoldenUserData -update)", goldenUserData)
+}
+
+// exampleTemplate is examples/capi's template, decoded strictly with
+// Cluster API's own types.
+func exampleTemplate(t *testing.T) bootstrapv1.KubeadmConfigTemplate {
+	t.Helper()
 	src, err := os.ReadFile("../../examples/capi/kubeadmconfigtemplate-windows.yaml")
 	require.NoError(t, err)
 	var tpl bootstrapv1.KubeadmConfigTemplate
 	require.NoError(t, sigyaml.UnmarshalStrict(src, &tpl), "the template is a valid bootstrap v1beta2 KubeadmConfigTemplate")
+	return tpl
+}
+
+func TestCABPKUserDataRunsWsu(t *testing.T) {
+	tpl := exampleTemplate(t)
 
 	// kubeadm.k8s.io/v1beta3 below Kubernetes 1.31, v1beta4 from it.
 	for _, version := range []string{"1.30.9", "1.33.4"} {
 		t.Run(version, func(t *testing.T) {
-			userData := render(t, tpl.Spec.Template.Spec, version)
+			userData := jinja(render(t, tpl.Spec.Template.Spec, version))
 			require.True(t, strings.HasPrefix(userData, "## template: jinja\n#cloud-config\n"))
 			if os.Getenv("SHOW") != "" {
 				t.Log(userData)

@@ -49,7 +49,7 @@ const successFile = `C:\run\cluster-api\bootstrap-success.complete`
 // kube-controller-manager's real bootstrapsigner (it signs cluster-info
 // for each token), tokencleaner and csrapproving controllers.
 func TestNodeOnlyJoin(t *testing.T) {
-	env := start(t, harness.Options{Hosts: 1, Network: harness.NetworkHostProcess})
+	env := start(t, harness.Options{Hosts: 2, Network: harness.NetworkHostProcess})
 	h := env.Hosts[0]
 	ctx := context.Background()
 	n := newNodeOnly(t, env, h)
@@ -155,6 +155,53 @@ func TestNodeOnlyJoin(t *testing.T) {
 		return
 	}
 
+	t.Run("CABPK user data through cloudbase-init", func(t *testing.T) {
+		h2 := env.Hosts[1]
+		raw, err := os.ReadFile("testdata/cabpk-windows-userdata.yaml")
+		require.NoError(t, err)
+		// CABPK fills in the discovery at reconcile time (a token per
+		// Machine, the cluster's endpoint and CA pin); the rendering
+		// test/capirender keeps holds stand-in values for them.
+		u, err := url.Parse(env.Cluster.Config.Host)
+		require.NoError(t, err)
+		fill := map[string]string{
+			"capz-win-7f2k9.eastus.cloudapp.azure.com:6443":                           u.Host,
+			"k7q2zd.h3x9w0p5m1r8c4v6":                                                 n.kubeadmToken(t, 15*time.Minute),
+			"sha256:6e3b1a5c1d8f0b2a9c7e4d3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b": n.pin,
+		}
+		userData := string(raw)
+		for rendered, real := range fill {
+			require.Contains(t, userData, rendered)
+			userData = strings.ReplaceAll(userData, rendered, real)
+		}
+		ci := &cloudbaseInit{env: env, host: h2, meta: map[string]string{"local_hostname": h2.NodeName}, home: n.home}
+		// The control: without the template's PATH line, CABPK's kubeadm
+		// join would be the image's kubeadm, which the stand-in refuses.
+		pathLine := "  - \"set \\\"PATH=C:\\\\wsu;%PATH%\\\"\"\n"
+		require.Contains(t, userData, pathLine)
+		noShim := &cloudbaseInit{env: env, host: h2, meta: map[string]string{"local_hostname": h2.NodeName}, home: n.home}
+		require.ErrorContains(t, noShim.run(ctx, strings.Replace(userData, pathLine, "", 1)), "kubeadm is not on PATH")
+		require.Empty(t, noShim.ran)
+
+		require.NoError(t, ci.run(ctx, userData))
+		require.Len(t, ci.ran, 1, "CABPK's kubeadm join ran wsu, through the template's shim")
+
+		node, err := env.Cluster.Client.CoreV1().Nodes().Get(ctx, h2.NodeName, metav1.GetOptions{})
+		require.NoError(t, err, "the Node registered under the name from the JoinConfiguration")
+		assert.True(t, nodeIsReady(node), "Node Ready")
+		assert.Equal(t, "10.0.20348", node.Labels["node.kubernetes.io/windows-build"], "kubeletExtraArgs' node-labels")
+		// kubeletExtraArgs' register-with-taints wins over the flag made
+		// from nodeRegistration.taints, as kubeadm's extra args override
+		// the flags it derives.
+		assert.Contains(t, node.Spec.Taints, corev1.Taint{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: corev1.TaintEffectNoSchedule},
+			"the template's kubeletExtraArgs")
+		require.NoError(t, env.WithSim(h2, func(s *sim.Host) error {
+			ok, err := s.ReadFile(ctx, successFile, 1024)
+			assert.True(t, strings.HasPrefix(string(ok), "success"), "Cluster API's success file")
+			return err
+		}))
+	})
+
 	t.Run("rerun", func(t *testing.T) {
 		r := n.run(t, "apply", append(adopt, "-var", "bootstrap_token="+token)...)
 		requireSuccess(t, r)
@@ -165,6 +212,7 @@ func TestNodeOnlyJoin(t *testing.T) {
 // nodeOnly runs wsu as a node holding only a bootstrap token would.
 type nodeOnly struct {
 	env     *harness.Env
+	host    *harness.Host
 	varFile string
 	home    string
 	pin     string
@@ -172,7 +220,7 @@ type nodeOnly struct {
 
 func newNodeOnly(t *testing.T, env *harness.Env, h *harness.Host) *nodeOnly {
 	t.Helper()
-	n := &nodeOnly{env: env, home: t.TempDir(), pin: caPin(t, env.Cluster.Config.CAData)}
+	n := &nodeOnly{env: env, host: h, home: t.TempDir(), pin: caPin(t, env.Cluster.Config.CAData)}
 	u, err := url.Parse(env.Cluster.Config.Host)
 	require.NoError(t, err)
 	// No kubeconfig: the harness's var file names one, so this is its own.
@@ -196,15 +244,21 @@ func (n *nodeOnly) run(t *testing.T, verb string, args ...string) *harness.Resul
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	full := append([]string{verb, "join", "-i", n.env.Inventory, "--var-file", n.varFile, "-o", "json"}, args...)
+	full := append([]string{verb, "join", "-i", n.env.Inventory, "--limit", n.host.Name, "--var-file", n.varFile, "-o", "json"}, args...)
 	if verb == "apply" {
 		full = append(full, "--auto-approve")
 	}
 	cmd := exec.CommandContext(ctx, n.env.WSU, full...)
-	cmd.Env = []string{"NO_COLOR=1", "HOME=" + n.home, "PATH=" + os.Getenv("PATH")}
+	cmd.Env = nodeEnv(n.home)
 	r, err := harness.RunCmdJSON(cmd, nil)
 	require.NoError(t, err)
 	return r
+}
+
+// nodeEnv is the environment of wsu on a node that holds no kubeconfig:
+// KUBECONFIG unset, and a home without ~/.kube.
+func nodeEnv(home string) []string {
+	return []string{"NO_COLOR=1", "HOME=" + home, "PATH=" + os.Getenv("PATH")}
 }
 
 // kubeadmToken creates a kubeadm node token, as Cluster API's bootstrap
