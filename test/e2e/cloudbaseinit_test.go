@@ -245,7 +245,7 @@ func (c *cloudbaseInit) wsu(ctx context.Context, argv []string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.env.WSU, out...)
-	cmd.Env = nodeEnv(c.home)
+	cmd.Env = harness.NodeEnv(c.home)
 	r, err := harness.RunCmdJSON(cmd, nil)
 	if err != nil {
 		return err

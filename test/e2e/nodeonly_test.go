@@ -4,10 +4,7 @@ package e2e
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -18,8 +15,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -113,7 +108,7 @@ func TestNodeOnlyJoin(t *testing.T) {
 	t.Run("join", func(t *testing.T) {
 		plan := n.run(t, "plan", append(adopt, "-var", "bootstrap_token="+token)...)
 		requireSuccess(t, plan)
-		assert.Contains(t, plan.Stdout, n.pin, "the plan shows the CA's pin")
+		assert.Contains(t, plan.Stdout, n.Pin, "the plan shows the CA's pin")
 		assert.Contains(t, plan.Stdout, "Node-only join: not run", "the plan says which steps need rights the token lacks")
 		assert.Contains(t, plan.Stdout, `adopting kubelet (binary C:\\k\\nssm.exe)`, "preflight says it adopts the image's kubelet")
 		assert.Contains(t, serviceChange(plan, h.Name, "kubelet service"), `path: "C:\\k\\nssm.exe" -> "C:\\k\\kube-log-runner.exe"`,
@@ -162,24 +157,22 @@ func TestNodeOnlyJoin(t *testing.T) {
 		// CABPK fills in the discovery at reconcile time (a token per
 		// Machine, the cluster's endpoint and CA pin); the rendering
 		// test/capirender keeps holds stand-in values for them.
-		u, err := url.Parse(env.Cluster.Config.Host)
-		require.NoError(t, err)
 		fill := map[string]string{
-			"capz-win-7f2k9.eastus.cloudapp.azure.com:6443":                           u.Host,
+			"capz-win-7f2k9.eastus.cloudapp.azure.com:6443":                           n.Endpoint,
 			"k7q2zd.h3x9w0p5m1r8c4v6":                                                 n.kubeadmToken(t, 15*time.Minute),
-			"sha256:6e3b1a5c1d8f0b2a9c7e4d3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b": n.pin,
+			"sha256:6e3b1a5c1d8f0b2a9c7e4d3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b": n.Pin,
 		}
 		userData := string(raw)
 		for rendered, real := range fill {
 			require.Contains(t, userData, rendered)
 			userData = strings.ReplaceAll(userData, rendered, real)
 		}
-		ci := &cloudbaseInit{env: env, host: h2, meta: map[string]string{"local_hostname": h2.NodeName}, home: n.home}
+		ci := &cloudbaseInit{env: env, host: h2, meta: map[string]string{"local_hostname": h2.NodeName}, home: n.Home}
 		// The control: without the template's PATH line, CABPK's kubeadm
 		// join would be the image's kubeadm, which the stand-in refuses.
 		pathLine := "  - \"set \\\"PATH=C:\\\\wsu;%PATH%\\\"\"\n"
 		require.Contains(t, userData, pathLine)
-		noShim := &cloudbaseInit{env: env, host: h2, meta: map[string]string{"local_hostname": h2.NodeName}, home: n.home}
+		noShim := &cloudbaseInit{env: env, host: h2, meta: map[string]string{"local_hostname": h2.NodeName}, home: n.Home}
 		require.ErrorContains(t, noShim.run(ctx, strings.Replace(userData, pathLine, "", 1)), "kubeadm is not on PATH")
 		require.Empty(t, noShim.ran)
 
@@ -211,67 +204,35 @@ func TestNodeOnlyJoin(t *testing.T) {
 
 // nodeOnly runs wsu as a node holding only a bootstrap token would.
 type nodeOnly struct {
-	env     *harness.Env
-	host    *harness.Host
-	varFile string
-	home    string
-	pin     string
+	*harness.NodeOnly
+	env *harness.Env
 }
 
 func newNodeOnly(t *testing.T, env *harness.Env, h *harness.Host) *nodeOnly {
 	t.Helper()
-	n := &nodeOnly{env: env, host: h, home: t.TempDir(), pin: caPin(t, env.Cluster.Config.CAData)}
-	u, err := url.Parse(env.Cluster.Config.Host)
+	n, err := env.NodeOnly(h, t.TempDir(), "discovery_timeout = 5\ncsr_timeout = 180\nready_timeout = 180\n")
 	require.NoError(t, err)
-	// No kubeconfig: the harness's var file names one, so this is its own.
-	vars := fmt.Sprintf(`cluster_flavour     = "kubeadm"
-payload_dir         = %q
-api_server_endpoint = %q
-ca_cert_hashes      = [%q]
-node_name           = %q
-discovery_timeout   = 5
-csr_timeout         = 180
-ready_timeout       = 180
-`, env.PayloadDir, u.Host, n.pin, h.NodeName)
-	n.varFile = filepath.Join(t.TempDir(), "node-only.wsuvars")
-	require.NoError(t, os.WriteFile(n.varFile, []byte(vars), 0o600))
-	return n
+	return &nodeOnly{NodeOnly: n, env: env}
 }
 
-// run runs `wsu VERB join` against the harness inventory with the
-// node-only var file, KUBECONFIG unset and a home without ~/.kube.
+// run runs `wsu VERB join` as the node would (harness.NodeOnly.Cmd).
 func (n *nodeOnly) run(t *testing.T, verb string, args ...string) *harness.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	full := append([]string{verb, "join", "-i", n.env.Inventory, "--limit", n.host.Name, "--var-file", n.varFile, "-o", "json"}, args...)
 	if verb == "apply" {
-		full = append(full, "--auto-approve")
+		args = append(args, "--auto-approve")
 	}
-	cmd := exec.CommandContext(ctx, n.env.WSU, full...)
-	cmd.Env = nodeEnv(n.home)
-	r, err := harness.RunCmdJSON(cmd, nil)
+	r, err := harness.RunCmdJSON(n.Cmd(ctx, verb, args...), nil)
 	require.NoError(t, err)
 	return r
 }
 
-// nodeEnv is the environment of wsu on a node that holds no kubeconfig:
-// KUBECONFIG unset, and a home without ~/.kube.
-func nodeEnv(home string) []string {
-	return []string{"NO_COLOR=1", "HOME=" + home, "PATH=" + os.Getenv("PATH")}
-}
-
-// kubeadmToken creates a kubeadm node token, as Cluster API's bootstrap
-// provider does for each Machine, and waits for the bootstrapsigner to
-// sign cluster-info with it.
+// kubeadmToken is harness.Env.KubeadmToken's token.
 func (n *nodeOnly) kubeadmToken(t *testing.T, ttl time.Duration) string {
 	t.Helper()
-	ctx := context.Background()
-	tok, err := kube.CreateBootstrapToken(ctx, n.env.Cluster.Client, kube.TokenRequest{TTL: ttl, Group: kube.KubeadmNodeTokenGroup})
+	tok, err := n.env.KubeadmToken(context.Background(), ttl)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		return n.signedFor(t, tok.ID)
-	}, time.Minute, 100*time.Millisecond, "the bootstrapsigner signs cluster-info for the new token")
 	return tok.String()
 }
 
@@ -290,30 +251,11 @@ func (n *nodeOnly) expiredToken(t *testing.T) string {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		_, err := secrets.Get(ctx, tok.SecretName(), metav1.GetOptions{})
-		return apierrors.IsNotFound(err) && !n.signedFor(t, tok.ID)
+		signed, serr := n.env.SignedFor(ctx, tok.ID)
+		require.NoError(t, serr)
+		return apierrors.IsNotFound(err) && !signed
 	}, 2*time.Minute, 200*time.Millisecond, "tokencleaner deletes the expired token, and its signature goes")
 	return tok.String()
-}
-
-// signedFor: cluster-info carries the bootstrapsigner's signature for id.
-func (n *nodeOnly) signedFor(t *testing.T, id string) bool {
-	t.Helper()
-	cm, err := n.env.Cluster.Client.CoreV1().ConfigMaps(kubetest.ClusterInfoNamespace).Get(context.Background(), kubetest.ClusterInfoName, metav1.GetOptions{})
-	require.NoError(t, err)
-	_, ok := cm.Data["jws-kubeconfig-"+id]
-	return ok
-}
-
-// caPin is kubeadm's --discovery-token-ca-cert-hash of a CA bundle's
-// first certificate: sha256 over its SubjectPublicKeyInfo.
-func caPin(t *testing.T, caPEM []byte) string {
-	t.Helper()
-	b, _ := pem.Decode(caPEM)
-	require.NotNil(t, b, "CA PEM")
-	c, err := x509.ParseCertificate(b.Bytes)
-	require.NoError(t, err)
-	sum := sha256.Sum256(c.RawSubjectPublicKeyInfo)
-	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 func nodeIsReady(n *corev1.Node) bool {
