@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -37,6 +38,8 @@ type joinResult struct {
 	// RPCs per task instance: over unchanged instances when there are
 	// any (the no-op re-run), else over all metered ones.
 	perTask taskRPCs
+	// tasks are the run's task_result events.
+	tasks []event
 }
 
 // taskRPCs summarises round trips per task instance.
@@ -107,6 +110,13 @@ func split(t wsuTimings, start, end time.Time) *phases {
 // With events set, the JSON events are kept in that file; with withSplit,
 // wsu's --timings split the wall time.
 func runJoin(ctx context.Context, env *harness.Env, hosts []*harness.Host, args []string, events string, withSplit bool) (*joinResult, error) {
+	cmd := func(args []string) *exec.Cmd { return env.Cmd(ctx, append(args, "-o", "json")...) }
+	return runJoinCmd(ctx, cmd, hosts, args, events, withSplit)
+}
+
+// runJoinCmd is runJoin for a command made by cmd from the arguments (a
+// node-only join's, with its own inputs and environment).
+func runJoinCmd(ctx context.Context, cmd func(args []string) *exec.Cmd, hosts []*harness.Host, args []string, events string, withSplit bool) (*joinResult, error) {
 	var timingsFile string
 	if withSplit {
 		f, err := os.CreateTemp("", "wsu-bench-timings-")
@@ -119,7 +129,7 @@ func runJoin(ctx context.Context, env *harness.Env, hosts []*harness.Host, args 
 		args = append(args[:len(args):len(args)], "--timings", timingsFile)
 	}
 	start := time.Now()
-	r, err := env.RunJSON(ctx, nil, args...)
+	r, err := harness.RunCmdJSON(cmd(args), nil)
 	end := time.Now()
 	wall := end.Sub(start)
 	if err != nil {
@@ -173,6 +183,7 @@ func runJoin(ctx context.Context, env *harness.Env, hosts []*harness.Host, args 
 		}
 		tasks = append(tasks, e)
 	}
+	jr.tasks = tasks
 	jr.copyWall, jr.copyBytes = copyPhase(tasks)
 	jr.perTask = perTask(tasks)
 	return jr, nil

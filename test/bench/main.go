@@ -62,6 +62,8 @@ type config struct {
 	// ConfigMap entry to Node Ready on one more host, and the drift
 	// sweep), sweep (the sweep over the CLI's hosts only), or off.
 	controller string
+	// nodeOnly measures a node-only join on a kubeadm set-up of its own.
+	nodeOnly bool
 }
 
 func main() {
@@ -77,6 +79,7 @@ func main() {
 	flag.BoolVar(&c.verbose, "v", false, "print progress")
 	flag.IntVar(&c.fleet, "fleet", 0, "also measure this many hosts (up to 100) in a set-up of their own with the small payload: the fleet rows (make bench-fleet: 100)")
 	flag.IntVar(&c.forks, "forks", 0, "wsu --forks, and the floors' concurrency (default: the host count, at most 50)")
+	flag.BoolVar(&c.nodeOnly, "node-only", true, "also measure a node-only join (bootstrap token, no kubeconfig) on a kubeadm set-up of its own with the hostprocess network")
 	flag.BoolVar(&c.split, "split", true, "split the joins' wall time with wsu's hidden --timings (false: for a wsu built before it)")
 	flag.StringVar(&c.controller, "controller", "full", "controller rows: full (a ConfigMap entry to Node Ready on one more host, and a drift sweep over the joined hosts), sweep (the sweep only; --smoke's default) or off")
 	flag.Parse()
@@ -201,6 +204,16 @@ func bench(ctx context.Context, c config) error {
 			}
 			r = merge(r, f)
 		}
+		if c.nodeOnly && ctx.Err() == nil {
+			n, err := measureNodeOnly(ctx, c, wsu)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("run %d: %w", i, err))
+			}
+			if r == nil {
+				r = &runResult{}
+			}
+			r.nodeOnly = n
+		}
 		if r != nil {
 			runs = append(runs, r)
 		}
@@ -237,6 +250,7 @@ type runResult struct {
 	scenarios    []*hostsResult
 	winrm        []*winrmResult
 	controller   *controllerResult
+	nodeOnly     *nodeOnlyResult
 }
 
 // hostsResult is one host count's measurements.

@@ -141,6 +141,7 @@ func printTable(w io.Writer, c config, runs []*runResult) {
 		}
 		rows = append(rows, []string{"floor: one ssh stream per host, " + label, secs(stream), "", "", mb(floorBytes), "", "", "", "", "", "(the copy floor)", ""})
 	}
+	rows = append(rows, nodeOnlyRows(runs)...)
 	rows = append(rows, controllerRows(c, runs)...)
 	var winrm [][]*winrmResult
 	for _, r := range runs {
