@@ -99,3 +99,66 @@ play "p" {
 	assert.Equal(t, "the cluster", rec.result(t, "win01", "found").Message)
 	assert.Equal(t, "(sensitive)", rec.result(t, "win01", "where").Message, "derived from a sensitive argument")
 }
+
+// reader reads with a credential, as a cluster module with kubeconfig_data
+// does: the credential is hidden, but its results derive from the other
+// arguments only.
+type reader struct{}
+
+func (reader) Schema() modules.Schema {
+	return modules.Schema{Name: "reader", Target: modules.TargetController, Show: "hashed",
+		Attributes: []modules.Attribute{
+			{Name: "key", Type: cty.String, Required: true, Sensitive: true, Credential: true},
+			{Name: "where", Type: cty.String, Required: true},
+		},
+		Results: lookupResults}
+}
+
+func (r reader) result(cfg modules.Config) cty.Value {
+	return cty.ObjectVal(map[string]cty.Value{
+		"hashed":      cty.StringVal("read " + cfg.Get("where").AsString()),
+		"found":       cty.StringVal("the cluster"),
+		"where_found": cty.StringVal("at " + cfg.Get("where").AsString()),
+	})
+}
+
+func (r reader) Plan(_ context.Context, req modules.PlanRequest) modules.PlanResponse {
+	return modules.PlanResponse{Result: r.result(req.Config)}
+}
+
+func (r reader) Apply(_ context.Context, req modules.ApplyRequest) modules.ApplyResponse {
+	return modules.ApplyResponse{Result: r.result(req.Config)}
+}
+
+// TestCredentialArgument: results of a task whose only sensitive argument
+// is a credential are shown; another sensitive argument hides them again.
+func TestCredentialArgument(t *testing.T) {
+	reg := modules.NewRegistry(append(generic.Modules(), reader{})...)
+	pb, diags := playbook.NewLoader(reg, nil).LoadSource("c.hcl", []byte(`
+variable "key" {
+  type      = string
+  sensitive = true
+}
+variable "where" {
+  type = string
+}
+play "p" {
+  hosts = "all"
+  task "read" {
+    reader {
+      key   = var.key
+      where = var.where
+    }
+  }
+}`))
+	require.False(t, diags.HasErrors(), diags.Error())
+	run := func(secret []string) *recorder {
+		rec := &recorder{}
+		res := engine.Run(context.Background(), engine.Request{Playbook: pb, Inventory: inventory.FromList("win01,"),
+			Mode: engine.ModeApply, Registry: reg, Hooks: rec, Inputs: engine.Inputs{Vars: []string{"key=k3y-secret", "where=here"}, SecretVars: secret}})
+		require.False(t, res.Failed(), "%v", res.Diagnostics)
+		return rec
+	}
+	assert.Equal(t, "read here", run(nil).result(t, "win01", "read").Message, "nothing derives from a credential")
+	assert.Equal(t, "(sensitive)", run([]string{"where"}).result(t, "win01", "read").Message, "a sensitive non-credential argument hides it")
+}

@@ -224,9 +224,10 @@ func (ti *taskInstance) noteSecrets(raw cty.Value) cty.Value {
 			}
 		}
 	}
-	ti.secret = secretFields{args: map[string]bool{}, sensitive: sensitive}
+	ti.secret = secretFields{args: map[string]bool{}, sensitive: sensitive, credentials: map[string]bool{}}
 	for _, a := range ti.t.Schema.Attributes {
 		ti.secret.args[a.Name] = true
+		ti.secret.credentials[a.Name] = a.Credential
 		if a.Sensitive {
 			sensitive[a.Name] = true
 			secrets.AddValue(cfgVal.GetAttr(a.Name))

@@ -70,13 +70,28 @@ func renderCollection(v cty.Value) string {
 type secretFields struct {
 	args      map[string]bool // argument names
 	sensitive map[string]bool // sensitive arguments
+	// credentials are arguments that only authenticate to a system
+	// (modules.Attribute.Credential): hidden themselves, but nothing
+	// derives from them.
+	credentials map[string]bool
 }
 
 func (s secretFields) hide(name string) bool {
 	if s.sensitive[name] {
 		return true
 	}
-	return len(s.sensitive) > 0 && !s.args[name]
+	return s.anySecretInput() && !s.args[name]
+}
+
+// anySecretInput: a sensitive argument that changes and results may
+// derive from.
+func (s secretFields) anySecretInput() bool {
+	for name := range s.sensitive {
+		if !s.credentials[name] {
+			return true
+		}
+	}
+	return false
 }
 
 // hideResult is hide for a result attribute, which may say what it

@@ -93,6 +93,12 @@ type Attribute struct {
 	// arguments it names is sensitive. k8s_discovery shows the server and
 	// the CA's pin it found with a token this way.
 	DerivesFrom []string
+	// Credential, on an argument, says it only authenticates the module
+	// to a system (a cluster module's kubeconfig_data): the argument is
+	// hidden when its value is sensitive, but no change field or result
+	// derives from it, so a task's plan still shows what it reads and
+	// changes.
+	Credential bool
 	// Local says the argument names a file (or, in a map, files) on the
 	// machine running wsu that the module reads: a confined run (a site
 	// playbook from a ConfigMap) refuses one outside the directories it

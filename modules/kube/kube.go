@@ -74,7 +74,7 @@ const knownAfterApply = "(known after apply)"
 var connAttributes = []modules.Attribute{
 	{Name: "kubeconfig", Type: cty.String,
 		Description: "Path of the kubeconfig file to use. Default: the command line's `--kubeconfig`, else the `KUBECONFIG` list, else the pod's service account when wsu runs in the cluster, else `~/.kube/config`."},
-	{Name: "kubeconfig_data", Type: cty.String, Sensitive: true,
+	{Name: "kubeconfig_data", Type: cty.String, Sensitive: true, Credential: true,
 		Description: "A kubeconfig's content, used instead of `kubeconfig`: a credential a task produced and wsu never writes where it runs, such as `k8s_discovery`'s `bootstrap_kubeconfig` (a node-only join reads the cluster with its bootstrap token)."},
 	{Name: "context", Type: cty.String,
 		Description: "Kubeconfig context to use. Default: the kubeconfig's current context."},

@@ -77,35 +77,17 @@ var attributes = []modules.Attribute{
 		Description: "Seconds the node may take to connect to the API server."},
 	{Name: "kubeconfig", Type: cty.String,
 		Description: "Kubeconfig for the cluster; null: the command line's `--kubeconfig`, `KUBECONFIG`, the pod's service account, `~/.kube/config`."},
-	{Name: "kubeconfig_data", Type: cty.String, Sensitive: true,
+	{Name: "kubeconfig_data", Type: cty.String, Sensitive: true, Credential: true,
 		Description: "A kubeconfig's content instead of `kubeconfig` (a node-only join's bootstrap kubeconfig, from `k8s_discovery`)."},
 	{Name: "context", Type: cty.String,
 		Description: "Kubeconfig context; null: the current one."},
 }
 
-// results are findings about the host and the cluster: they reveal nothing
-// of kubeconfig_data's credential, so a node-only join's plan shows them
-// (modules.Attribute.DerivesFrom).
-var results = withDerivesFrom([]modules.Attribute{
+var results = []modules.Attribute{
 	{Name: "checks", Type: cty.Map(cty.String), Description: "Each check that passed, by name (`node_name`, `build`, `services`, `disk`, `clock`, `api_server`), with what it found."},
 	{Name: "api_server", Type: cty.String, Description: "The API server address (`host:port`) the node was asked to reach."},
 	{Name: "installed", Type: cty.List(cty.String), Description: "The `services` that exist already, installed by wsu (a node configured before): join clears stale CNI state only when the kubelet is not among them."},
 	{Name: "summary", Type: cty.String, Description: "The checks that passed, in a sentence."},
-})
-
-// withDerivesFrom marks results as derived from every argument but the
-// credential.
-func withDerivesFrom(rs []modules.Attribute) []modules.Attribute {
-	var from []string
-	for _, a := range attributes {
-		if a.Name != "kubeconfig_data" {
-			from = append(from, a.Name)
-		}
-	}
-	for i := range rs {
-		rs[i].DerivesFrom = from
-	}
-	return rs
 }
 
 func (Preflight) Schema() modules.Schema {

@@ -113,6 +113,9 @@ func TestNodeOnlyJoin(t *testing.T) {
 		assert.Contains(t, plan.Stdout, `adopting kubelet (binary C:\\k\\nssm.exe)`, "preflight says it adopts the image's kubelet")
 		assert.Contains(t, serviceChange(plan, h.Name, "kubelet service"), `path: "C:\\k\\nssm.exe" -> "C:\\k\\kube-log-runner.exe"`,
 			"the plan shows what changes in the adopted service")
+		kubeletConf := serviceChange(plan, h.Name, "kubelet config")
+		assert.Contains(t, kubeletConf, "sha256:", "the kubelet configuration read with the token, in the plan")
+		assert.NotContains(t, kubeletConf, "(sensitive)", "nothing derives from the token used to read it")
 		r := n.run(t, "apply", append(adopt, "-var", "bootstrap_token="+token)...)
 		requireSuccess(t, r)
 
@@ -275,12 +278,10 @@ func newClusterInfoTamperer(t *testing.T, c *kubetest.Cluster) string {
 	t.Helper()
 	target, err := url.Parse(c.Config.Host)
 	require.NoError(t, err)
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	direct := proxy.Director
-	proxy.Director = func(r *http.Request) {
-		direct(r)
-		r.Header.Set("Accept", "application/json") // the man in the middle edits JSON
-	}
+	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(target)
+		r.Out.Header.Set("Accept", "application/json") // the man in the middle edits JSON
+	}}
 	proxy.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // the man in the middle
 	srv := httptest.NewUnstartedServer(proxy)
 	srv.Listener.Close()
