@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -154,4 +156,28 @@ func TestCopy(t *testing.T) {
 	for _, e := range entries {
 		assert.NotContains(t, e.Name(), ".copy-", "temporary files are removed")
 	}
+}
+
+// TestManifestDocumented: docs/payload.md documents every manifest key and
+// its example is a manifest Load accepts.
+func TestManifestDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/payload.md")
+	require.NoError(t, err)
+	text := string(doc)
+	for _, v := range []any{Manifest{}, Component{}} {
+		ty := reflect.TypeOf(v)
+		for i := range ty.NumField() {
+			tag, _, _ := strings.Cut(ty.Field(i).Tag.Get("json"), ",")
+			assert.Contains(t, text, "| `"+tag+"` |", "docs/payload.md documents %s.%s", ty.Name(), ty.Field(i).Name)
+		}
+	}
+	_, rest, ok := strings.Cut(text, "```json\n")
+	require.True(t, ok, "docs/payload.md has a JSON example")
+	example, _, ok := strings.Cut(rest, "```")
+	require.True(t, ok)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ManifestFile), []byte(example), 0o644))
+	m, err := Load(dir)
+	require.NoError(t, err, "the example is a valid manifest")
+	assert.Len(t, m.Components, 2)
 }

@@ -45,6 +45,20 @@ func TestReadmePlaybookValidates(t *testing.T) {
 	assert.Equal(t, 0, code, "the README sample is formatted: "+out+errs)
 }
 
+// TestReadmeFirstStep: the README's first command needs no cluster and no
+// Windows host: it plans the demo site playbook on this machine.
+func TestReadmeFirstStep(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	m := regexp.MustCompile("(?m)^wsu (plan +examples/demo/site.hcl --local -var root=(\\S+)) ").FindSubmatch(readme)
+	require.NotNil(t, m, "README's first step plans examples/demo/site.hcl with --local")
+	args := strings.Fields(strings.Replace(string(m[1]), string(m[2]), t.TempDir(), 1))
+	args[1] = "../../" + args[1]
+	code, out, errs := wsu(t, nil, args...)
+	require.Equal(t, 0, code, out+errs)
+	assert.Contains(t, out, "Plan: ")
+}
+
 // TestPlanTextIsDeterministic: three plans of the same playbook on several
 // hosts (which run at once) print the same text, results task by task in
 // inventory order; a saved plan's file is the same each time too.
