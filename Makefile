@@ -20,7 +20,7 @@ CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
 FUZZTIME ?= 30s
 
-.PHONY: help build agents generate test kubetest lint docs demo fuzz bench bench-fleet bench-smoke bench-engine clean tools image image-context payload-image dockerfile manifests
+.PHONY: help build agents generate test kubetest lint docs docs-modules demo fuzz bench bench-fleet bench-smoke bench-engine clean tools image image-context payload-image dockerfile manifests
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -110,9 +110,11 @@ generate: $(CONTROLLER_GEN) ## regenerate the API's deepcopy code, the CRD and t
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-docs: ## regenerate docs/modules.md and docs/playbooks.md from the module schemas and stock playbooks
-	$(GO) run ./cmd/wsu modules --markdown > docs/modules.md
+docs: docs-modules ## regenerate docs/modules.md and docs/playbooks.md from the module schemas and stock playbooks
 	$(GO) run ./cmd/wsu playbooks doc --markdown > docs/playbooks.md
+
+docs-modules: ## regenerate docs/modules.md from the module schemas (after adding or changing a module)
+	$(GO) run ./cmd/wsu modules --markdown > docs/modules.md
 
 demo: build ## plan, apply and re-plan the demo playbook
 	./scripts/demo.sh

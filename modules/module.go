@@ -261,6 +261,8 @@ func (a Action) Symbol() string {
 type Change struct {
 	Action Action
 	// Subject names the thing changed: a path, a service, a command line.
+	// With Content, it is the file name the unified diff shows (--- and
+	// +++ lines), so it is the file's path on the host.
 	Subject string
 	Fields  []FieldChange
 	// Restarts lists services Apply will stop and start again to make the

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/wsu-project/wsu/modules"
+	"github.com/wsu-project/wsu/modules/moduletest"
 )
 
 func TestValidate(t *testing.T) {
@@ -82,6 +83,7 @@ func TestValidate(t *testing.T) {
 
 // TestSchemas checks what every module here promises the engine.
 func TestSchemas(t *testing.T) {
+	moduletest.RequireRegistered(t, ".", "modules/kube/kube.go", Modules(testClusters.Cache))
 	for _, m := range Modules(testClusters.Cache) {
 		s := m.Schema()
 		t.Run(s.Name, func(t *testing.T) {

@@ -6,6 +6,12 @@ package moduletest
 
 import (
 	"context"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/hcl/v2"
@@ -173,3 +179,60 @@ func RequireError(t *testing.T, diags hcl.Diagnostics, cfg modules.Config, summa
 
 // Strs is a list of strings (an empty list of strings for none).
 func Strs(ss ...string) cty.Value { return modutil.Strings(ss) }
+
+// RequireRegistered fails for every type in the package directory dir
+// (its non-test Go files) with a Schema method that is not among mods, the
+// package's Modules(): a module written but never registered, named with
+// the file to add it to.
+func RequireRegistered(t *testing.T, dir, modulesFile string, mods []modules.Module) {
+	t.Helper()
+	registered := map[string]bool{}
+	for _, m := range mods {
+		ty := reflect.TypeOf(m)
+		if ty.Kind() == reflect.Pointer {
+			ty = ty.Elem()
+		}
+		registered[ty.Name()] = true
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		require.NoError(t, err)
+		for _, d := range file.Decls {
+			if name, ok := schemaReceiver(d); ok {
+				assert.Truef(t, registered[name], "%s (%s) has a Schema method but is not in Modules(): add it to the list in %s",
+					name, filepath.Base(f), modulesFile)
+			}
+		}
+	}
+}
+
+// schemaReceiver is the receiver type of a `Schema() modules.Schema`
+// method declaration.
+func schemaReceiver(d ast.Decl) (string, bool) {
+	fn, ok := d.(*ast.FuncDecl)
+	if !ok || fn.Recv == nil || fn.Name.Name != "Schema" || len(fn.Recv.List) != 1 {
+		return "", false
+	}
+	if fn.Type.Results == nil || len(fn.Type.Results.List) != 1 {
+		return "", false
+	}
+	sel, ok := fn.Type.Results.List[0].Type.(*ast.SelectorExpr)
+	if !ok || sel.Sel.Name != "Schema" {
+		return "", false
+	}
+	rt := fn.Recv.List[0].Type
+	if star, ok := rt.(*ast.StarExpr); ok {
+		rt = star.X
+	}
+	id, ok := rt.(*ast.Ident)
+	if !ok {
+		return "", false
+	}
+	return id.Name, true
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/modules"
+	"github.com/wsu-project/wsu/modules/modutil"
 )
 
 // AuthorizedKey adds or removes public keys in a Windows OpenSSH
@@ -150,16 +151,8 @@ func lineKey(l string) gossh.PublicKey {
 }
 
 // edit computes the new content: keys removed or added, line endings kept.
-func (f *keysFile) edit(keys []wantedKey, present, exclusive bool) {
-	nl := "\n"
-	if bytes.Contains(f.content, []byte("\r\n")) {
-		nl = "\r\n"
-	}
-	text := strings.ReplaceAll(string(f.content), "\r\n", "\n")
-	var lines []string
-	if text != "" {
-		lines = strings.Split(strings.TrimSuffix(text, "\n"), "\n")
-	}
+func (f *keysFile) edit(file modutil.Lines, keys []wantedKey, present, exclusive bool) {
+	lines := file.Lines
 	wanted := func(k gossh.PublicKey) bool {
 		for _, w := range keys {
 			if sameKey(w.key, k) {
@@ -195,7 +188,8 @@ func (f *keysFile) edit(keys []wantedKey, present, exclusive bool) {
 		f.after = append(f.after, gossh.FingerprintSHA256(k))
 	}
 	if len(f.added) > 0 || len(f.removed) > 0 {
-		f.newText = []byte(strings.Join(out, nl) + nl)
+		file.Lines = out
+		f.newText = file.Bytes()
 	}
 }
 
@@ -228,12 +222,13 @@ func (AuthorizedKey) read(ctx context.Context, h host.Host, cfg modules.Config) 
 		if f.content, err = h.ReadFile(ctx, path, maxKeysFile); err != nil {
 			return nil, hostError(cfg, "path", "Cannot read the authorized keys file", err)
 		}
-		if bytes.HasPrefix(f.content, []byte{0xFF, 0xFE}) || bytes.HasPrefix(f.content, []byte{0xFE, 0xFF}) {
-			return nil, hcl.Diagnostics{cfg.Error("path", "The authorized keys file is UTF-16",
-				fmt.Sprintf("%s starts with a UTF-16 byte order mark (PowerShell 5's > writes that); sshd cannot read it, so its keys do not work now. Rewrite it as UTF-8 or ASCII, then run again.", path))}
-		}
 	}
-	f.edit(keys, state == "present", exclusive)
+	file, err := modutil.ParseLines(f.content)
+	if err != nil {
+		return nil, hcl.Diagnostics{cfg.Error("path", "The authorized keys file is UTF-16",
+			fmt.Sprintf("%s starts with a UTF-16 byte order mark (PowerShell 5's > writes that); sshd cannot read it, so its keys do not work now. Rewrite it as UTF-8 or ASCII, then run again.", path))}
+	}
+	f.edit(file, keys, state == "present", exclusive)
 	if aclMode == "administrators" && (f.exists || f.newText != nil) {
 		f.needACL = true
 		if f.exists && f.newText == nil {

@@ -131,3 +131,21 @@ func TestAuthorizedKeyValidate(t *testing.T) {
 		{name: "exclusive absent", attrs: map[string]cty.Value{"key": cty.StringVal(key), "state": cty.StringVal("absent"), "exclusive": cty.True}, wantSummary: "exclusive needs state = \"present\"", wantAttr: "exclusive"},
 	})
 }
+
+// TestAuthorizedKeyKeepsUTF8BOM: a UTF-8 file with a byte order mark (what
+// Notepad may save) keeps it, and its first key is read as a key, so it is
+// neither duplicated nor lost.
+func TestAuthorizedKeyKeepsUTF8BOM(t *testing.T) {
+	oldKey, oldFP := testKey(t, "old")
+	newKey, newFP := testKey(t, "new")
+	h := newHost(t)
+	writeFile(t, h, AdminKeysFile, "\xEF\xBB\xBF"+oldKey+"\n")
+	cfg := cfgFor(t, AuthorizedKey{}, map[string]cty.Value{"key": cty.StringVal(oldKey + "\n" + newKey), "path": cty.StringVal(AdminKeysFile)})
+	converge(t, AuthorizedKey{}, h, cfg)
+	got, err := h.ReadFile(ctx, AdminKeysFile, 1<<20)
+	require.NoError(t, err)
+	assert.Equal(t, "\xEF\xBB\xBF"+oldKey+"\n"+newKey+"\n", string(got))
+	pr := plan(t, AuthorizedKey{}, h, cfg)
+	assert.Nil(t, pr.Change)
+	assert.Equal(t, strs(oldFP, newFP), pr.Result.GetAttr("fingerprints"))
+}

@@ -13,6 +13,13 @@ import (
 	"github.com/wsu-project/wsu/modules"
 )
 
+// withoutUnchangedPlanRow are the modules that have no unchanged plan to
+// measure, and why.
+var withoutUnchangedPlanRow = map[string]string{
+	"win_reboot":            "a reboot is always a change when asked for; its cost is the reboot (TestReboot*)",
+	"win_instance_metadata": "reads the cloud's metadata service over HTTP from the node: one http.get, measured in its own tests",
+}
+
 // TestUnchangedPlanRPCs pins what planning a task that has nothing to do
 // costs through the agent, op by op: a re-run of a playbook is mostly such
 // tasks, and every RPC is a round trip to the node. The goal is at most
@@ -185,6 +192,78 @@ func TestUnchangedPlanRPCs(t *testing.T) {
 			},
 			want: map[string]int64{"fs.stat": 1},
 		},
+		{
+			module: Stat{}, name: "a file",
+			setup: func(t *testing.T, h *sim.Host) { writeFile(t, h, `C:\k\kubeconfig`, "x") },
+			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
+				return map[string]cty.Value{"path": cty.StringVal(`C:\k\kubeconfig`)}
+			},
+			want: map[string]int64{"fs.stat": 1},
+		},
+		{
+			module: ServiceInfo{}, name: "a service",
+			setup: func(t *testing.T, h *sim.Host) { runningService(t, h, "kube-proxy", kubeProxy) },
+			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
+				return map[string]cty.Value{"name": cty.StringVal("kube-proxy")}
+			},
+			want: map[string]int64{"svc.query": 1},
+		},
+		{
+			module: FirewallRule{}, name: "the rule as wanted",
+			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
+				return map[string]cty.Value{"name": cty.StringVal("wsu kubelet"), "localport": cty.StringVal("10250")}
+			},
+			want: map[string]int64{"fw.rule.get": 1},
+		},
+		{
+			module: OptionalFeature{}, name: "enabled",
+			setup: func(t *testing.T, h *sim.Host) {
+				require.NoError(t, h.SetOptionalFeature(sim.ContainersFeature, host.FeatureEnabled))
+			},
+			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
+				return map[string]cty.Value{"name": cty.StringVal("containers")}
+			},
+			want: map[string]int64{"feature.get": 1},
+		},
+		{
+			module: Certificate{}, name: "bundle installed",
+			attrs: func(t *testing.T, _ *sim.Host) map[string]cty.Value {
+				ca, _ := newCA(t, "rpc")
+				return map[string]cty.Value{"bundle": cty.StringVal(ca)}
+			},
+			// The store's certificates, then wsu's registry record of what
+			// it added (to remove only its own).
+			want: map[string]int64{"cert.list": 1, "reg.get": 1},
+		},
+		{
+			module: AuthorizedKey{}, name: "key present",
+			attrs: func(t *testing.T, _ *sim.Host) map[string]cty.Value {
+				key, _ := testKey(t, "rpc")
+				return map[string]cty.Value{"key": cty.StringVal(key)}
+			},
+			// The file's size bound, its content, and its ACL (sshd ignores
+			// an administrators_authorized_keys others may write).
+			want: map[string]int64{"fs.stat": 1, "fs.read": 1, "fs.acl.get": 1},
+		},
+		{
+			module: ContainerdMirrors{}, name: "mirrors as wanted",
+			attrs: func(*testing.T, *sim.Host) map[string]cty.Value {
+				return map[string]cty.Value{"mirrors": mirrorList(mirrorVal("mcr.microsoft.com/oss/kubernetes/pause", true, "mirror.example:5000/windows/oss/kubernetes/pause"))}
+			},
+			// The wanted hosts.toml's stat and content, then the certs.d
+			// directory's stat and listing (hosts.toml files wsu wrote for
+			// registries no longer mirrored).
+			want: map[string]int64{"fs.list": 1, "fs.stat": 2, "fs.read": 1},
+		},
+	}
+	covered := map[string]bool{}
+	for _, tt := range tests {
+		covered[tt.module.Schema().Name] = true
+	}
+	for _, m := range Modules() {
+		name := m.Schema().Name
+		_, exempt := withoutUnchangedPlanRow[name]
+		assert.Truef(t, covered[name] || exempt, "module %s has no row in TestUnchangedPlanRPCs (modules/windows/rpc_test.go): add one, or name it in withoutUnchangedPlanRow with the reason", name)
 	}
 	for _, tt := range tests {
 		t.Run(tt.module.Schema().Name+"/"+tt.name, func(t *testing.T) {
