@@ -324,8 +324,9 @@ func checkSelection(req Request) hcl.Diagnostics {
 // from outside (-var, WSU_VAR_, -var-file, the inventory's host and group
 // vars) against its variable's type, nullability and validation rules, in
 // every playbook of the run whose include does not set the variable
-// itself. A bad value is found before the first play changes anything,
-// not when the include using it is reached.
+// itself, and every value an include passes that no host can change
+// (includeValue). A bad value is found before the first play changes
+// anything, not when the include using it is reached.
 func (r *runner) checkInputs() hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	seen := map[string]bool{}
@@ -345,12 +346,15 @@ func (r *runner) checkInputs() hcl.Diagnostics {
 	var walk func(inst *instance)
 	walk = func(inst *instance) {
 		for _, name := range inst.pb.VariableOrder {
+			v := inst.pb.Variables[name]
 			if inst.inc != nil {
-				if _, set := inst.inc.Vars[name]; set {
+				if expr, set := inst.inc.Vars[name]; set {
+					if rv, ok := r.includeValue(inst, expr); ok {
+						check(v, rv)
+					}
 					continue
 				}
 			}
-			v := inst.pb.Variables[name]
 			if rv, ok := r.inputs.cli[name]; ok {
 				check(v, rv)
 				continue // wins over every other source
@@ -379,6 +383,62 @@ func (r *runner) checkInputs() hcl.Diagnostics {
 	}
 	walk(r.root)
 	return diags
+}
+
+// includeValue is the value an include passes to its playbook's variable,
+// when no host can change it: the expression reads only the parent's
+// variables (through functions), none of which an inventory sets, so it
+// is the same for every host and can be checked before any is touched.
+func (r *runner) includeValue(inst *instance, expr hcl.Expression) (rawValue, bool) {
+	if !r.hostIndependent(inst.parent, expr) {
+		return rawValue{}, false
+	}
+	sc, d := r.globalScope(inst.parent)
+	if d.HasErrors() {
+		return rawValue{}, false
+	}
+	val, d := sc.eval(expr, nil, nil)
+	if d.HasErrors() || !val.IsWhollyKnown() {
+		return rawValue{}, false
+	}
+	return rawValue{value: val, source: "include " + inst.inc.Name, rng: expr.Range().Ptr()}, true
+}
+
+// hostIndependent: expr, evaluated in inst, reads only var.NAME, and for
+// each either -var or WSU_VAR_ sets it (they win over the inventory), or
+// no host's inventory does and, where an include above sets it, that
+// value is host-independent too.
+func (r *runner) hostIndependent(inst *instance, expr hcl.Expression) bool {
+	for _, tr := range expr.Variables() {
+		if tr.RootName() != "var" || len(tr) < 2 {
+			return false
+		}
+		attr, ok := tr[1].(hcl.TraverseAttr)
+		if !ok {
+			return false
+		}
+		name := attr.Name
+		if inst.inc != nil {
+			if e, set := inst.inc.Vars[name]; set {
+				if !r.hostIndependent(inst.parent, e) {
+					return false
+				}
+				continue
+			}
+		}
+		if _, ok := r.inputs.cli[name]; ok {
+			continue
+		}
+		if _, ok := r.inputs.env[name]; ok {
+			continue
+		}
+		for _, h := range r.hostOrder {
+			if _, ok := r.hosts[h].vars[name]; ok {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func newInstance(pb *playbook.Playbook, path string, parent *instance, inc *playbook.Include) *instance {

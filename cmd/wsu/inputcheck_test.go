@@ -83,6 +83,73 @@ func TestInputsCheckedBeforeAnyHost(t *testing.T) {
 	assert.FileExists(t, marker)
 }
 
+// TestIncludeValueCheckedBeforeAnyHost: a value a parent passes into an
+// include's validated variable (issue 31, item 7), from -var through the
+// parent's own variable, is checked before the first play runs; one that
+// depends on a host (a fact, an inventory value) waits for that host.
+func TestIncludeValueCheckedBeforeAnyHost(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "first-play-ran")
+	writeFile(t, dir, "flavour.hcl", `
+variable "cluster_flavour" {
+  type = string
+  validation {
+    condition     = contains(["vanilla", "openshift"], var.cluster_flavour)
+    error_message = "cluster_flavour must be vanilla or openshift."
+  }
+}
+play "second" {
+  hosts = "all"
+  task "say" {
+    print { msg = var.cluster_flavour }
+  }
+}
+`)
+	pb := writeFile(t, dir, "site.hcl", `
+variable "marker" {
+  type = string
+}
+variable "flavour" {
+  type    = string
+  default = "vanilla"
+}
+play "first" {
+  hosts = "all"
+  task "touch" {
+    file {
+      path    = var.marker
+      content = "x"
+    }
+  }
+}
+include "flavour" {
+  source = "./flavour.hcl"
+  vars = {
+    cluster_flavour = lower(var.flavour)
+  }
+}
+`)
+	for name, extra := range map[string][]string{
+		"-var into the parent": {"-var", "flavour=Chocolate"},
+		"var file":             {"-var-file", writeFile(t, dir, "bad.hcl", "flavour = \"chocolate\"\n")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, out, errs := wsu(t, nil, append([]string{"apply", pb, "--local", "-var", "marker=" + marker}, extra...)...)
+			assert.Equal(t, 1, code, out+errs)
+			assert.Contains(t, flat(errs), "cluster_flavour must be vanilla or openshift.")
+			assert.Contains(t, errs, "site.hcl", "located at the include's vars")
+			assert.Empty(t, out, "no play started")
+			assert.NoFileExists(t, marker, "the first play changed nothing")
+		})
+	}
+	t.Run("an inventory value is the host's, checked when it runs", func(t *testing.T) {
+		inv := writeFile(t, dir, "inv.ini", "localhost flavour=OPENSHIFT\n")
+		code, out, errs := wsu(t, nil, "apply", pb, "--local", "-i", inv, "-var", "marker="+marker)
+		require.Equal(t, 0, code, out+errs)
+		assert.Contains(t, out, "openshift")
+	})
+}
+
 func TestBadVarSyntaxMessages(t *testing.T) {
 	pb, marker := twoStage(t)
 	code, _, errs := wsu(t, nil, "plan", pb, "--local", "-var", "marker="+marker, "-var", "max_pods")
