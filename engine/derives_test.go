@@ -16,8 +16,13 @@ import (
 )
 
 // lookup finds something with a secret, as k8s_discovery finds the
-// cluster with a token: its results say what they derive from.
-type lookup struct{}
+// cluster with a token: its results say what they derive from. With
+// credential, its key only authenticates (a cluster module's
+// kubeconfig_data), and it shows where it found the thing.
+type lookup struct {
+	name       string
+	credential bool
+}
 
 var lookupResults = []modules.Attribute{
 	{Name: "hashed", Type: cty.String},                                      // says nothing: may derive from the secret
@@ -25,18 +30,26 @@ var lookupResults = []modules.Attribute{
 	{Name: "where_found", Type: cty.String, DerivesFrom: []string{"where"}}, // reveals where only
 }
 
-func (lookup) Schema() modules.Schema {
-	return modules.Schema{Name: "lookup", Target: modules.TargetController, Show: "found",
+func (l lookup) Schema() modules.Schema {
+	s := modules.Schema{Name: "lookup", Target: modules.TargetController, Show: "found",
 		Attributes: []modules.Attribute{
-			{Name: "key", Type: cty.String, Required: true},
+			{Name: "key", Type: cty.String, Required: true, Sensitive: l.credential, Credential: l.credential},
 			{Name: "where", Type: cty.String, Required: true},
 		},
 		Results: lookupResults}
+	if l.credential {
+		s.Name, s.Show = l.name, "hashed" // derived from no sensitive argument but the credential
+	}
+	return s
 }
 
-func (lookup) result(cfg modules.Config) cty.Value {
+func (l lookup) result(cfg modules.Config) cty.Value {
+	hashed := "h(" + cfg.Get("key").AsString() + ")"
+	if l.credential { // what a credential reaches, not the credential
+		hashed = "h(" + cfg.Get("where").AsString() + ")"
+	}
 	return cty.ObjectVal(map[string]cty.Value{
-		"hashed":      cty.StringVal("h(" + cfg.Get("key").AsString() + ")"),
+		"hashed":      cty.StringVal(hashed),
 		"found":       cty.StringVal("the cluster"),
 		"where_found": cty.StringVal("at " + cfg.Get("where").AsString()),
 	})
@@ -100,40 +113,10 @@ play "p" {
 	assert.Equal(t, "(sensitive)", rec.result(t, "win01", "where").Message, "derived from a sensitive argument")
 }
 
-// reader reads with a credential, as a cluster module with kubeconfig_data
-// does: the credential is hidden, but its results derive from the other
-// arguments only.
-type reader struct{}
-
-func (reader) Schema() modules.Schema {
-	return modules.Schema{Name: "reader", Target: modules.TargetController, Show: "hashed",
-		Attributes: []modules.Attribute{
-			{Name: "key", Type: cty.String, Required: true, Sensitive: true, Credential: true},
-			{Name: "where", Type: cty.String, Required: true},
-		},
-		Results: lookupResults}
-}
-
-func (r reader) result(cfg modules.Config) cty.Value {
-	return cty.ObjectVal(map[string]cty.Value{
-		"hashed":      cty.StringVal("read " + cfg.Get("where").AsString()),
-		"found":       cty.StringVal("the cluster"),
-		"where_found": cty.StringVal("at " + cfg.Get("where").AsString()),
-	})
-}
-
-func (r reader) Plan(_ context.Context, req modules.PlanRequest) modules.PlanResponse {
-	return modules.PlanResponse{Result: r.result(req.Config)}
-}
-
-func (r reader) Apply(_ context.Context, req modules.ApplyRequest) modules.ApplyResponse {
-	return modules.ApplyResponse{Result: r.result(req.Config)}
-}
-
 // TestCredentialArgument: results of a task whose only sensitive argument
 // is a credential are shown; another sensitive argument hides them again.
 func TestCredentialArgument(t *testing.T) {
-	reg := modules.NewRegistry(append(generic.Modules(), reader{})...)
+	reg := modules.NewRegistry(append(generic.Modules(), lookup{name: "reader", credential: true})...)
 	pb, diags := playbook.NewLoader(reg, nil).LoadSource("c.hcl", []byte(`
 variable "key" {
   type      = string
@@ -159,6 +142,6 @@ play "p" {
 		require.False(t, res.Failed(), "%v", res.Diagnostics)
 		return rec
 	}
-	assert.Equal(t, "read here", run(nil).result(t, "win01", "read").Message, "nothing derives from a credential")
+	assert.Equal(t, "h(here)", run(nil).result(t, "win01", "read").Message, "nothing derives from a credential")
 	assert.Equal(t, "(sensitive)", run([]string{"where"}).result(t, "win01", "read").Message, "a sensitive non-credential argument hides it")
 }

@@ -17,10 +17,30 @@ func twoStage(t *testing.T) (pb, marker string) {
 	t.Helper()
 	dir := t.TempDir()
 	marker = filepath.Join(dir, "first-play-ran")
-	writeFile(t, dir, "flavour.hcl", `
+	writeFile(t, dir, "flavour.hcl", flavourPlaybook(`
+  default = "vanilla"`))
+	pb = writeFile(t, dir, "site.hcl", `
+variable "marker" {
+  type = string
+}
+variable "max_pods" {
+  type    = number
+  default = 250
+}
+`+firstPlay+`
+include "flavour" {
+  source = "./flavour.hcl"
+}
+`)
+	return pb, marker
+}
+
+// flavourPlaybook declares cluster_flavour, validated, with extra in its
+// block, and prints it.
+func flavourPlaybook(extra string) string {
+	return `
 variable "cluster_flavour" {
-  type    = string
-  default = "vanilla"
+  type = string` + extra + `
   validation {
     condition     = contains(["vanilla", "openshift"], var.cluster_flavour)
     error_message = "cluster_flavour must be vanilla or openshift."
@@ -32,16 +52,11 @@ play "second" {
     print { msg = var.cluster_flavour }
   }
 }
-`)
-	pb = writeFile(t, dir, "site.hcl", `
-variable "marker" {
-  type = string
+`
 }
-variable "max_pods" {
-  type    = number
-  default = 250
-}
-play "first" {
+
+// firstPlay writes var.marker: it ran if the file exists.
+const firstPlay = `play "first" {
   hosts = "all"
   task "touch" {
     file {
@@ -49,13 +64,7 @@ play "first" {
       content = "x"
     }
   }
-}
-include "flavour" {
-  source = "./flavour.hcl"
-}
-`)
-	return pb, marker
-}
+}`
 
 func TestInputsCheckedBeforeAnyHost(t *testing.T) {
 	pb, marker := twoStage(t)
@@ -90,21 +99,7 @@ func TestInputsCheckedBeforeAnyHost(t *testing.T) {
 func TestIncludeValueCheckedBeforeAnyHost(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "first-play-ran")
-	writeFile(t, dir, "flavour.hcl", `
-variable "cluster_flavour" {
-  type = string
-  validation {
-    condition     = contains(["vanilla", "openshift"], var.cluster_flavour)
-    error_message = "cluster_flavour must be vanilla or openshift."
-  }
-}
-play "second" {
-  hosts = "all"
-  task "say" {
-    print { msg = var.cluster_flavour }
-  }
-}
-`)
+	writeFile(t, dir, "flavour.hcl", flavourPlaybook(""))
 	pb := writeFile(t, dir, "site.hcl", `
 variable "marker" {
   type = string
@@ -113,15 +108,7 @@ variable "flavour" {
   type    = string
   default = "vanilla"
 }
-play "first" {
-  hosts = "all"
-  task "touch" {
-    file {
-      path    = var.marker
-      content = "x"
-    }
-  }
-}
+`+firstPlay+`
 include "flavour" {
   source = "./flavour.hcl"
   vars = {
