@@ -50,7 +50,7 @@ func TestReadmePlaybookValidates(t *testing.T) {
 func TestReadmeFirstStep(t *testing.T) {
 	readme, err := os.ReadFile("../../README.md")
 	require.NoError(t, err)
-	m := regexp.MustCompile("(?m)^wsu (plan +examples/demo/site.hcl --local -var root=(\\S+)) ").FindSubmatch(readme)
+	m := regexp.MustCompile(`(?m)^wsu (plan +examples/demo/site\.hcl --local -var root=(\S+)) `).FindSubmatch(readme)
 	require.NotNil(t, m, "README's first step plans examples/demo/site.hcl with --local")
 	args := strings.Fields(strings.Replace(string(m[1]), string(m[2]), t.TempDir(), 1))
 	args[1] = "../../" + args[1]
