@@ -353,3 +353,85 @@ play "p" {
 	require.NoError(t, err)
 	assert.Equal(t, "token "+sentinel, string(got))
 }
+
+// TestDiagnosticsHideSecretsInEveryCommand runs every command that can
+// print a diagnostic (validate, --syntax-check, plan, apply, show, fmt)
+// over the same inputs: a sensitive value in an HCL or JSON var file, or
+// a password in an INI or YAML inventory, each on a line a diagnostic
+// points at. No command quotes the line or the value.
+func TestDiagnosticsHideSecretsInEveryCommand(t *testing.T) {
+	book := `
+variable "api_token" {
+  type      = string
+  sensitive = true
+  default   = "short"
+  validation {
+    condition     = length(var.api_token) < 10
+    error_message = "The token is too long."
+  }
+}
+variable "seed" {
+  type      = string
+  sensitive = true
+  default   = "s"
+  validation {
+    condition     = length(var.seed) < 10
+    error_message = "The seed is too long."
+  }
+}
+play "p" {
+  hosts = "all"
+  task "t" {
+    print { msg = "hello" }
+  }
+}
+`
+	cases := []struct {
+		name  string
+		file  string // the input holding the sentinel
+		text  string
+		input []string // the flags reading it
+	}{
+		{"hcl-varfile", "sec.wsuvars", "api_token = \"" + sentinel + "\"\n", []string{"--var-file", "sec.wsuvars"}},
+		{"hcl-varfile-declared", "sec.wsuvars", "seed = \"" + sentinel + "\"\n", []string{"--var-file", "sec.wsuvars"}},
+		{"hcl-varfile-syntax", "sec.wsuvars", "api_token = \"" + sentinel + "\n", []string{"--var-file", "sec.wsuvars"}},
+		{"json-varfile", "sec.json", `{"api_token": "` + sentinel + `"}` + "\n", []string{"--var-file", "sec.json"}},
+		{"json-varfile-declared", "sec.json", "{\n  \"seed\": \"" + sentinel + "\"\n}\n", []string{"--var-file", "sec.json"}},
+		{"ini-inventory", "inv.ini", "[windows]\nlocalhost ansible_connection=local ansible_password= " + sentinel + "\n", []string{"-i", "inv.ini"}},
+		{"yaml-inventory", "inv.yml", "all:\n  hosts:\n    localhost:\n      ansible_connection: local\n      ansible_password: [" + sentinel + "\n", []string{"-i", "inv.yml"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "book.hcl"), []byte(book), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, c.file), []byte(c.text), 0o644))
+			t.Chdir(dir)
+			run := c.input
+			if c.input[0] != "-i" {
+				run = append([]string{"--local"}, run...)
+			}
+			commands := [][]string{
+				append([]string{"validate", "book.hcl"}, c.input...),
+				append([]string{"plan", "book.hcl", "--syntax-check"}, run...),
+				append([]string{"plan", "book.hcl", "-out", "p.plan"}, run...),
+				append([]string{"plan", "book.hcl", "-o", "json"}, run...),
+				append([]string{"apply", "book.hcl", "--auto-approve"}, run...),
+				{"show", "p.plan"},
+				{"fmt", "--check", c.file},
+			}
+			errors := 0
+			for _, args := range commands {
+				code, out, errs := wsu(t, nil, args...)
+				assert.NotContains(t, out+errs, sentinel, "%v", args)
+				if strings.Contains(out+errs, "not shown: it holds a sensitive value") {
+					errors++
+				}
+				t.Logf("%v: exit %d", args, code)
+			}
+			// The error paths were taken: validate, --syntax-check,
+			// plan and apply each met the line and hid it.
+			assert.GreaterOrEqual(t, errors, 4)
+			noLeakInFiles(t, dir, map[string]bool{c.file: true})
+		})
+	}
+}
