@@ -1,6 +1,9 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -9,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wsu-project/wsu/engine/planfile"
 )
 
 // sentinel is the secret every leak case hides: found in any output
@@ -434,4 +439,73 @@ play "p" {
 			noLeakInFiles(t, dir, map[string]bool{c.file: true})
 		})
 	}
+}
+
+// TestSavedPlanHashesAreSalted: a saved plan's hashes of a short
+// sensitive value cannot be matched by hashing guesses (the plain SHA-256
+// a format-1 plan kept), the same value hashes differently in two plans,
+// and apply still refuses a changed value and applies the same one.
+func TestSavedPlanHashesAreSalted(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	target := filepath.Join(dir, "out.txt")
+	require.NoError(t, os.WriteFile("book.hcl", []byte(pwVar+`
+play "p" {
+  hosts = "all"
+  task "t" {
+    file {
+      path    = "`+target+`"
+      content = "pin ${var.pw}"
+    }
+  }
+}
+`), 0o644))
+	require.NoError(t, os.WriteFile("pin.wsuvars", []byte("pw = \"4711\"\n"), 0o600))
+	hashes := func(plan string) map[string]bool {
+		p, ok, err := planfile.Load(plan)
+		require.NoError(t, err)
+		require.True(t, ok)
+		out := map[string]bool{}
+		for _, h := range p.Sources {
+			out[h] = true
+		}
+		for _, host := range p.Hosts {
+			for _, h := range host.Vars {
+				out[h] = true
+			}
+			for _, task := range host.Tasks {
+				out[task.Fingerprint] = true
+			}
+		}
+		return out
+	}
+	for _, name := range []string{"a.plan", "b.plan"} {
+		code, out, errs := wsu(t, nil, "plan", "book.hcl", "--local", "--var-file", "pin.wsuvars", "-out", name)
+		require.Equal(t, 0, code, out+errs)
+	}
+	a, b := hashes("a.plan"), hashes("b.plan")
+	for h := range a {
+		assert.False(t, b[h], "hash %s is the same in two plans of the same inputs", h)
+	}
+	// A dictionary attack: every 4-digit PIN, as a format-1 plan hashed
+	// a variable's value and a var file.
+	for n := 0; n <= 9999; n++ {
+		pin := fmt.Sprintf("%04d", n)
+		for _, text := range []string{fmt.Sprintf("%q", pin), "pw = \"" + pin + "\"\n"} {
+			sum := sha256.Sum256([]byte(text + "\x00"))
+			require.False(t, a[hex.EncodeToString(sum[:])], "the plan's hash of %q gives the PIN away", text)
+		}
+	}
+
+	require.NoError(t, os.WriteFile("pin.wsuvars", []byte("pw = \"4712\"\n"), 0o600))
+	code, out, errs := wsu(t, nil, "apply", "a.plan")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out+errs, "Saved plan is stale")
+	assert.NoFileExists(t, target)
+	require.NoError(t, os.WriteFile("pin.wsuvars", []byte("pw = \"4711\"\n"), 0o600))
+	code, out, errs = wsu(t, nil, "apply", "a.plan")
+	require.Equal(t, 0, code, out+errs)
+	got, err := os.ReadFile(target)
+	require.NoError(t, err)
+	assert.Equal(t, "pin 4711", string(got))
 }
