@@ -68,6 +68,7 @@ func (h *Human) SavedPlan(file string, p *planfile.Plan) {
 		var b strings.Builder
 		n := 0
 		for _, t := range p.Hosts[name].Tasks {
+			t = escapeTask(t) // a diff holds the host's file content
 			switch {
 			case t.Status == "changed":
 				n++
