@@ -415,16 +415,22 @@ play "p" {
 			if c.input[0] != "-i" {
 				run = append([]string{"--local"}, run...)
 			}
+			// ok.hcl takes the same inputs without the length rules, so
+			// a plan of a well-formed input is saved, shown and applied.
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "ok.hcl"), []byte(strings.ReplaceAll(book, "< 10", "< 100")), 0o644))
 			commands := [][]string{
 				append([]string{"validate", "book.hcl"}, c.input...),
 				append([]string{"plan", "book.hcl", "--syntax-check"}, run...),
 				append([]string{"plan", "book.hcl", "-out", "p.plan"}, run...),
 				append([]string{"plan", "book.hcl", "-o", "json"}, run...),
 				append([]string{"apply", "book.hcl", "--auto-approve"}, run...),
-				{"show", "p.plan"},
+				append([]string{"plan", "ok.hcl", "-out", "ok.plan"}, run...),
+				{"show", "ok.plan"},
+				{"show", "-o", "json", "ok.plan"},
+				{"apply", "ok.plan"},
 				{"fmt", "--check", c.file},
 			}
-			errors := 0
+			errors, shown := 0, false
 			for _, args := range commands {
 				code, out, errs := wsu(t, nil, args...)
 				assert.NotContains(t, out+errs, sentinel, "%v", args)
@@ -432,6 +438,12 @@ play "p" {
 					errors++
 				}
 				t.Logf("%v: exit %d", args, code)
+				if args[0] == "show" && code == 0 {
+					shown = true
+				}
+			}
+			if strings.Contains(c.name, "varfile") && !strings.Contains(c.name, "syntax") {
+				assert.True(t, shown, "a well-formed input's plan was saved and shown")
 			}
 			// The error paths were taken: validate, --syntax-check,
 			// plan and apply each met the line and hid it.
