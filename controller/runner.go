@@ -153,6 +153,7 @@ func (p InProcess) Run(ctx context.Context, req RunRequest) RunOutcome {
 		return RunOutcome{Failed: true, Message: firstError(diags)}
 	}
 	run.Request.Expect = req.Expect
+	run.Request.Salt = planSalt(req.Instance)
 	res := engine.Run(ctx, run.Request)
 	return rec.outcome(res)
 }
@@ -254,6 +255,15 @@ func (r *recorder) outcome(res *engine.Result) RunOutcome {
 		out.Hash = PlanHash(res.Plan)
 	}
 	return out
+}
+
+// planSalt keys the hashes of an instance's plans: the same for every plan
+// of one instance, so the same state planned twice gives the same PlanHash
+// (what an approval names), and different across instances. The plans stay
+// in the controller (only PlanHash travels), so it need not be secret.
+func planSalt(instance string) []byte {
+	sum := sha256.Sum256([]byte("wsu controller plan salt\x00" + instance))
+	return sum[:]
 }
 
 // PlanHash identifies a plan by what it would do: the sha256 of every file

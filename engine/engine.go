@@ -5,6 +5,7 @@ package engine
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"sort"
 	"strings"
@@ -80,6 +81,10 @@ type Request struct {
 	// Expect, when set, is a saved plan: Run plans first and refuses to
 	// apply if the fresh plan differs from it.
 	Expect *planfile.Plan
+	// Salt keys the plan's hashes (planfile.Plan.Salt); nil: a new
+	// random one. Run gives the fresh plan it compares with Expect
+	// Expect's salt.
+	Salt []byte
 	// Secrets is the run's scrubber, when the caller made it (setup does,
 	// to scrub what it prints before the run); nil: Run makes one. Run
 	// registers the inputs' secrets with it either way.
@@ -125,6 +130,7 @@ func Run(ctx context.Context, req Request) *Result {
 	if req.Expect != nil && req.Mode == ModeApply {
 		fresh := req
 		fresh.Mode, fresh.Expect, fresh.Hooks = ModePlan, nil, nil
+		fresh.Salt, _ = hex.DecodeString(req.Expect.Salt) // Load checked it
 		pr := Run(ctx, fresh)
 		if pr.Diagnostics.HasErrors() || pr.Failed() {
 			d := hcl.Diagnostics{{
@@ -197,6 +203,8 @@ type runner struct {
 	// secrets scrubs everything the run shows: events, the diagnostics it
 	// returns, plan summaries.
 	secrets *Scrubber
+	// salt keys the plan's hashes (Request.Salt, or a new one).
+	salt []byte
 	// start is --start-at-task, resolved; nil without it.
 	start *startAt
 	// notRunSent are the plays already reported as not run (a serial
@@ -275,12 +283,16 @@ func newRunner(req Request) (*runner, hcl.Diagnostics) {
 	if d := r.checkInputs(); d.HasErrors() {
 		return nil, append(diags, d...)
 	}
-	r.result.Plan = &planfile.Plan{Sources: map[string]string{}, Hosts: map[string]*planfile.Host{}}
+	r.salt = req.Salt
+	if len(r.salt) == 0 {
+		r.salt = planfile.NewSalt()
+	}
+	r.result.Plan = &planfile.Plan{Salt: hex.EncodeToString(r.salt), Sources: map[string]string{}, Hosts: map[string]*planfile.Host{}}
 	for name, src := range req.Sources {
-		r.result.Plan.Sources[name] = hashString(string(src))
+		r.result.Plan.Sources[name] = r.hash(string(src))
 	}
 	for name, src := range in.Sources {
-		r.result.Plan.Sources[name] = hashString(string(src))
+		r.result.Plan.Sources[name] = r.hash(string(src))
 	}
 	return r, diags
 }
@@ -868,20 +880,23 @@ func (r *runner) failHost(hs *hostState, play string, d hcl.Diagnostics) {
 	r.emit(Event{Type: EventHostFailed, Host: hs.name, Play: play, Diagnostics: DiagViews(d)})
 }
 
+// hash is the plan's keyed hash of parts.
+func (r *runner) hash(parts ...string) string { return planfile.Hash(r.salt, parts...) }
+
 // recordPlan adds a planned task outcome to the saved-plan fingerprints.
-func (r *runner) recordPlan(hs *hostState, addr string, status Status, summary string, fingerprint func() string) {
+func (r *runner) recordPlan(hs *hostState, addr string, status Status, summary string, fingerprint func() []string) {
 	r.recordPlanChange(hs, planfile.Task{Address: addr, Status: string(status), Summary: summary}, fingerprint)
 }
 
 // recordPlanChange records a planned outcome with its module and shown
 // change, for `wsu show`.
-func (r *runner) recordPlanChange(hs *hostState, task planfile.Task, fingerprint func() string) {
+func (r *runner) recordPlanChange(hs *hostState, task planfile.Task, fingerprint func() []string) {
 	if r.req.Mode != ModePlan {
 		return
 	}
 	fp := ""
 	if fingerprint != nil {
-		fp = fingerprint()
+		fp = r.hash(fingerprint()...)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -903,7 +918,7 @@ func (r *runner) recordRead(name string, data []byte) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.result.Plan.Sources[name] = hashString(string(data))
+	r.result.Plan.Sources[name] = r.hash(string(data))
 }
 
 func (r *runner) recordVars(hs *hostState, inst *instance, vals map[string]cty.Value) {
@@ -918,7 +933,7 @@ func (r *runner) recordVars(hs *hostState, inst *instance, vals map[string]cty.V
 		r.result.Plan.Hosts[hs.name] = ph
 	}
 	for name, v := range vals {
-		ph.Vars[inst.pb.Filename+":"+name] = hashString(canon(v))
+		ph.Vars[inst.pb.Filename+":"+name] = r.hash(canon(v))
 	}
 }
 

@@ -109,7 +109,7 @@ func (r *runner) skipPlayOff(hs *hostState, inst *instance, p *playbook.Play, st
 			hs.recap.Deferred++
 		}
 		module := t.Module
-		r.recordPlan(hs, addr, status, string(status), func() string { return fingerprint(module, cty.NilVal, status, nil) })
+		r.recordPlan(hs, addr, status, string(status), func() []string { return fingerprint(module, cty.NilVal, status, nil) })
 		ev.Type, ev.Status, ev.Message = EventTaskResult, status, msg
 		r.emit(ev)
 	}

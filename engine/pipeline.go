@@ -106,7 +106,7 @@ func (ti *taskInstance) when() (result cty.Value, run bool) {
 	w, _ = w.Unmark()
 	if !w.IsKnown() {
 		ti.hs.recap.Deferred++
-		ti.r.recordPlan(ti.hs, ti.ev.Address, StatusDeferred, "deferred", func() string { return fingerprint(t.Module, cty.DynamicVal, StatusDeferred, nil) })
+		ti.r.recordPlan(ti.hs, ti.ev.Address, StatusDeferred, "deferred", func() []string { return fingerprint(t.Module, cty.DynamicVal, StatusDeferred, nil) })
 		ti.report(StatusDeferred, nil, "the condition depends on values known only after apply", 0, nil)
 		return cty.UnknownVal(t.Schema.ResultType()), false
 	}
@@ -117,7 +117,7 @@ func (ti *taskInstance) when() (result cty.Value, run bool) {
 	}
 	if b.False() {
 		ti.hs.recap.Skipped++
-		ti.r.recordPlan(ti.hs, ti.ev.Address, StatusSkipped, "skipped", func() string { return fingerprint(t.Module, cty.NilVal, StatusSkipped, nil) })
+		ti.r.recordPlan(ti.hs, ti.ev.Address, StatusSkipped, "skipped", func() []string { return fingerprint(t.Module, cty.NilVal, StatusSkipped, nil) })
 		ti.report(StatusSkipped, nil, "", 0, nil)
 		return null, false
 	}
@@ -376,7 +376,7 @@ func (ti *taskInstance) finish(out outcome) (cty.Value, bool) {
 	}
 	cfgVal := ti.cfg.Value
 	ti.r.recordPlanChange(hs, planfile.Task{Address: ti.ev.Address, Status: string(status), Summary: summary, Module: t.Module, Change: cv},
-		func() string { return fingerprint(t.Module, cfgVal, status, out.change) })
+		func() []string { return fingerprint(t.Module, cfgVal, status, out.change) })
 	ti.report(status, cv, shownMessage(t.Schema, result), out.attempts, out.warnings)
 	return result, out.change != nil
 }

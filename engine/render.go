@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"sort"
 	"strings"
@@ -193,18 +191,9 @@ func canon(v cty.Value) string {
 	return "?"
 }
 
-func hashString(parts ...string) string {
-	h := sha256.New()
-	for _, p := range parts {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
 // fingerprint identifies a planned task outcome: same config, same observed
-// state, same change.
-func fingerprint(module string, cfg cty.Value, status Status, c *modules.Change) string {
+// state, same change. It is the text the plan hashes (runner.hash).
+func fingerprint(module string, cfg cty.Value, status Status, c *modules.Change) []string {
 	parts := []string{module, canon(cfg), string(status)}
 	if c != nil {
 		parts = append(parts, string(c.Action), c.Subject, strings.Join(c.Restarts, ","))
@@ -220,5 +209,5 @@ func fingerprint(module string, cfg cty.Value, status Status, c *modules.Change)
 			parts = append(parts, k, c.Private[k])
 		}
 	}
-	return hashString(parts...)
+	return parts
 }

@@ -142,7 +142,7 @@ func (r *runner) runTask(ctx context.Context, sc *scope, playVars map[string]cty
 		ev.Type, ev.Status = EventTaskResult, StatusDeferred
 		ev.Message = "for_each depends on values known only after apply"
 		hs.recap.Deferred++
-		r.recordPlan(hs, addr, StatusDeferred, "deferred", func() string { return fingerprint(t.Module, cty.DynamicVal, StatusDeferred, nil) })
+		r.recordPlan(hs, addr, StatusDeferred, "deferred", func() []string { return fingerprint(t.Module, cty.DynamicVal, StatusDeferred, nil) })
 		r.emit(ev)
 		sc.tasks[t.Name] = cty.DynamicVal
 		return false

@@ -99,6 +99,23 @@ func (r *Run) collectSecrets(pb *playbook.Playbook, inv *inventory.Inventory, in
 	engine.CollectSecrets(r.Secrets, pb, inv, engine.Inputs{VarFiles: in.VarFiles, Vars: in.Vars, Environ: environ, SecretVars: secretVars, ValueFiles: r.valueFiles})
 }
 
+// ForSources is a Run for diagnostics over files read outside a run (wsu
+// fmt): with no playbook to declare what is sensitive, each file is read
+// as a var file is, so a line naming a credential (inventory.SecretName)
+// is not quoted. Every command shows its diagnostics through a Run's
+// Hidden and Scrub, this one included.
+func ForSources(text map[string][]byte) *Run {
+	sf := secretFiles{files: map[string]bool{}, sensitive: map[string]bool{}}
+	for f := range text {
+		sf.files[f] = true
+	}
+	return &Run{Text: text, Secrets: engine.NewScrubber(), secretFiles: sf}
+}
+
+// Scrub is the run's redaction of diagnostics found after Prepare (wsu
+// validate's engine.Check): what Prepare applies to its own.
+func (r *Run) Scrub(diags hcl.Diagnostics) hcl.Diagnostics { return r.scrub(diags) }
+
 // scrub is the run's scrubber applied to diags, and one step more for a
 // diagnostic on a line Hidden refuses to quote: the text its subject
 // covers is taken for a secret in its own message, since a parser quotes

@@ -410,7 +410,7 @@ func loadInventory(ctx context.Context, in planfile.Inputs, clusters *kube.Cache
 		}
 		inv := inventory.Local(LocalGroup)
 		inv.Hosts["localhost"].Vars["connection"] = inventory.Var{Value: cty.StringVal("local")}
-		return inv, nil
+		return inv, setHostVars(inv, in.HostVars) // checked as over a -i inventory
 	}
 	var invs []*inventory.Inventory
 	var diags hcl.Diagnostics

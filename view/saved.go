@@ -6,7 +6,24 @@ import (
 	"strings"
 
 	"github.com/wsu-project/wsu/engine/planfile"
+	"github.com/wsu-project/wsu/inventory"
 )
+
+// shownHostVars are the --host-var options as a reviewer reads them (a
+// changed ansible_host is where apply connects), the value of a
+// secret-named one hidden: setup refuses those, but the file may be older
+// or edited.
+func shownHostVars(list []string) string {
+	shown := make([]string, 0, len(list))
+	for _, kv := range list {
+		name, _, _ := strings.Cut(kv, "=")
+		if inventory.SecretName(strings.TrimSpace(name)) {
+			kv = name + "=(sensitive)"
+		}
+		shown = append(shown, kv)
+	}
+	return strings.Join(shown, " ")
+}
 
 // SavedPlan prints a saved plan for review (`wsu show FILE`): the inputs
 // it was made with, then per host (by name) each task it will change, with
@@ -32,6 +49,7 @@ func (h *Human) SavedPlan(file string, p *planfile.Plan) {
 	line("var files", strings.Join(p.VarFiles, ", "))
 	line("join file", p.JoinConfig) // --join-config
 	line("vars", strings.Join(p.Vars, " "))
+	line("host vars", shownHostVars(p.HostVars))
 	line("give again", strings.Join(p.SensitiveVars, ", ")+map[bool]string{true: " (sensitive: -var or WSU_VAR_ at apply)", false: ""}[len(p.SensitiveVars) > 0])
 	line("limit", p.Limit)
 	line("tags", strings.Join(p.Tags, ","))
@@ -50,6 +68,7 @@ func (h *Human) SavedPlan(file string, p *planfile.Plan) {
 		var b strings.Builder
 		n := 0
 		for _, t := range p.Hosts[name].Tasks {
+			t = escapeTask(t) // a diff holds the host's file content
 			switch {
 			case t.Status == "changed":
 				n++

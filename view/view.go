@@ -227,8 +227,10 @@ func (h *Human) Event(e engine.Event) {
 	h.drawStatus()
 }
 
-// show prints one event.
+// show prints one event, its texts escaped (Escape): they may come from
+// a host.
 func (h *Human) show(e engine.Event) {
+	e = escapeEvent(e)
 	switch e.Type {
 	case engine.EventPlayStart:
 		n := len(e.Hosts)
@@ -483,6 +485,7 @@ func (h *Human) Diagnostics(diags hcl.Diagnostics) {
 // writeDiagnostic writes one diagnostic with its bounded source excerpt,
 // or without one when the lines hold a sensitive value.
 func (h *Human) writeDiagnostic(d *hcl.Diagnostic) {
+	d = escapeDiagnostic(d)
 	if h.quotesHidden(d) {
 		// Without its file the writer names the line but quotes nothing.
 		c := *d

@@ -257,3 +257,41 @@ func TestSeveralInventories(t *testing.T) {
 	assert.Contains(t, flat(errs), `In the inline host list -i "win[1:x],", entry "win[1:x]":`)
 	assert.NotContains(t, out, "groups=", "no host was run")
 }
+
+// TestHostVarLocal: with --local and no -i, --host-var is checked as over
+// an inventory (a secret refused, before any host, with no plan saved),
+// and `wsu show` lists the --host-var options a saved plan applies, the
+// value of a secret-named one (in an edited plan) hidden.
+func TestHostVarLocal(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	require.NoError(t, os.WriteFile("book.hcl", []byte(`
+play "p" {
+  hosts = "all"
+  task "t" {
+    print { msg = "port ${host.vars.ansible_port}" }
+  }
+}
+`), 0o644))
+	code, out, errs := wsu(t, nil, "plan", "book.hcl", "--local", "--host-var", "ansible_password=Hunter2-secret", "-out", "pw.plan")
+	assert.Equal(t, 1, code, out+errs)
+	assert.Contains(t, out+errs, `"ansible_password" names a secret`)
+	assert.NotContains(t, out+errs, "Hunter2-secret")
+	assert.NoFileExists(t, "pw.plan")
+
+	code, out, errs = wsu(t, nil, "plan", "book.hcl", "--local", "--host-var", "ansible_port=2222", "--host-var", "ansible_host=10.0.0.99", "-out", "ok.plan")
+	require.Equal(t, 0, code, out+errs)
+	assert.Contains(t, out, "port 2222", "the --host-var is set on --local's host")
+	code, out, errs = wsu(t, nil, "show", "ok.plan")
+	require.Equal(t, 0, code, out+errs)
+	assert.Contains(t, out, "host vars:  ansible_port=2222 ansible_host=10.0.0.99")
+
+	data, err := os.ReadFile("ok.plan")
+	require.NoError(t, err)
+	edited := strings.Replace(string(data), `"ansible_host=10.0.0.99"`, `"ansible_host=10.0.0.99", "ansible_password=Hunter2-secret"`, 1)
+	require.NoError(t, os.WriteFile("edited.plan", []byte(edited), 0o600))
+	code, out, errs = wsu(t, nil, "show", "edited.plan")
+	require.Equal(t, 0, code, out+errs)
+	assert.Contains(t, out, "ansible_password=(sensitive)")
+	assert.NotContains(t, out+errs, "Hunter2-secret")
+}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wsu-project/wsu/engine/planfile"
 )
 
 // The tests of issue 14's "What admins read": content diffs, output order,
@@ -61,8 +63,10 @@ func TestReadmeFirstStep(t *testing.T) {
 
 // TestPlanTextIsDeterministic: three plans of the same playbook on several
 // hosts (which run at once) print the same text, results task by task in
-// inventory order; a saved plan's file is the same each time too.
+// inventory order; a saved plan's file is the same each time too, but for
+// its salt and the hashes it keys (each plan has its own).
 func TestPlanTextIsDeterministic(t *testing.T) {
+	hexHash := regexp.MustCompile(`"[0-9a-f]{64}"`)
 	pb, root := demoArgs(t)
 	dir := t.TempDir()
 	inv := filepath.Join(dir, "hosts.ini")
@@ -75,7 +79,7 @@ func TestPlanTextIsDeterministic(t *testing.T) {
 		texts = append(texts, strings.ReplaceAll(text, out, "PLANFILE"))
 		data, err := os.ReadFile(out)
 		require.NoError(t, err)
-		files = append(files, string(data))
+		files = append(files, hexHash.ReplaceAllString(string(data), `"HASH"`))
 	}
 	assert.Equal(t, texts[0], texts[1])
 	assert.Equal(t, texts[0], texts[2])
@@ -201,7 +205,7 @@ func TestShowSavedPlan(t *testing.T) {
 	require.Equal(t, 0, code, out+errs)
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
-	assert.EqualValues(t, 1, doc["format_version"])
+	assert.EqualValues(t, planfile.FormatVersion, doc["format_version"])
 	assert.Contains(t, out, `"diff": "--- `)
 	assert.NotContains(t, out, "secret-value")
 
@@ -231,7 +235,10 @@ func TestDamagedSavedPlans(t *testing.T) {
 	for _, tc := range []struct{ name, data, want string }{
 		{"truncated", string(good[:len(good)/2]), "is a damaged saved plan (it ends early: cut short?)"},
 		{"garbled", strings.Replace(string(good), `"hosts"`, `"hosts" ::`, 1), "is a damaged saved plan (invalid JSON at byte"},
-		{"wrong format", strings.Replace(string(good), `"format_version": 1`, `"format_version": 7`, 1), "is a plan in format 7; this wsu reads format 1"},
+		{"wrong format", strings.Replace(string(good), fmt.Sprintf(`"format_version": %d`, planfile.FormatVersion), `"format_version": 7`, 1), fmt.Sprintf("is a plan in format 7; this wsu reads format %d", planfile.FormatVersion)},
+		// Format 1 kept unsalted hashes: refused, not compared.
+		{"format 1", strings.Replace(string(good), fmt.Sprintf(`"format_version": %d`, planfile.FormatVersion), `"format_version": 1`, 1), fmt.Sprintf("is a plan in format 1; this wsu reads format %d: plan again with this wsu", planfile.FormatVersion)},
+		{"no salt", regexp.MustCompile(`"salt": "[0-9a-f]*"`).ReplaceAllString(string(good), `"salt": ""`), "is a damaged saved plan (no salt of 32 bytes in hex)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := write(tc.data)

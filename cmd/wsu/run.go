@@ -433,10 +433,9 @@ func (o *runOptions) expandExtraVars() error {
 // syntaxCheck is --syntax-check: validate with this run's inputs.
 func (a *app) syntaxCheck(o *runOptions, target string) error {
 	in := o.inputs(target)
-	diags, sources := a.validate(a.ctx, planfile.Inputs{Playbook: in.Playbook, Inventory: in.Inventory, MoreInventories: in.MoreInventories, Vars: in.Vars, VarFiles: in.VarFiles, JoinConfig: in.JoinConfig})
+	run, diags := a.validate(a.ctx, planfile.Inputs{Playbook: in.Playbook, Inventory: in.Inventory, MoreInventories: in.MoreInventories, Vars: in.Vars, VarFiles: in.VarFiles, JoinConfig: in.JoinConfig})
 	_, noColorEnv := os.LookupEnv("NO_COLOR")
-	v := view.NewHuman(a.stderr, view.HumanOptions{Color: isTerminal(a.stderr) && !o.noColor && !noColorEnv, Sources: sources})
-	v.Diagnostics(diags)
+	a.diagnostics(isTerminal(a.stderr) && !o.noColor && !noColorEnv, run, diags)
 	if diags.HasErrors() {
 		return exitError{1}
 	}

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -9,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wsu-project/wsu/engine/planfile"
 )
 
 // sentinel is the secret every leak case hides: found in any output
@@ -352,4 +357,167 @@ play "p" {
 	got, err := os.ReadFile(target)
 	require.NoError(t, err)
 	assert.Equal(t, "token "+sentinel, string(got))
+}
+
+// TestDiagnosticsHideSecretsInEveryCommand runs every command that can
+// print a diagnostic (validate, --syntax-check, plan, apply, show, fmt)
+// over the same inputs: a sensitive value in an HCL or JSON var file, or
+// a password in an INI or YAML inventory, each on a line a diagnostic
+// points at. No command quotes the line or the value.
+func TestDiagnosticsHideSecretsInEveryCommand(t *testing.T) {
+	book := `
+variable "api_token" {
+  type      = string
+  sensitive = true
+  default   = "short"
+  validation {
+    condition     = length(var.api_token) < 10
+    error_message = "The token is too long."
+  }
+}
+variable "seed" {
+  type      = string
+  sensitive = true
+  default   = "s"
+  validation {
+    condition     = length(var.seed) < 10
+    error_message = "The seed is too long."
+  }
+}
+play "p" {
+  hosts = "all"
+  task "t" {
+    print { msg = "hello" }
+  }
+}
+`
+	cases := []struct {
+		name  string
+		file  string // the input holding the sentinel
+		text  string
+		input []string // the flags reading it
+	}{
+		{"hcl-varfile", "sec.wsuvars", "api_token = \"" + sentinel + "\"\n", []string{"--var-file", "sec.wsuvars"}},
+		{"hcl-varfile-declared", "sec.wsuvars", "seed = \"" + sentinel + "\"\n", []string{"--var-file", "sec.wsuvars"}},
+		{"hcl-varfile-syntax", "sec.wsuvars", "api_token = \"" + sentinel + "\n", []string{"--var-file", "sec.wsuvars"}},
+		{"json-varfile", "sec.json", `{"api_token": "` + sentinel + `"}` + "\n", []string{"--var-file", "sec.json"}},
+		{"json-varfile-declared", "sec.json", "{\n  \"seed\": \"" + sentinel + "\"\n}\n", []string{"--var-file", "sec.json"}},
+		{"ini-inventory", "inv.ini", "[windows]\nlocalhost ansible_connection=local ansible_password= " + sentinel + "\n", []string{"-i", "inv.ini"}},
+		{"yaml-inventory", "inv.yml", "all:\n  hosts:\n    localhost:\n      ansible_connection: local\n      ansible_password: [" + sentinel + "\n", []string{"-i", "inv.yml"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "book.hcl"), []byte(book), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, c.file), []byte(c.text), 0o644))
+			t.Chdir(dir)
+			run := c.input
+			if c.input[0] != "-i" {
+				run = append([]string{"--local"}, run...)
+			}
+			// ok.hcl takes the same inputs without the length rules, so
+			// a plan of a well-formed input is saved, shown and applied.
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "ok.hcl"), []byte(strings.ReplaceAll(book, "< 10", "< 100")), 0o644))
+			commands := [][]string{
+				append([]string{"validate", "book.hcl"}, c.input...),
+				append([]string{"plan", "book.hcl", "--syntax-check"}, run...),
+				append([]string{"plan", "book.hcl", "-out", "p.plan"}, run...),
+				append([]string{"plan", "book.hcl", "-o", "json"}, run...),
+				append([]string{"apply", "book.hcl", "--auto-approve"}, run...),
+				append([]string{"plan", "ok.hcl", "-out", "ok.plan"}, run...),
+				{"show", "ok.plan"},
+				{"show", "-o", "json", "ok.plan"},
+				{"apply", "ok.plan"},
+				{"fmt", "--check", c.file},
+			}
+			errors, shown := 0, false
+			for _, args := range commands {
+				code, out, errs := wsu(t, nil, args...)
+				assert.NotContains(t, out+errs, sentinel, "%v", args)
+				if strings.Contains(out+errs, "not shown: it holds a sensitive value") {
+					errors++
+				}
+				t.Logf("%v: exit %d", args, code)
+				if args[0] == "show" && code == 0 {
+					shown = true
+				}
+			}
+			if strings.Contains(c.name, "varfile") && !strings.Contains(c.name, "syntax") {
+				assert.True(t, shown, "a well-formed input's plan was saved and shown")
+			}
+			// The error paths were taken: validate, --syntax-check,
+			// plan and apply each met the line and hid it.
+			assert.GreaterOrEqual(t, errors, 4)
+			noLeakInFiles(t, dir, map[string]bool{c.file: true})
+		})
+	}
+}
+
+// TestSavedPlanHashesAreSalted: a saved plan's hashes of a short
+// sensitive value cannot be matched by hashing guesses (the plain SHA-256
+// a format-1 plan kept), the same value hashes differently in two plans,
+// and apply still refuses a changed value and applies the same one.
+func TestSavedPlanHashesAreSalted(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	target := filepath.Join(dir, "out.txt")
+	require.NoError(t, os.WriteFile("book.hcl", []byte(pwVar+`
+play "p" {
+  hosts = "all"
+  task "t" {
+    file {
+      path    = "`+target+`"
+      content = "pin ${var.pw}"
+    }
+  }
+}
+`), 0o644))
+	require.NoError(t, os.WriteFile("pin.wsuvars", []byte("pw = \"4711\"\n"), 0o600))
+	hashes := func(plan string) map[string]bool {
+		p, ok, err := planfile.Load(plan)
+		require.NoError(t, err)
+		require.True(t, ok)
+		out := map[string]bool{}
+		for _, h := range p.Sources {
+			out[h] = true
+		}
+		for _, host := range p.Hosts {
+			for _, h := range host.Vars {
+				out[h] = true
+			}
+			for _, task := range host.Tasks {
+				out[task.Fingerprint] = true
+			}
+		}
+		return out
+	}
+	for _, name := range []string{"a.plan", "b.plan"} {
+		code, out, errs := wsu(t, nil, "plan", "book.hcl", "--local", "--var-file", "pin.wsuvars", "-out", name)
+		require.Equal(t, 0, code, out+errs)
+	}
+	a, b := hashes("a.plan"), hashes("b.plan")
+	for h := range a {
+		assert.False(t, b[h], "hash %s is the same in two plans of the same inputs", h)
+	}
+	// A dictionary attack: every 4-digit PIN, as a format-1 plan hashed
+	// a variable's value and a var file.
+	for n := 0; n <= 9999; n++ {
+		pin := fmt.Sprintf("%04d", n)
+		for _, text := range []string{fmt.Sprintf("%q", pin), "pw = \"" + pin + "\"\n"} {
+			sum := sha256.Sum256([]byte(text + "\x00"))
+			require.False(t, a[hex.EncodeToString(sum[:])], "the plan's hash of %q gives the PIN away", text)
+		}
+	}
+
+	require.NoError(t, os.WriteFile("pin.wsuvars", []byte("pw = \"4712\"\n"), 0o600))
+	code, out, errs := wsu(t, nil, "apply", "a.plan")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out+errs, "Saved plan is stale")
+	assert.NoFileExists(t, target)
+	require.NoError(t, os.WriteFile("pin.wsuvars", []byte("pw = \"4711\"\n"), 0o600))
+	code, out, errs = wsu(t, nil, "apply", "a.plan")
+	require.Equal(t, 0, code, out+errs)
+	got, err := os.ReadFile(target)
+	require.NoError(t, err)
+	assert.Equal(t, "pin 4711", string(got))
 }

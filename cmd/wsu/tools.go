@@ -41,9 +41,8 @@ settings, and each play's hosts pattern against the inventory.`,
 			in.Playbook = args[0]
 			in.Inventory, in.MoreInventories = first(inventories), rest(inventories)
 			_, noColorEnv := os.LookupEnv("NO_COLOR")
-			diags, sources := a.validate(cmd.Context(), in)
-			v := view.NewHuman(a.stderr, view.HumanOptions{Color: isTerminal(a.stderr) && !noColor && !noColorEnv, Sources: sources})
-			v.Diagnostics(diags)
+			run, diags := a.validate(cmd.Context(), in)
+			a.diagnostics(isTerminal(a.stderr) && !noColor && !noColorEnv, run, diags)
 			if diags.HasErrors() {
 				return exitError{1}
 			}
@@ -63,18 +62,26 @@ settings, and each play's hosts pattern against the inventory.`,
 // validate loads the playbook and, through setup and engine.Check, checks
 // everything that can be known without a host. Without -i, hosts patterns
 // are not matched (there is no inventory to match them against).
-func (a *app) validate(ctx context.Context, in planfile.Inputs) (hcl.Diagnostics, map[string][]byte) {
+func (a *app) validate(ctx context.Context, in planfile.Inputs) (*setup.Run, hcl.Diagnostics) {
 	withInventory := len(in.InventorySources()) > 0
 	in.Local = !withInventory // an inventory of its own is needed to prepare
 	run, diags := setup.Prepare(ctx, setup.Options{Inputs: in, Mode: engine.ModePlan, Environ: a.env})
 	if diags.HasErrors() {
-		return diags, run.Text
+		return run, diags
 	}
 	req := run.Request
 	if !withInventory {
 		req.Inventory = nil
 	}
-	return append(diags, engine.Check(req)...), run.Text
+	return run, append(diags, run.Scrub(engine.Check(req))...)
+}
+
+// diagnostics writes diags to stderr, for the commands that print no run
+// (validate, --syntax-check, fmt), through the one redaction path plan
+// and apply take (newView): run's scrubber, and no source line run.Hidden
+// refuses to quote.
+func (a *app) diagnostics(color bool, run *setup.Run, diags hcl.Diagnostics) {
+	view.NewHuman(a.stderr, view.HumanOptions{Color: color, Sources: run.Text, Hidden: run.Hidden}).Diagnostics(diags)
 }
 
 func (a *app) fmtCommand() *cobra.Command {
@@ -123,7 +130,8 @@ formatting and exits 3 if there are any (for CI).`,
 				}
 			}
 			if len(diags) > 0 {
-				view.NewHuman(a.stderr, view.HumanOptions{Sources: sources}).Diagnostics(diags)
+				run := setup.ForSources(sources)
+				a.diagnostics(false, run, run.Scrub(diags))
 				return exitError{2}
 			}
 			if check || list {

@@ -5,6 +5,10 @@ package planfile
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,15 +19,28 @@ import (
 	"strings"
 )
 
-// FormatVersion is bumped when the file's meaning changes.
-const FormatVersion = 1
+// FormatVersion is bumped when the file's meaning changes. 2: every hash
+// is an HMAC-SHA256 keyed with the plan's Salt (1 held plain SHA-256s, from
+// which a short secret could be guessed with a table made once for all
+// plans).
+const FormatVersion = 2
+
+// SaltBytes is the length of a plan's Salt.
+const SaltBytes = 32
 
 // Plan is the saved form. It holds the inputs needed to plan again and the
-// fingerprints of what was planned; sensitive values appear only as hashes,
-// except -var values, which are stored as given (the file is written 0600).
+// fingerprints of what was planned; sensitive values appear only as keyed
+// hashes, except -var values, which are stored as given (the file is
+// written 0600).
 type Plan struct {
 	FormatVersion int    `json:"format_version"`
 	WSUVersion    string `json:"wsu_version"`
+	// Salt (hex, SaltBytes random bytes, new for every plan) keys every
+	// hash below (HMAC-SHA256): the same value hashes differently in
+	// each plan, so no table made in advance guesses a value from its
+	// hash, and two plans do not show that they hold the same secret.
+	// Apply hashes its fresh plan with the saved plan's salt to compare.
+	Salt string `json:"salt"`
 	// Dir is the directory the plan was made in: relative paths in the
 	// inputs are relative to it (see CheckDir).
 	Dir string `json:"dir,omitempty"`
@@ -32,7 +49,7 @@ type Plan struct {
 	Inputs
 
 	// Sources maps every playbook, var file and inventory file read, and
-	// every file the file functions read while planning, to its sha256.
+	// every file the file functions read while planning, to its keyed hash.
 	Sources map[string]string `json:"sources"`
 	Hosts   map[string]*Host  `json:"hosts"`
 }
@@ -84,7 +101,7 @@ func (in Inputs) InventorySources() []string {
 
 // Host is what was planned for one host.
 type Host struct {
-	// Vars maps variable address (file:name) to a hash of its value.
+	// Vars maps variable address (file:name) to a keyed hash of its value.
 	Vars  map[string]string `json:"vars"`
 	Tasks []Task            `json:"tasks"`
 }
@@ -187,7 +204,30 @@ func Load(path string) (p *Plan, ok bool, err error) {
 	if p.Playbook == "" || p.Hosts == nil {
 		return nil, true, fmt.Errorf("%s is a damaged saved plan (no playbook or no hosts): plan again with wsu plan -out", path)
 	}
+	if k, err := hex.DecodeString(p.Salt); err != nil || len(k) != SaltBytes {
+		return nil, true, fmt.Errorf("%s is a damaged saved plan (no salt of %d bytes in hex): plan again with wsu plan -out", path, SaltBytes)
+	}
 	return p, true, nil
+}
+
+// NewSalt is a fresh random salt for a plan's hashes.
+func NewSalt() []byte {
+	k := make([]byte, SaltBytes)
+	if _, err := rand.Read(k); err != nil {
+		panic("planfile: no randomness: " + err.Error()) // crypto/rand does not fail on supported systems
+	}
+	return k
+}
+
+// Hash is the plan's keyed hash of parts (each ended by a NUL, so
+// ("ab","c") and ("a","bc") differ): HMAC-SHA256 under salt, in hex.
+func Hash(salt []byte, parts ...string) string {
+	h := hmac.New(sha256.New, salt)
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // looksLikePlan: a JSON object whose opening names format_version (Save
