@@ -186,11 +186,6 @@ func TestFIFOWithoutWriterEndsOnSignal(t *testing.T) {
 	}
 }
 
-// oneLine is text with its wrapping undone.
-func oneLine(text string) string {
-	return strings.Join(strings.Fields(text), " ")
-}
-
 // waitsForWriter: one of pid's threads waits in open(2) for a FIFO's
 // writer (the kernel's wait_for_partner).
 func waitsForWriter(pid int) bool {
