@@ -37,6 +37,10 @@ type Inputs struct {
 	// above the var files and below the inventory, and their content is
 	// fingerprinted in a saved plan as a var file's is.
 	ValueFiles []ValueFile
+	// Files reads the var files, each once per run (a pipe such as
+	// --var-file <(sops -d x) can be read only once); nil: from disk,
+	// bounded, on every read.
+	Files *limits.Files
 }
 
 // ValueFile is one file's values, read by the face that was given it.
@@ -91,7 +95,7 @@ func parseInputs(in Inputs, declared map[string]bool) (*parsedInputs, hcl.Diagno
 	p := &parsedInputs{env: map[string]rawValue{}, cli: map[string]rawValue{}, Sources: map[string][]byte{}}
 	var diags hcl.Diagnostics
 	for _, path := range in.VarFiles {
-		src, err := limits.ReadFile(path)
+		src, err := in.Files.Read(path)
 		if err != nil {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Cannot read variables file", Detail: fmt.Sprintf("Reading -var-file %s: %s.", path, err)})
 			continue

@@ -67,6 +67,12 @@ const (
 // Load reads an inventory from a file, or treats arg as an inline host list
 // ("win01,win02" or "localhost,") when it contains a comma and is not a file.
 func Load(arg string) (*Inventory, hcl.Diagnostics) {
+	return LoadFrom(arg, nil)
+}
+
+// LoadFrom is Load reading the file through files (once per run: an
+// inventory may be a pipe, -i <(...), whose text the run quotes later).
+func LoadFrom(arg string, files *limits.Files) (*Inventory, hcl.Diagnostics) {
 	fi, err := os.Stat(arg)
 	switch {
 	case err == nil && fi.IsDir():
@@ -76,7 +82,7 @@ func Load(arg string) (*Inventory, hcl.Diagnostics) {
 			Detail:   fmt.Sprintf("%q is a directory; give the path of an INI, YAML or HCL inventory file.", arg),
 		}}
 	case err == nil:
-		src, err := limits.ReadFile(arg)
+		src, err := files.Read(arg)
 		if err != nil {
 			return nil, hcl.Diagnostics{{
 				Severity: hcl.DiagError,

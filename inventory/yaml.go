@@ -63,6 +63,9 @@ func ParseYAML(filename string, src []byte) (*Inventory, hcl.Diagnostics) {
 			"The top level of a YAML inventory maps group names to groups, e.g.\n\nall:\n  hosts:\n    win01:\n")
 		return b.finish()
 	}
+	if p.manifest(root) {
+		return b.finish()
+	}
 	for _, kv := range p.pairs(root) {
 		name, ok := p.name(kv[0], "group")
 		if !ok {
@@ -567,4 +570,58 @@ func kindName(n *yaml.Node) string {
 		return fmt.Sprintf("single value (%q)", n.Value)
 	}
 	return "YAML node"
+}
+
+// manifest refuses a Kubernetes manifest given as an inventory (kubectl get
+// cm windows-instances -o yaml > cm.yaml; -i cm.yaml) in one error at its
+// kind, instead of one per key that is not a group. A BYOH ConfigMap is
+// read from the cluster, where its SSH key is: the error gives the
+// k8s:// reference that does that.
+func (p *yamlParser) manifest(root *yaml.Node) bool {
+	var kind *yaml.Node
+	var apiVersion, name, namespace string
+	for _, kv := range p.pairs(root) {
+		switch kv[0].Value {
+		case "kind":
+			kind = kv[1]
+		case "apiVersion":
+			apiVersion = kv[1].Value
+		case "metadata":
+			for _, m := range p.pairs(kv[1]) {
+				switch m[0].Value {
+				case "name":
+					name = m[1].Value
+				case "namespace":
+					namespace = m[1].Value
+				}
+			}
+		}
+	}
+	if kind == nil || kind.Kind != yaml.ScalarNode || apiVersion == "" {
+		return false
+	}
+	if kind.Value != "ConfigMap" || name == "" {
+		p.shapeError(kind, "A Kubernetes manifest, not an inventory",
+			"%s is a Kubernetes %s (%s), not an inventory: an inventory maps groups to hosts (docs/inventory.md). "+
+				"A BYOH windows-instances ConfigMap is read from the cluster with -i k8s://NAMESPACE/NAME.",
+			p.b.file.name, kind.Value, apiVersion)
+		return true
+	}
+	ns := namespace
+	if ns == "" {
+		ns = "NAMESPACE"
+	}
+	p.shapeError(kind, "A Kubernetes ConfigMap, not an inventory file",
+		"%s is the ConfigMap %s%s as kubectl prints it, not an inventory file. wsu reads a BYOH ConfigMap "+
+			"(windows-instances) from the cluster, with the SSH key from the Secret cloud-private-key beside it: "+
+			"give -i k8s://%s/%s (and --kubeconfig FILE if KUBECONFIG does not name the cluster).",
+		p.b.file.name, name, inNamespace(namespace), ns, name)
+	return true
+}
+
+func inNamespace(ns string) string {
+	if ns == "" {
+		return ""
+	}
+	return " in namespace " + ns
 }

@@ -11,8 +11,6 @@ package limits
 
 import (
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/hashicorp/hcl/v2"
 )
@@ -29,6 +27,10 @@ const (
 	// MaxFileSize is the largest playbook, inventory, variables file or
 	// template read.
 	MaxFileSize = 2 << 20
+	// MaxPlanSize is the largest saved plan read (wsu apply PLANFILE,
+	// wsu show): a plan holds every host's changes and their bounded
+	// diffs, so it may be larger than any one input.
+	MaxPlanSize = 64 << 20
 	// MaxValueSize is the largest -var, WSU_VAR_ or inventory value text
 	// parsed as an HCL expression.
 	MaxValueSize = 256 << 10
@@ -56,31 +58,6 @@ func CheckSize(n, max int, filename string, start hcl.Pos) hcl.Diagnostics {
 		Detail:   fmt.Sprintf("%s is %d bytes; wsu reads at most %d. %s", nameOf(filename), n, max, docRef),
 		Subject:  &hcl.Range{Filename: filename, Start: start, End: start},
 	}}
-}
-
-// ReadFile reads a file of at most MaxFileSize bytes: a larger one is
-// refused without being read whole.
-func ReadFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > MaxFileSize {
-		return nil, &TooLargeError{Path: path}
-	}
-	return b, nil
-}
-
-// TooLargeError is ReadFile refusing a file beyond MaxFileSize.
-type TooLargeError struct{ Path string }
-
-func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("%s is larger than %d bytes, the most wsu reads (%s)", e.Path, MaxFileSize, docRef)
 }
 
 func nameOf(filename string) string {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/kubeadmconfig"
-	"github.com/wsu-project/wsu/limits"
 )
 
 // JoinConfigFlag is the option that reads a kubeadm JoinConfiguration into
@@ -20,7 +19,7 @@ const JoinConfigFlag = "--join-config"
 // run's Text holds the file with every token masked, so no diagnostic or
 // source line shown can carry it, even from a file that does not parse.
 func (r *Run) readJoinConfig(path string) (*engine.ValueFile, hcl.Diagnostics) {
-	src, err := limits.ReadFile(path)
+	src, err := r.files.Read(path)
 	if err != nil {
 		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read the join configuration",
 			Detail: fmt.Sprintf("Reading %s %s: %s.", JoinConfigFlag, path, err)}}

@@ -96,7 +96,7 @@ func indent(s string) int {
 // before Prepare reports anything.
 func (r *Run) collectSecrets(pb *playbook.Playbook, inv *inventory.Inventory, in planfile.Inputs, environ, secretVars []string) {
 	r.secretFiles = newSecretFiles(pb, in)
-	engine.CollectSecrets(r.Secrets, pb, inv, engine.Inputs{VarFiles: in.VarFiles, Vars: in.Vars, Environ: environ, SecretVars: secretVars, ValueFiles: r.valueFiles})
+	engine.CollectSecrets(r.Secrets, pb, inv, engine.Inputs{VarFiles: in.VarFiles, Vars: in.Vars, Environ: environ, SecretVars: secretVars, ValueFiles: r.valueFiles, Files: r.files})
 }
 
 // ForSources is a Run for diagnostics over files read outside a run (wsu

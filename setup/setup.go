@@ -33,6 +33,7 @@ import (
 	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 	"github.com/wsu-project/wsu/kube"
+	"github.com/wsu-project/wsu/limits"
 	"github.com/wsu-project/wsu/modules"
 	"github.com/wsu-project/wsu/modules/all"
 	"github.com/wsu-project/wsu/playbooks"
@@ -86,6 +87,11 @@ type Options struct {
 	// functions and the files modules read. The controller confines a
 	// site playbook from a ConfigMap to its own files and the payload.
 	Confine []string
+	// Files reads the run's inputs from disk, each once (pipes, FIFOs and
+	// devices too: bounded, and given up on when the run is interrupted).
+	// The CLI passes the one that looked at its argument for a saved
+	// plan. nil: a new one that gives up when ctx ends.
+	Files *limits.Files
 }
 
 // Run is a prepared run.
@@ -106,6 +112,7 @@ type Run struct {
 	// returns, and the diagnostics it returns are scrubbed with it.
 	Secrets *engine.Scrubber
 
+	files       *limits.Files
 	secretFiles secretFiles
 	// valueFiles are the inputs read into values here (--join-config).
 	valueFiles []engine.ValueFile
@@ -128,15 +135,20 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 	if clusters == nil {
 		clusters = kube.NewCache(kube.Defaults{Kubeconfig: in.Kubeconfig, Context: in.KubeContext, Parallel: forks(o.Forks)})
 	}
+	files := o.Files
+	if files == nil {
+		files = limits.NewFiles(ctx)
+	}
 	registry := all.Registry(clusters)
 	loader := playbook.NewLoader(registry, stock)
+	loader.Files = files
 	var diags hcl.Diagnostics
 	loader.Confine, diags = confineDirs(o.Confine)
 	if diags.HasErrors() {
-		return &Run{Inputs: in, Text: loader.Sources(), Secrets: engine.NewScrubber()}, diags
+		return &Run{Inputs: in, Text: loader.Sources(), Secrets: engine.NewScrubber(), files: files}, diags
 	}
-	in.Playbook, diags = ResolvePlaybook(in.Playbook, stock)
-	run := &Run{Inputs: in, Text: loader.Sources(), Secrets: engine.NewScrubber()}
+	in.Playbook, diags = resolvePlaybook(in.Playbook, stock, files)
+	run := &Run{Inputs: in, Text: loader.Sources(), Secrets: engine.NewScrubber(), files: files}
 	if in.JoinConfig != "" {
 		vf, d := run.readJoinConfig(in.JoinConfig)
 		diags = append(diags, d...)
@@ -165,13 +177,13 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 	inv := o.Inventory
 	if inv == nil {
 		var invDiags hcl.Diagnostics
-		inv, invDiags = loadInventory(ctx, in, clusters, sources, run.Text)
+		inv, invDiags = loadInventory(ctx, in, clusters, files, sources, run.Text)
 		diags = append(diags, invDiags...)
 	}
-	// Var files too, so their diagnostics quote the line; the engine reads
-	// them again (and reports one it cannot read).
+	// Var files too, so their diagnostics quote the line; the engine gets
+	// the same content from files (and reports one it cannot read).
 	for _, f := range in.VarFiles {
-		if src, err := os.ReadFile(f); err == nil {
+		if src, err := files.Read(f); err == nil {
 			run.Text[f] = src
 		}
 	}
@@ -191,7 +203,7 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 	run.Request = engine.Request{
 		Playbook:  pb,
 		Inventory: inv,
-		Inputs:    engine.Inputs{VarFiles: in.VarFiles, Vars: in.Vars, Environ: o.Environ, SecretVars: o.SecretVars, ValueFiles: run.valueFiles},
+		Inputs:    engine.Inputs{VarFiles: in.VarFiles, Vars: in.Vars, Environ: o.Environ, SecretVars: o.SecretVars, ValueFiles: run.valueFiles, Files: files},
 		Mode:      o.Mode,
 		Registry:  registry,
 		Connector: connector(o, in.Local),
@@ -323,6 +335,13 @@ func orNone(names []string) string {
 //
 // A directory, or an empty file, is an error: neither is a playbook.
 func ResolvePlaybook(arg string, stock fs.FS) (string, hcl.Diagnostics) {
+	return resolvePlaybook(arg, stock, nil)
+}
+
+// resolvePlaybook is ResolvePlaybook reading an existing file through
+// files (to tell an empty one), so that a pipe is not read away before the
+// loader reads it.
+func resolvePlaybook(arg string, stock fs.FS, files *limits.Files) (string, hcl.Diagnostics) {
 	if rest, ok := strings.CutPrefix(arg, playbook.EmbeddedPrefix); ok {
 		name := strings.TrimSuffix(rest, ".hcl") + ".hcl"
 		if _, err := fs.Stat(stock, name); err != nil {
@@ -339,7 +358,7 @@ func ResolvePlaybook(arg string, stock fs.FS) (string, hcl.Diagnostics) {
 		}
 	}
 	if st, err := os.Stat(arg); err == nil {
-		return arg, localPlaybook(arg, st, stockName)
+		return arg, localPlaybook(arg, st, stockName, files)
 	}
 	if stockName != "" {
 		return playbook.EmbeddedPrefix + stockName, nil
@@ -355,7 +374,7 @@ func ResolvePlaybook(arg string, stock fs.FS) (string, hcl.Diagnostics) {
 
 // localPlaybook checks that an existing path can be a playbook, and warns
 // when it hides a stock playbook of the same name.
-func localPlaybook(arg string, st fs.FileInfo, stockName string) hcl.Diagnostics {
+func localPlaybook(arg string, st fs.FileInfo, stockName string, files *limits.Files) hcl.Diagnostics {
 	stockHint := ""
 	if stockName != "" {
 		stockHint = fmt.Sprintf(" For the stock playbook write wsu:%s.", strings.TrimSuffix(stockName, ".hcl"))
@@ -364,7 +383,7 @@ func localPlaybook(arg string, st fs.FileInfo, stockName string) hcl.Diagnostics
 		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Not a playbook",
 			Detail: fmt.Sprintf("%s is a directory; give a playbook file.%s", arg, stockHint)}}
 	}
-	if src, err := os.ReadFile(arg); err == nil && len(strings.TrimSpace(string(src))) == 0 {
+	if src, err := files.Read(arg); err == nil && len(strings.TrimSpace(string(src))) == 0 {
 		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Empty playbook",
 			Detail: fmt.Sprintf("%s is empty: there is nothing to check or run.%s", arg, stockHint)}}
 	}
@@ -402,7 +421,7 @@ const LocalGroup = "windows"
 // as inventory.Merge does), or makes the one-host inventory Local implies. With errors, the inventory is what could be read of it (or nil),
 // for the scrubber to learn its secrets from. It adds what a saved plan fingerprints to sources ("inventory:"
 // keys) and the text diagnostics point into to text, by file name.
-func loadInventory(ctx context.Context, in planfile.Inputs, clusters *kube.Cache, sources, text map[string][]byte) (*inventory.Inventory, hcl.Diagnostics) {
+func loadInventory(ctx context.Context, in planfile.Inputs, clusters *kube.Cache, files *limits.Files, sources, text map[string][]byte) (*inventory.Inventory, hcl.Diagnostics) {
 	sourcesGiven := in.InventorySources()
 	if len(sourcesGiven) == 0 {
 		if !in.Local {
@@ -415,7 +434,7 @@ func loadInventory(ctx context.Context, in planfile.Inputs, clusters *kube.Cache
 	var invs []*inventory.Inventory
 	var diags hcl.Diagnostics
 	for _, ref := range sourcesGiven {
-		inv, d := loadInventorySource(ctx, ref, clusters, sources, text)
+		inv, d := loadInventorySource(ctx, ref, clusters, files, sources, text)
 		diags = append(diags, d...)
 		if inv != nil {
 			invs = append(invs, inv)
@@ -443,12 +462,12 @@ func loadInventory(ctx context.Context, in planfile.Inputs, clusters *kube.Cache
 
 // loadInventorySource reads one -i source: a ConfigMap k8s://NS/NAME, a
 // file or an inline list.
-func loadInventorySource(ctx context.Context, ref string, clusters *kube.Cache, sources, text map[string][]byte) (*inventory.Inventory, hcl.Diagnostics) {
+func loadInventorySource(ctx context.Context, ref string, clusters *kube.Cache, files *limits.Files, sources, text map[string][]byte) (*inventory.Inventory, hcl.Diagnostics) {
 	if kubeinv.IsRef(ref) {
 		return loadKubeInventory(ctx, ref, clusters, sources, text)
 	}
-	inv, diags := inventory.Load(ref)
-	if src, err := os.ReadFile(ref); err == nil {
+	inv, diags := inventory.LoadFrom(ref, files)
+	if src, err := files.Read(ref); err == nil {
 		abs, _ := filepath.Abs(ref)
 		sources["inventory:"+abs] = src
 		text[ref] = src

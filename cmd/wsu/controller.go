@@ -18,6 +18,7 @@ import (
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
 	"github.com/wsu-project/wsu/kube"
+	"github.com/wsu-project/wsu/limits"
 )
 
 func (a *app) controllerCommand() *cobra.Command {
@@ -109,7 +110,7 @@ func readPodTemplate(path string) (*corev1.PodTemplateSpec, error) {
 	if path == "" {
 		return nil, nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := limits.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}

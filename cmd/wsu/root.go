@@ -47,6 +47,10 @@ type app struct {
 	// timingsFile is the hidden --timings; timings records into it.
 	timingsFile string
 	timings     *timings
+	// ignored are the other tools' options wsu accepts and ignores
+	// (-input=false), which normalizeArgs hands over as the hidden
+	// --ignored-option.
+	ignored []string
 }
 
 // Execute runs the CLI in-process, without agent builds (see agentOptions),
@@ -102,7 +106,12 @@ apply changes it. The stock playbooks join, upgrade and remove Windows workers.`
 	root.PersistentFlags().MarkHidden("memprofile")
 	root.PersistentFlags().StringVar(&a.timingsFile, "timings", "", "write when each phase of the run happened to this file (JSON)")
 	root.PersistentFlags().MarkHidden("timings")
-	root.PersistentPreRunE = func(*cobra.Command, []string) error { return a.startProfile() }
+	root.PersistentFlags().StringArrayVar(&a.ignored, ignoredFlag, nil, "another tool's option wsu accepts and ignores")
+	root.PersistentFlags().MarkHidden(ignoredFlag)
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		a.noteIgnored(cmd)
+		return a.startProfile()
+	}
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(a.planCommand(), a.applyCommand(), a.validateCommand(), a.fmtCommand(), a.modulesCommand(), a.versionCommand(), a.agentCommand(), a.payloadCommand(), a.playbooksCommand(), a.controllerCommand(), a.approveCommand(), a.showCommand())
 	return root
@@ -153,6 +162,12 @@ func (a *app) versionCommand() *cobra.Command {
 //   - long options with one dash, as in Terraform (-var, -out,
 //     -detailed-exitcode): any long option of any command, rewritten to two
 //     dashes (pflag reads one dash as shorthand letters);
+//   - Terraform's options wsu has no use for (-input=false, -lock=false):
+//     handed to the hidden --ignored-option, which says so on stderr;
+//   - other tools' options wsu spells differently (-json, -target):
+//     rewritten to two dashes, so that pflag reports the option, not a
+//     shorthand letter (-target=x is not -t arget=x), and flagError says
+//     what wsu offers instead;
 //   - flags before the command (`wsu -v plan ...`, `wsu --no-color apply
 //     ...`): moved after it, where the command's own flags are; `wsu -v`
 //     alone still prints the version.
@@ -166,8 +181,11 @@ func normalizeArgs(root *cobra.Command, args []string) []string {
 		}
 		if strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && len(a) > 2 {
 			name, _, _ := strings.Cut(a[1:], "=")
-			if long[name] {
+			switch {
+			case long[name], otherSpellings[name] != "":
 				a = "-" + a
+			case ignoredSpellings[name] != "":
+				a = "--" + ignoredFlag + "=" + a
 			}
 		}
 		out = append(out, a)
@@ -210,10 +228,38 @@ func longFlags(root *cobra.Command) map[string]bool {
 	return names
 }
 
-// otherSpellings are options of other tools that wsu spells differently.
+// otherSpellings are options of other tools that wsu spells differently,
+// or whose job another wsu option does.
 var otherSpellings = map[string]string{
-	"json":    "--output json",
-	"verbose": "--verbose",
+	"json":        "--output json",
+	"verbose":     "--verbose",
+	"target":      "--limit PATTERN (hosts) or --tags TAG (tasks)",
+	"parallelism": "--forks N",
+}
+
+// spellingWhy says why an otherSpellings option is not wsu's.
+var spellingWhy = map[string]string{
+	"target": " A playbook has no resource addresses: --limit chooses the hosts and --tags the tasks a run touches.",
+}
+
+// ignoredSpellings are Terraform's options that have nothing to do in
+// wsu, accepted so that a Terraform habit or script works, with why.
+var ignoredSpellings = map[string]string{
+	"input":        "wsu never asks for variable values (a variable without one is an error before any host is touched)",
+	"lock":         "wsu keeps no state, so there is no state lock to take",
+	"lock-timeout": "wsu keeps no state, so there is no state lock to wait for",
+}
+
+// ignoredFlag is the hidden option normalizeArgs gives ignoredSpellings.
+const ignoredFlag = "ignored-option"
+
+// noteIgnored says on stderr, for each ignored option given, that and why
+// it is ignored.
+func (a *app) noteIgnored(cmd *cobra.Command) {
+	for _, opt := range a.ignored {
+		name, _, _ := strings.Cut(strings.TrimLeft(opt, "-"), "=")
+		fmt.Fprintf(cmd.ErrOrStderr(), "Note: %s is Terraform's option, ignored: %s.\n", opt, ignoredSpellings[name])
+	}
 }
 
 // flagError names the nearest option for an unknown one: pflag's own
@@ -233,7 +279,7 @@ func flagError(cmd *cobra.Command, err error) error {
 	}
 	given, _, _ = strings.Cut(given, "=")
 	if alt, ok := otherSpellings[given]; ok {
-		return fmt.Errorf("unknown option %q for %q; did you mean %s?", "-"+strings.TrimPrefix(given, "-"), cmd.CommandPath(), alt)
+		return fmt.Errorf("unknown option %q for %q; did you mean %s?%s", "-"+strings.TrimPrefix(given, "-"), cmd.CommandPath(), alt, spellingWhy[given])
 	}
 	var names []string
 	cmd.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })

@@ -19,6 +19,7 @@ import (
 
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/engine/planfile"
+	"github.com/wsu-project/wsu/limits"
 	"github.com/wsu-project/wsu/setup"
 	"github.com/wsu-project/wsu/transport/agentbin"
 	sshtransport "github.com/wsu-project/wsu/transport/ssh"
@@ -156,7 +157,10 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		Passphrase: a.passphrasePrompt(),
 		Agents:     a.agentSource(),
 	}
-	if saved, isPlan, err := planfile.Load(target); err != nil && isPlan {
+	// The argument is read once, as a plan or else as the playbook: it may
+	// be a pipe. A FIFO nothing writes to is given up on at Ctrl-C.
+	opts.Files = limits.NewFiles(ctx)
+	if saved, isPlan, err := planfile.LoadFrom(target, opts.Files); err != nil && isPlan {
 		return err
 	} else if isPlan {
 		if given := inputFlags(flags, len(saved.Inputs.SensitiveVars) > 0); len(given) > 0 {

@@ -9,6 +9,7 @@ import (
 	sigyaml "sigs.k8s.io/yaml"
 
 	"github.com/wsu-project/wsu/engine/planfile"
+	"github.com/wsu-project/wsu/limits"
 	"github.com/wsu-project/wsu/view"
 )
 
@@ -27,7 +28,7 @@ when it was saved). It reads only the file: no host or cluster is contacted.
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			file := args[0]
-			p, isPlan, err := planfile.Load(file)
+			p, isPlan, err := planfile.LoadFrom(file, limits.NewFiles(cmd.Context()))
 			switch {
 			case err != nil:
 				return err

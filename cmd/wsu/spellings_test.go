@@ -67,6 +67,33 @@ func TestOtherToolsFlagSpellings(t *testing.T) {
 	assert.Equal(t, strings.Count(out, "---\n"), strings.Count(out, "'@schema': wsu.event/v1"))
 }
 
+// TestTerraformSpellings: Terraform's -target, -parallelism, -input,
+// -lock are never read as short letters (-t arget=x): -target and
+// -parallelism are told wsu's options, the harmless ones are accepted
+// with a note (issue 31).
+func TestTerraformSpellings(t *testing.T) {
+	pb, root := demoArgs(t)
+	for _, c := range []struct{ arg, want string }{
+		{"-target=module.x", "did you mean --limit PATTERN (hosts) or --tags TAG (tasks)?"},
+		{"-target", "did you mean --limit PATTERN (hosts) or --tags TAG (tasks)?"},
+		{"-parallelism=3", "did you mean --forks N?"},
+	} {
+		code, out, errs := wsu(t, nil, "plan", pb, "--local", "-var", "root="+root, c.arg)
+		assert.Equal(t, 1, code, out+errs)
+		assert.Contains(t, errs, `unknown option "`+strings.SplitN(c.arg, "=", 2)[0]+`" for "wsu plan"; `+c.want)
+		assert.NotContains(t, errs, "Unknown tag")
+	}
+	code, out, errs := wsu(t, nil, "plan", pb, "--local", "-var", "root="+root, "-input=false", "-lock=false", "-lock-timeout=10s")
+	assert.Equal(t, 0, code, out+errs)
+	assert.Contains(t, out, root+"/etc/kubelet.conf", "the plan ran")
+	for _, opt := range []string{"-input=false", "-lock=false", "-lock-timeout=10s"} {
+		assert.Contains(t, errs, "Note: "+opt+" is Terraform's option, ignored: ")
+	}
+	code, out, errs = wsu(t, nil, "apply", pb, "--local", "-var", "root="+root, "-auto-approve", "-input=false")
+	assert.Equal(t, 0, code, out+errs)
+	assert.FileExists(t, filepath.Join(root, "etc", "kubelet.conf"))
+}
+
 func TestListHostsTasksAndSyntaxCheck(t *testing.T) {
 	pb, root := demoArgs(t)
 	code, out, errs := wsu(t, nil, "plan", pb, "--local", "-var", "root="+root, "--list-hosts")

@@ -104,7 +104,7 @@ formatting and exits 3 if there are any (for CI).`,
 			var diags hcl.Diagnostics
 			sources := map[string][]byte{}
 			for _, f := range files {
-				src, err := os.ReadFile(f)
+				src, err := limits.ReadFile(f)
 				if err != nil {
 					return err
 				}

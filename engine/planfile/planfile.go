@@ -17,6 +17,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/wsu-project/wsu/limits"
 )
 
 // FormatVersion is bumped when the file's meaning changes. 2: every hash
@@ -178,12 +180,23 @@ func Save(path string, p *Plan) error {
 // is — so a damaged plan (cut short, edited, of another format) is
 // reported as a plan error, never read as a playbook.
 func Load(path string) (p *Plan, ok bool, err error) {
-	data, err := os.ReadFile(path)
+	return LoadFrom(path, nil)
+}
+
+// LoadFrom is Load reading path through files, at most limits.MaxPlanSize
+// bytes: the CLI reads its argument once, as a plan or else a playbook
+// (which may be a pipe).
+func LoadFrom(path string, files *limits.Files) (p *Plan, ok bool, err error) {
+	head, err := files.Head(path, planHead)
 	if err != nil {
 		return nil, false, err
 	}
-	if !looksLikePlan(data) {
+	if !looksLikePlan(head) {
 		return nil, false, nil
+	}
+	data, err := files.ReadMax(path, limits.MaxPlanSize)
+	if err != nil {
+		return nil, true, err
 	}
 	var probe struct {
 		FormatVersion *int `json:"format_version"`
@@ -230,10 +243,13 @@ func Hash(salt []byte, parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// planHead is how much of a file tells whether it is a plan.
+const planHead = 512
+
 // looksLikePlan: a JSON object whose opening names format_version (Save
 // writes it first), even when the rest is cut off.
 func looksLikePlan(data []byte) bool {
-	head := bytes.TrimLeft(data[:min(len(data), 512)], " \t\r\n\ufeff")
+	head := bytes.TrimLeft(data[:min(len(data), planHead)], " \t\r\n\ufeff")
 	return bytes.HasPrefix(head, []byte("{")) && bytes.Contains(head, []byte(`"format_version"`))
 }
 

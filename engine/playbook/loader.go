@@ -35,6 +35,10 @@ type Loader struct {
 	// them as its Roots. The controller confines a site playbook from a
 	// ConfigMap to the directory it wrote it to and the payload.
 	Confine []string
+	// Files reads playbooks on disk, each once per run (a playbook may be
+	// a pipe, which the CLI has already looked into for a saved plan);
+	// nil: from disk, bounded, on every read.
+	Files   *limits.Files
 	sources map[string][]byte
 }
 
@@ -66,11 +70,13 @@ func (loc location) dir() string {
 	return filepath.Dir(loc.name)
 }
 
-func (loc location) read() ([]byte, error) {
+// read is loc's content: a file on disk through l.Files (once per run,
+// bounded, whatever the file is).
+func (l *Loader) read(loc location) ([]byte, error) {
 	if loc.fsys != nil {
 		return fs.ReadFile(loc.fsys, loc.name)
 	}
-	return limits.ReadFile(loc.name)
+	return l.Files.Read(loc.name)
 }
 
 // resolve interprets an include source relative to the including file.
@@ -146,7 +152,7 @@ func (l *Loader) LoadSource(filename string, src []byte) (*Playbook, hcl.Diagnos
 }
 
 func (l *Loader) load(loc location, stack []string, at *hcl.Range) (*Playbook, hcl.Diagnostics) {
-	src, err := loc.read()
+	src, err := l.read(loc)
 	if err != nil {
 		return nil, hcl.Diagnostics{{
 			Severity: hcl.DiagError,

@@ -41,7 +41,7 @@ var (
 	// SSHKeyCheckCleared are removed from the second connection's variables.
 	SSHKeyCheckCleared = []string{
 		"private_key_file", "ansible_ssh_private_key_file", "ansible_private_key_file",
-		"password", "ansible_password", "ansible_ssh_pass", "ansible_ssh_password",
+		"ansible_password", "ansible_ssh_pass", "ansible_ssh_password",
 		"ansible_connection",
 	}
 )

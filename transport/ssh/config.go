@@ -124,14 +124,18 @@ func (j JumpHost) Addr() string { return net.JoinHostPort(j.Host, strconv.Itoa(j
 // Addr is the target's host:port.
 func (c Config) Addr() string { return net.JoinHostPort(c.Host, strconv.Itoa(c.Port)) }
 
-// Variable names, wsu's first and then Ansible's.
+// Variable names, wsu's first and then Ansible's. The address, port, user
+// and password are Ansible's names only: an Ansible inventory's host
+// variables host, port, user and password are the application's (a
+// database's port=5432, user=appuser), and must not redirect the
+// connection (docs/inventory.md, Connection settings).
 var (
-	varHost            = []string{"host", "ansible_host", "ansible_ssh_host"}
-	varPort            = []string{"port", "ansible_port", "ansible_ssh_port"}
-	varUser            = []string{"user", "ansible_user", "ansible_ssh_user"}
+	varHost            = []string{"ansible_host", "ansible_ssh_host"}
+	varPort            = []string{"ansible_port", "ansible_ssh_port"}
+	varUser            = []string{"ansible_user", "ansible_ssh_user"}
 	varKeyFile         = []string{"private_key_file", "ansible_ssh_private_key_file", "ansible_private_key_file"}
 	varKey             = []string{"ssh_private_key"}
-	varPassword        = []string{"password", "ansible_password", "ansible_ssh_pass", "ansible_ssh_password"}
+	varPassword        = []string{"ansible_password", "ansible_ssh_pass", "ansible_ssh_password"}
 	varKnownHosts      = []string{"ssh_known_hosts_file"}
 	varHostKey         = []string{"ssh_host_key"}
 	varTOFU            = []string{"ssh_trust_on_first_use"}

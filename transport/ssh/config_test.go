@@ -90,11 +90,16 @@ func TestParseConfig(t *testing.T) {
 				assert.Equal(t, filepath.Join(home, ".ssh/win"), c.PrivateKeyFile)
 				assert.Equal(t, "pw", c.Password)
 			}},
-		{"wsu names win", with(linux, "host", "a", "ansible_host", "b", "password", "x", "ansible_password", "y", "private_key_file", "/k", "ansible_ssh_private_key_file", "/other"),
+		{"wsu names win", with(linux, "private_key_file", "/k", "ansible_ssh_private_key_file", "/other"),
 			func(t *testing.T, c Config) {
-				assert.Equal(t, "a", c.Host)
-				assert.Equal(t, "x", c.Password)
 				assert.Equal(t, "/k", c.PrivateKeyFile)
+			}},
+		{"plain host variables are not connection settings", with(linux, "host", "db.internal", "port", "5432", "user", "appuser", "password", "x",
+			"ansible_host", "10.0.0.5", "ansible_port", "22", "ansible_user", "Administrator"),
+			func(t *testing.T, c Config) {
+				assert.Equal(t, "10.0.0.5:22", c.Addr())
+				assert.Equal(t, "Administrator", c.User)
+				assert.Empty(t, c.Password)
 			}},
 		{"durations and flags", with(linux, "connect_timeout", "45", "connect_retry_window", "90s", "auth_retry_window", "10m",
 			"keepalive_interval", "0", "op_timeout", "1h", "ssh_trust_on_first_use", "yes"),
