@@ -60,8 +60,8 @@ play "third" {
   }
 }
 `)
-	for _, cmd := range []string{"plan", "apply"} {
-		code, out, errs = wsu(t, nil, cmd, three, "--local")
+	for _, cmd := range [][]string{{"plan"}, {"apply", "--auto-approve"}} {
+		code, out, errs = wsu(t, nil, append(cmd, three, "--local")...)
 		assert.Equal(t, 1, code, out+errs)
 		assert.NotContains(t, out, "No changes")
 		assert.Contains(t, out, `PLAY "first" (1 host)`)

@@ -147,10 +147,10 @@ func TestFileChangesShowContentDiff(t *testing.T) {
 	assert.NotContains(t, out, "secret-value")
 
 	// apply --diff shows it as it applies; apply alone does not.
-	code, out, errs = wsu(t, nil, append([]string{"apply"}, args("one\n")...)...)
+	code, out, errs = wsu(t, nil, append([]string{"apply", "--auto-approve"}, args("one\n")...)...)
 	require.Equal(t, 0, code, out+errs)
 	assert.NotContains(t, out, "@@")
-	code, out, errs = wsu(t, nil, append([]string{"apply", "--diff"}, args("two\n")...)...)
+	code, out, errs = wsu(t, nil, append([]string{"apply", "--auto-approve", "--diff"}, args("two\n")...)...)
 	require.Equal(t, 0, code, out+errs)
 	assert.Regexp(t, `(?m)^\s+-one\n\s+\+two$`, out)
 

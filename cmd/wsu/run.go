@@ -111,9 +111,11 @@ func (a *app) applyCommand() *cobra.Command {
 'wsu plan -out FILE', it applies exactly that plan, and refuses if anything it was
 based on (playbook files, variables, inventory, a host's state) has changed since.
 
-Given a playbook on a terminal, apply first shows the plan and asks for 'yes', as
-terraform apply does; it does not ask with --auto-approve, a saved plan, --output
-json or yaml, stdin not a terminal, or the environment variable CI set.
+Given a playbook, apply first shows the plan and asks for 'yes' on the terminal, as
+terraform apply does (with stdout redirected, the question goes to stderr). A saved
+plan or --auto-approve needs no answer. Where no one can answer (--output json or
+yaml, stdin not a terminal, the environment variable CI set) apply of a playbook
+without --auto-approve is refused, changing nothing.
 
 --check is plan under Ansible's name. Exit codes: 0 success; 1 error, or a host
 failed or was unreachable.`,
@@ -172,6 +174,12 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		}
 		opts.Saved = saved
 	}
+	if mode == engine.ModeApply && opts.Saved == nil && !o.autoApprove && !o.listHosts && !o.listTasks {
+		if why := a.cannotAsk(o); why != "" {
+			return fmt.Errorf("apply needs approval, and wsu cannot ask for it: %s; nothing was changed. "+
+				"Review the plan (wsu plan) and pass --auto-approve, or save it with `wsu plan -out FILE` and apply that with `wsu apply FILE`", why)
+		}
+	}
 	run, diags := setup.Prepare(ctx, opts)
 	v := a.newView(o, run)
 	defer v.Close()
@@ -188,7 +196,7 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 	}
 	run.Request.Hooks = v
 	approved := false
-	if mode == engine.ModeApply && opts.Saved == nil && a.asks(o) {
+	if mode == engine.ModeApply && opts.Saved == nil && !o.autoApprove {
 		if proceed, err := a.approve(ctx, run); !proceed {
 			return err
 		}
@@ -229,12 +237,30 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 	return nil
 }
 
-// asks reports whether apply of a playbook asks for confirmation: a person
-// at a terminal who did not say --auto-approve, reading human output, not
-// in CI.
-func (a *app) asks(o *runOptions) bool {
+// cannotAsk is why apply of a playbook cannot ask a person for "yes"
+// ("" when it can): as terraform apply, an unattended apply without
+// --auto-approve or a saved plan is refused rather than run unreviewed.
+func (a *app) cannotAsk(o *runOptions) string {
 	f, ok := a.stdin.(*os.File)
-	return !o.autoApprove && o.output == "human" && ok && term.IsTerminal(int(f.Fd())) && envValue(a.env, "CI") == ""
+	switch {
+	case o.output != "human":
+		return fmt.Sprintf("--output %s is read by a program, not a person", o.output)
+	case envValue(a.env, "CI") != "":
+		return "the environment variable CI is set"
+	case !ok || !term.IsTerminal(int(f.Fd())):
+		return "stdin is not a terminal"
+	}
+	return ""
+}
+
+// promptTo is where the question goes: stdout on a terminal, else
+// stderr, so that with stdout redirected (wsu apply ... > log) the
+// question is seen rather than written into the file while wsu waits.
+func (a *app) promptTo() (w io.Writer, planAbove bool) {
+	if isTerminal(a.stdout) {
+		return a.stdout, true
+	}
+	return a.stderr, false
 }
 
 // approve plans, shows the plan and asks for "yes", as terraform apply
@@ -260,7 +286,12 @@ func (a *app) approve(ctx context.Context, run *setup.Run) (proceed bool, err er
 	if res.NothingChecked != "" || res.Changes+deferred == 0 {
 		return false, nil // the plan said so
 	}
-	fmt.Fprint(a.stdout, "\nDo you want to perform these actions?\n  wsu will apply the changes described above to the hosts.\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ")
+	w, above := a.promptTo()
+	where := "described above"
+	if !above {
+		where = "in the plan written to standard output"
+	}
+	fmt.Fprintf(w, "\nDo you want to perform these actions?\n  wsu will apply the changes %s to the hosts.\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ", where)
 	answer := make(chan string, 1)
 	go func() {
 		line, _ := bufio.NewReader(a.stdin).ReadString('\n')
@@ -268,10 +299,10 @@ func (a *app) approve(ctx context.Context, run *setup.Run) (proceed bool, err er
 	}()
 	select {
 	case <-ctx.Done():
-		fmt.Fprintln(a.stdout)
+		fmt.Fprintln(w)
 		return false, fmt.Errorf("apply cancelled: interrupted; nothing was changed")
 	case got := <-answer:
-		fmt.Fprintln(a.stdout)
+		fmt.Fprintln(w)
 		if got != "yes" {
 			return false, fmt.Errorf("apply cancelled: only 'yes' approves (got %q); nothing was changed", got)
 		}

@@ -146,7 +146,7 @@ play "join" {
 }
 `)
 	root := t.TempDir()
-	args := []string{"apply", pb, "--local", "-var", "root=" + root}
+	args := []string{"apply", "--auto-approve", pb, "--local", "-var", "root=" + root}
 	code, out, errs := wsu(t, nil, append(args, "--start-at-task", "wait for node")...)
 	require.Equal(t, 0, code, out+errs)
 	assert.Contains(t, out, `PLAY "prepare" (skipped: before --start-at-task "wait for node")`)
@@ -169,7 +169,7 @@ play "join" {
 
 	// Unknown: an error naming the nearest, nothing run.
 	fresh := t.TempDir()
-	code, out, errs = wsu(t, nil, "apply", pb, "--local", "-var", "root="+fresh, "--start-at-task", "wait for nodes")
+	code, out, errs = wsu(t, nil, "apply", "--auto-approve", pb, "--local", "-var", "root="+fresh, "--start-at-task", "wait for nodes")
 	assert.Equal(t, 1, code, out+errs)
 	assert.Contains(t, flat(errs), `Unknown task`)
 	assert.Contains(t, flat(errs), `--start-at-task wait for nodes: no task of the playbook is named so, nothing was run. Did you mean "wait for node"?`)
