@@ -144,6 +144,12 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 	if o.output != "human" && o.output != "json" && o.output != "yaml" {
 		return fmt.Errorf("--output must be human, json or yaml, not %q", o.output)
 	}
+	if o.forks < 1 {
+		return fmt.Errorf("--forks must be at least 1 (how many hosts to work on at once), not %d", o.forks)
+	}
+	if flags.Changed("limit") && strings.Trim(o.limit, " ,:") == "" {
+		return fmt.Errorf("--limit %q selects no host; drop --limit to run on every host of the plays", o.limit)
+	}
 	if err := o.expandExtraVars(); err != nil {
 		return err
 	}
@@ -382,12 +388,17 @@ func (a *app) passphrasePrompt() sshtransport.PassphrasePrompt {
 	}
 }
 
-func (a *app) newView(o *runOptions, run *setup.Run) view.View {
-	switch o.output {
-	case "json":
-		return view.NewJSON(a.stdout)
-	case "yaml":
+// jsonView is -o json's view, or -o yaml's: the same events.
+func (a *app) jsonView(format string) *view.JSON {
+	if format == "yaml" {
 		return view.NewJSON(&yamlStream{w: a.stdout})
+	}
+	return view.NewJSON(a.stdout)
+}
+
+func (a *app) newView(o *runOptions, run *setup.Run) view.View {
+	if o.output == "json" || o.output == "yaml" {
+		return a.jsonView(o.output)
 	}
 	tty := isTerminal(a.stdout)
 	_, noColorEnv := os.LookupEnv("NO_COLOR")

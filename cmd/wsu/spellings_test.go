@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wsu-project/wsu/version"
 )
 
 // The acceptance tests of issue 14's "spellings admins type".
@@ -56,7 +58,7 @@ func TestOtherToolsFlagSpellings(t *testing.T) {
 	assert.Equal(t, 0, code, errs)
 	code, out, _ = wsu(t, nil, "-v")
 	assert.Equal(t, 0, code)
-	assert.Contains(t, out, "wsu version", "-v alone is still the version")
+	assert.Contains(t, out, "wsu "+version.Version+"\n", "-v alone is still the version")
 
 	// -o yaml beside -o json: the same events, one document each.
 	code, out, errs = wsu(t, nil, "plan", pb, "--local", "-var", "root="+root, "-o", "yaml")
