@@ -963,9 +963,9 @@ type PlayOutline struct {
 
 // TaskOutline is a task selected by --tags and --skip-tags.
 type TaskOutline struct {
-	Address string
-	Module  string
-	Tags    []string
+	Address string   `json:"address"`
+	Module  string   `json:"module"`
+	Tags    []string `json:"tags,omitempty"`
 }
 
 // Outline lists each play in run order with the hosts it targets and the

@@ -304,3 +304,54 @@ play "p" {
 	assert.Empty(t, out.String())
 	assert.Contains(t, errb.String(), `Error: unknown option "bogus" for "wsu plan"; did you mean --forks?`)
 }
+
+// --list-hosts and --list-tasks honour -o json (and yaml): one
+// play_outline event per play, not Ansible's text.
+func TestListHonoursOutputFormat(t *testing.T) {
+	pb := writeFile(t, t.TempDir(), "p.hcl", `
+play "first" {
+  hosts = "all"
+  task "hello" {
+    tags = ["greet"]
+    print { msg = "hi" }
+  }
+  task "bye" {
+    print { msg = "bye" }
+  }
+}
+`)
+	code, out, errs := wsu(t, nil, "plan", pb, "--local", "--list-hosts", "--list-tasks", "-o", "json")
+	require.Equal(t, 0, code, out+errs)
+	assert.NotContains(t, out, "playbook: ")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 1, out)
+	var ev struct {
+		Schema string `json:"@schema"`
+		Type   string
+		Play   string
+		Hosts  []string
+		Count  int
+		Tasks  []struct {
+			Address, Module string
+			Tags            []string
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(lines[0]), &ev), lines[0])
+	assert.Equal(t, "wsu.event/v1", ev.Schema)
+	assert.Equal(t, "play_outline", ev.Type)
+	assert.Equal(t, "first", ev.Play)
+	assert.Equal(t, []string{"localhost"}, ev.Hosts)
+	assert.Equal(t, 2, ev.Count)
+	require.Len(t, ev.Tasks, 2)
+	assert.Equal(t, `task["hello"]`, ev.Tasks[0].Address)
+	assert.Equal(t, "print", ev.Tasks[0].Module)
+	assert.Equal(t, []string{"greet"}, ev.Tasks[0].Tags)
+
+	code, out, errs = wsu(t, nil, "apply", pb, "--local", "--list-tasks", "-o", "yaml", "--tags", "greet")
+	require.Equal(t, 0, code, out+errs)
+	assert.Contains(t, out, "---\n'@schema': wsu.event/v1\n")
+	assert.Contains(t, out, "type: play_outline")
+	assert.Contains(t, out, `address: task["hello"]`)
+	assert.NotContains(t, out, "bye")
+	assert.NotContains(t, out, "hosts:", "--list-tasks alone lists no hosts")
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/spf13/cobra"
@@ -517,6 +518,35 @@ func (y *yamlStream) Write(p []byte) (int, error) {
 func (a *app) list(run *setup.Run, o *runOptions, v view.View) error {
 	plays, diags := engine.Outline(run.Request)
 	v.Diagnostics(diags)
+	if j, ok := v.(*view.JSON); ok {
+		listEvents(j, plays, o)
+	} else {
+		a.listText(run, plays, o)
+	}
+	if diags.HasErrors() {
+		return exitError{1}
+	}
+	return nil
+}
+
+// listEvents is the list as play_outline events, for -o json and yaml.
+func listEvents(j *view.JSON, plays []engine.PlayOutline, o *runOptions) {
+	for _, p := range plays {
+		e := engine.Event{Schema: engine.EventSchema, Type: engine.EventPlayOutline, Time: time.Now().UTC(), Play: p.Play, Count: len(p.Tasks)}
+		if p.HostsErr != "" {
+			e.Message = "hosts not known: " + p.HostsErr
+		} else if o.listHosts {
+			e.Hosts = p.Hosts
+		}
+		if o.listTasks {
+			e.Tasks = p.Tasks
+		}
+		j.Event(e)
+	}
+}
+
+// listText is the list as Ansible prints it.
+func (a *app) listText(run *setup.Run, plays []engine.PlayOutline, o *runOptions) {
 	fmt.Fprintf(a.stdout, "playbook: %s\n", run.Inputs.Playbook)
 	for _, p := range plays {
 		fmt.Fprintf(a.stdout, "\n  play %q", p.Play)
@@ -543,8 +573,4 @@ func (a *app) list(run *setup.Run, o *runOptions, v view.View) error {
 			}
 		}
 	}
-	if diags.HasErrors() {
-		return exitError{1}
-	}
-	return nil
 }
