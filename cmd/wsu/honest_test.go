@@ -355,3 +355,35 @@ play "first" {
 	assert.NotContains(t, out, "bye")
 	assert.NotContains(t, out, "hosts:", "--list-tasks alone lists no hosts")
 }
+
+// After every host failed, the later plays are said not to have run, and
+// why, not listed as plays of 0 hosts.
+func TestNoZeroHostPlaysAfterEveryHostFailed(t *testing.T) {
+	pb := writeFile(t, t.TempDir(), "p.hcl", `
+play "one" {
+  hosts = "all"
+  task "boom" {
+    command { argv = ["false"] }
+  }
+}
+play "two" {
+  hosts = "all"
+  task "hello" {
+    print { msg = "hi" }
+  }
+}
+`)
+	code, out, errs := wsu(t, nil, "apply", pb, "--local", "--auto-approve")
+	assert.Equal(t, 1, code, errs)
+	assert.NotContains(t, out, "(0 hosts)")
+	assert.Contains(t, out, `PLAY "two" (not run: every host of the play failed or was unreachable earlier)`)
+
+	code, out, _ = wsu(t, nil, "apply", pb, "--local", "--auto-approve", "-o", "json")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out, `"type":"play_not_run","time":`)
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.Contains(line, `"play":"two"`) {
+			assert.NotContains(t, line, `"play_start"`, line)
+		}
+	}
+}
