@@ -594,22 +594,29 @@ func (r *runner) evalGlobal(inst *instance, expr hcl.Expression) (cty.Value, hcl
 // selectHosts evaluates a play's hosts pattern against the inventory and
 // --limit, dropping hosts that already failed.
 func (r *runner) selectHosts(inst *instance, hostsExpr hcl.Expression) ([]string, hcl.Diagnostics) {
+	live, _, diags := r.matchHosts(inst, hostsExpr)
+	return live, diags
+}
+
+// matchHosts is selectHosts, also counting the hosts the pattern matched
+// that failed or were unreachable earlier (down).
+func (r *runner) matchHosts(inst *instance, hostsExpr hcl.Expression) (live []string, down int, diags hcl.Diagnostics) {
 	v, diags := r.evalGlobal(inst, hostsExpr)
 	if diags.HasErrors() {
-		return nil, diags
+		return nil, 0, diags
 	}
 	pattern, err := asString(v)
 	if err != nil {
-		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid hosts", Detail: "hosts must be a string: a group, a host or a pattern like \"windows:!win03\".", Subject: hostsExpr.Range().Ptr()}}
+		return nil, 0, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid hosts", Detail: "hosts must be a string: a group, a host or a pattern like \"windows:!win03\".", Subject: hostsExpr.Range().Ptr()}}
 	}
 	names, err := r.req.Inventory.Match(pattern)
 	if err != nil {
-		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid hosts pattern", Detail: err.Error(), Subject: hostsExpr.Range().Ptr()}}
+		return nil, 0, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid hosts pattern", Detail: err.Error(), Subject: hostsExpr.Range().Ptr()}}
 	}
 	if r.req.Limit != "" {
 		limited, err := r.req.Inventory.Match(r.req.Limit)
 		if err != nil {
-			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid --limit", Detail: err.Error()}}
+			return nil, 0, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid --limit", Detail: err.Error()}}
 		}
 		keep := map[string]bool{}
 		for _, n := range limited {
@@ -633,16 +640,19 @@ func (r *runner) selectHosts(inst *instance, hostsExpr hcl.Expression) ([]string
 		}
 		r.unmatched = append(r.unmatched, why)
 	}
-	var live []string
 	for _, n := range names {
 		if r.restrict != nil && !r.restrict[n] {
 			continue // outside the current batch of a serial include
 		}
-		if hs := r.hosts[n]; hs != nil && !hs.failed && !hs.unreachable {
+		switch hs := r.hosts[n]; {
+		case hs == nil:
+		case hs.failed || hs.unreachable:
+			down++
+		default:
 			live = append(live, n)
 		}
 	}
-	return live, nil
+	return live, down, nil
 }
 
 // batches splits hosts per a serial setting.
@@ -706,6 +716,7 @@ func (r *runner) maxFail(inst *instance, expr hcl.Expression) (float64, bool, hc
 // hosts, in which batches, and the failure share that stops the run.
 type rollout struct {
 	hosts   []string
+	down    int // hosts matched that failed or were unreachable earlier
 	batches [][]string
 	maxFail float64 // a percentage, when hasMax
 	hasMax  bool
@@ -725,7 +736,7 @@ func (r *runner) rollout(inst *instance, play string, hostsExpr, serial, maxFail
 		return rollout{}, false
 	}
 	var diags hcl.Diagnostics
-	if ro.hosts, diags = r.selectHosts(inst, hostsExpr); diags.HasErrors() {
+	if ro.hosts, ro.down, diags = r.matchHosts(inst, hostsExpr); diags.HasErrors() {
 		return fail(diags)
 	}
 	if ro.batches, diags = r.batches(inst, serial, ro.hosts); diags.HasErrors() {
@@ -744,6 +755,11 @@ func (r *runner) runPlay(ctx context.Context, inst *instance, p *playbook.Play) 
 	}
 	ro, ok := r.rollout(inst, p.Name, p.Hosts, p.Serial, p.MaxFailPercentage)
 	if !ok {
+		return
+	}
+	if len(ro.hosts) == 0 && ro.down > 0 {
+		// Not "PLAY (0 hosts)" after every host failed: say why.
+		r.markNotRun(p.Name, "not run: every host of the play failed or was unreachable earlier")
 		return
 	}
 	r.emit(Event{Type: EventPlayStart, Play: p.Name, Hosts: ro.hosts, Batches: ro.batches, Count: len(p.Tasks), Message: r.start.playNote(inst, p)})
@@ -1038,9 +1054,9 @@ type PlayOutline struct {
 
 // TaskOutline is a task selected by --tags and --skip-tags.
 type TaskOutline struct {
-	Address string
-	Module  string
-	Tags    []string
+	Address string   `json:"address"`
+	Module  string   `json:"module"`
+	Tags    []string `json:"tags,omitempty"`
 }
 
 // Outline lists each play in run order with the hosts it targets and the

@@ -34,6 +34,9 @@ const (
 	EventDiagnostic   EventType = "diagnostic"
 	EventRecap        EventType = "recap"
 	EventRunCancelled EventType = "run_cancelled"
+	// EventPlayOutline is --list-hosts and --list-tasks under -o json:
+	// one per play, in run order; no host is touched.
+	EventPlayOutline EventType = "play_outline"
 )
 
 // Status is a task's outcome on one host.
@@ -80,6 +83,8 @@ type Event struct {
 	Batches     [][]string       `json:"batches,omitempty"`
 	Diagnostics []DiagnosticView `json:"diagnostics,omitempty"`
 	Recap       []HostRecap      `json:"recap,omitempty"`
+	// Tasks are a play_outline's tasks (--list-tasks).
+	Tasks []TaskOutline `json:"tasks,omitempty"`
 	// Failed, on a recap, says the run failed: an error stopped it or a
 	// host failed or was unreachable.
 	Failed bool `json:"failed,omitempty"`

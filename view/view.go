@@ -208,7 +208,7 @@ func (h *Human) Event(e engine.Event) {
 		h.drawStatus()
 		return
 	}
-	if h.mode == engine.ModePlan {
+	if h.mode == engine.ModePlan && !live(e) {
 		if h.order.hold(e) {
 			if e.Type == engine.EventTaskResult || e.Type == engine.EventUnreachable {
 				delete(h.running, e.Host)
@@ -225,6 +225,13 @@ func (h *Human) Event(e engine.Event) {
 	}
 	h.show(e)
 	h.drawStatus()
+}
+
+// live: a plan shows this event as it happens, not held for the play's
+// ordered listing: a connection retry says what wsu is waiting on now
+// (up to connect_retry_window), as apply and -o json show it.
+func live(e engine.Event) bool {
+	return e.Type == engine.EventConnectRetry || e.Type == engine.EventReconnecting
 }
 
 // show prints one event, its texts escaped (Escape): they may come from

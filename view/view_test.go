@@ -112,3 +112,22 @@ func TestConnectNotices(t *testing.T) {
 		assert.Contains(t, lines[1], `SHA256:abc`)
 	}
 }
+
+// A plan holds task results until its play ends (to list them in host
+// order) but shows each connection retry as it happens: against a dead
+// host the operator sees why nothing moves, not only "running".
+func TestPlanShowsConnectRetriesLive(t *testing.T) {
+	var out bytes.Buffer
+	h := NewHuman(&out, HumanOptions{})
+	h.Event(engine.Event{Type: engine.EventPlayStart, Mode: engine.ModePlan, Play: "p", Hosts: []string{"win01", "win02"}})
+	h.Event(engine.Event{Type: engine.EventTaskResult, Mode: engine.ModePlan, Host: "win02", Task: "t", Index: 1, Count: 1, Status: engine.StatusChanged,
+		Change: &engine.ChangeView{Action: "create", Symbol: "+", Subject: "/x"}})
+	h.Event(engine.Event{Type: engine.EventConnectRetry, Host: "win01", Attempts: 1, Message: "connection attempt 1 to admin@10.0.0.5:22 failed; retrying in 1s"})
+	got := out.String()
+	assert.Contains(t, got, "  retrying [win01] connection attempt 1 to admin@10.0.0.5:22 failed; retrying in 1s\n", "shown before the play ends")
+	assert.NotContains(t, got, `task "t"`, "task results still wait for the play's ordered listing")
+	h.Event(engine.Event{Type: engine.EventReconnecting, Host: "win02", Message: "the connection dropped; reconnecting"})
+	assert.Contains(t, out.String(), "  reconnecting [win02] the connection dropped; reconnecting\n")
+	h.Close()
+	assert.Contains(t, out.String(), `task "t"`)
+}

@@ -102,7 +102,7 @@ func TestPlanGolden(t *testing.T) {
 				assert.Equal(t, "wsu.event/v1", ev["@schema"])
 			}
 
-			code, out, errs = wsu(t, nil, append([]string{"apply", "--diff"}, args...)...)
+			code, out, errs = wsu(t, nil, append([]string{"apply", "--auto-approve", "--diff"}, args...)...)
 			require.Equal(t, 0, code, errs)
 			golden(t, filepath.Join(fx, "apply.txt"), norm(out))
 			_, out, _ = wsu(t, nil, append([]string{"plan", "-v"}, args...)...)
@@ -118,11 +118,11 @@ func TestAcceptance(t *testing.T) {
 	pb := filepath.Join(dir, "site.hcl")
 	base := []string{pb, "--local", "-var", "root=" + root}
 
-	code, out, errs := wsu(t, nil, append([]string{"apply"}, base...)...)
+	code, out, errs := wsu(t, nil, append([]string{"apply", "--auto-approve"}, base...)...)
 	require.Equal(t, 0, code, out+errs)
 	assert.Regexp(t, `changed=[1-9]`, out)
 
-	code, out, errs = wsu(t, nil, append([]string{"apply"}, base...)...)
+	code, out, errs = wsu(t, nil, append([]string{"apply", "--auto-approve"}, base...)...)
 	require.Equal(t, 0, code, out+errs)
 	assert.Regexp(t, `changed=0 `, out, "second apply changes nothing")
 
@@ -218,7 +218,7 @@ func TestSavedPlan(t *testing.T) {
 			assert.Equal(t, string(before), string(after), "a refused plan applies nothing")
 			// Restore a converged state for the next case.
 			os.WriteFile(varFile, []byte("max_pods = 110\n"), 0o644)
-			code, out, errs = wsu(t, nil, append([]string{"apply"}, args...)...)
+			code, out, errs = wsu(t, nil, append([]string{"apply", "--auto-approve"}, args...)...)
 			require.Equal(t, 0, code, out+errs)
 		})
 	}

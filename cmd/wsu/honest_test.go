@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wsu-project/wsu/version"
 )
 
 // The acceptance tests of issue 14's "honest outcomes": a run that failed
@@ -60,8 +65,8 @@ play "third" {
   }
 }
 `)
-	for _, cmd := range []string{"plan", "apply"} {
-		code, out, errs = wsu(t, nil, cmd, three, "--local")
+	for _, cmd := range [][]string{{"plan"}, {"apply", "--auto-approve"}} {
+		code, out, errs = wsu(t, nil, append(cmd, three, "--local")...)
 		assert.Equal(t, 1, code, out+errs)
 		assert.NotContains(t, out, "No changes")
 		assert.Contains(t, out, `PLAY "first" (1 host)`)
@@ -198,4 +203,187 @@ func TestStockPlaybookResolution(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errs, "Unknown stock playbook")
 	assert.Contains(t, flat(errs), `Did you mean "join"`)
+}
+
+// wsu version and wsu --version (-version, -v) print the same, as
+// terraform version and terraform -version do.
+func TestVersionFlagIsTheVersionCommand(t *testing.T) {
+	code, want, errs := wsu(t, nil, "version")
+	require.Equal(t, 0, code, errs)
+	assert.Equal(t, "wsu "+version.Version+"\n", want)
+	for _, flag := range []string{"--version", "-version", "-v"} {
+		code, out, errs := wsu(t, nil, flag)
+		assert.Equal(t, 0, code, errs)
+		assert.Equal(t, want, out, flag)
+	}
+}
+
+// -f 0, -f -5 and --limit ” are refused, before any host is touched:
+// none would run anything ("--limit ”" used to mean every host).
+func TestForksAndEmptyLimitRefused(t *testing.T) {
+	pb := writeFile(t, t.TempDir(), "p.hcl", `
+variable "root" {
+  type = string
+}
+play "p" {
+  hosts = "all"
+  task "marker" {
+    file {
+      path    = "${var.root}/marker"
+      content = "x\n"
+    }
+  }
+}
+`)
+	root := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-f", "0"}, "--forks must be at least 1 (how many hosts to work on at once), not 0"},
+		{[]string{"-f", "-5"}, "--forks must be at least 1 (how many hosts to work on at once), not -5"},
+		{[]string{"--forks=-1"}, "--forks must be at least 1 (how many hosts to work on at once), not -1"},
+		{[]string{"--limit", ""}, `--limit "" selects no host; drop --limit to run on every host of the plays`},
+		{[]string{"-l", " , "}, `--limit " , " selects no host`},
+	} {
+		for _, cmd := range [][]string{{"plan"}, {"apply", "--auto-approve"}} {
+			code, out, errs := wsu(t, nil, append(append(cmd, pb, "--local", "-var", "root="+root), tc.args...)...)
+			assert.Equal(t, 1, code, "%v %v: %s", cmd, tc.args, out)
+			assert.Contains(t, errs, tc.want, "%v %v", cmd, tc.args)
+			assert.NotContains(t, out, "No changes", "%v %v", cmd, tc.args)
+			assert.NoFileExists(t, filepath.Join(root, "marker"))
+		}
+	}
+}
+
+// With -o json (or yaml) an error in the arguments is an event on stdout,
+// where the program reading the run looks, as every other error is.
+func TestFlagErrorsFollowOutputFormat(t *testing.T) {
+	pb := writeFile(t, t.TempDir(), "p.hcl", `
+play "p" {
+  hosts = "all"
+  task "hello" {
+    print { msg = "hi" }
+  }
+}
+`)
+	for _, args := range [][]string{
+		{"plan", pb, "--local", "--bogus", "-o", "json"},
+		{"plan", pb, "--local", "-o", "json", "-f", "0"},
+		{"plan", pb, "--local", "--output=json", "--limit="},
+		{"apply", pb, "--local", "-ojson", "-input=false"},
+	} {
+		var out, errb bytes.Buffer
+		code := Execute(context.Background(), args, strings.NewReader(""), &out, &errb)
+		assert.Equal(t, 1, code, "%v", args)
+		assert.Empty(t, errb.String(), "%v: the error is on stdout", args)
+		var ev struct {
+			Schema      string `json:"@schema"`
+			Type        string
+			Diagnostics []struct{ Severity, Summary string }
+		}
+		require.NoError(t, json.Unmarshal(out.Bytes(), &ev), "%v: one JSON event: %s", args, out.String())
+		assert.Equal(t, "wsu.event/v1", ev.Schema)
+		assert.Equal(t, "diagnostic", ev.Type)
+		require.Len(t, ev.Diagnostics, 1)
+		assert.Equal(t, "error", ev.Diagnostics[0].Severity)
+		assert.NotEmpty(t, ev.Diagnostics[0].Summary)
+	}
+
+	var out, errb bytes.Buffer
+	code := Execute(context.Background(), []string{"plan", pb, "--local", "--bogus", "-o", "yaml"}, strings.NewReader(""), &out, &errb)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out.String(), "---\n'@schema': wsu.event/v1\n")
+	assert.Contains(t, out.String(), "did you mean --forks?")
+
+	// Human output: the error stays text on stderr.
+	out.Reset()
+	errb.Reset()
+	code = Execute(context.Background(), []string{"plan", pb, "--local", "--bogus"}, strings.NewReader(""), &out, &errb)
+	assert.Equal(t, 1, code)
+	assert.Empty(t, out.String())
+	assert.Contains(t, errb.String(), `Error: unknown option "bogus" for "wsu plan"; did you mean --forks?`)
+}
+
+// --list-hosts and --list-tasks honour -o json (and yaml): one
+// play_outline event per play, not Ansible's text.
+func TestListHonoursOutputFormat(t *testing.T) {
+	pb := writeFile(t, t.TempDir(), "p.hcl", `
+play "first" {
+  hosts = "all"
+  task "hello" {
+    tags = ["greet"]
+    print { msg = "hi" }
+  }
+  task "bye" {
+    print { msg = "bye" }
+  }
+}
+`)
+	code, out, errs := wsu(t, nil, "plan", pb, "--local", "--list-hosts", "--list-tasks", "-o", "json")
+	require.Equal(t, 0, code, out+errs)
+	assert.NotContains(t, out, "playbook: ")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 1, out)
+	var ev struct {
+		Schema string `json:"@schema"`
+		Type   string
+		Play   string
+		Hosts  []string
+		Count  int
+		Tasks  []struct {
+			Address, Module string
+			Tags            []string
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(lines[0]), &ev), lines[0])
+	assert.Equal(t, "wsu.event/v1", ev.Schema)
+	assert.Equal(t, "play_outline", ev.Type)
+	assert.Equal(t, "first", ev.Play)
+	assert.Equal(t, []string{"localhost"}, ev.Hosts)
+	assert.Equal(t, 2, ev.Count)
+	require.Len(t, ev.Tasks, 2)
+	assert.Equal(t, `task["hello"]`, ev.Tasks[0].Address)
+	assert.Equal(t, "print", ev.Tasks[0].Module)
+	assert.Equal(t, []string{"greet"}, ev.Tasks[0].Tags)
+
+	code, out, errs = wsu(t, nil, "apply", pb, "--local", "--list-tasks", "-o", "yaml", "--tags", "greet")
+	require.Equal(t, 0, code, out+errs)
+	assert.Contains(t, out, "---\n'@schema': wsu.event/v1\n")
+	assert.Contains(t, out, "type: play_outline")
+	assert.Contains(t, out, `address: task["hello"]`)
+	assert.NotContains(t, out, "bye")
+	assert.NotContains(t, out, "hosts:", "--list-tasks alone lists no hosts")
+}
+
+// After every host failed, the later plays are said not to have run, and
+// why, not listed as plays of 0 hosts.
+func TestNoZeroHostPlaysAfterEveryHostFailed(t *testing.T) {
+	pb := writeFile(t, t.TempDir(), "p.hcl", `
+play "one" {
+  hosts = "all"
+  task "boom" {
+    command { argv = ["false"] }
+  }
+}
+play "two" {
+  hosts = "all"
+  task "hello" {
+    print { msg = "hi" }
+  }
+}
+`)
+	code, out, errs := wsu(t, nil, "apply", pb, "--local", "--auto-approve")
+	assert.Equal(t, 1, code, errs)
+	assert.NotContains(t, out, "(0 hosts)")
+	assert.Contains(t, out, `PLAY "two" (not run: every host of the play failed or was unreachable earlier)`)
+
+	code, out, _ = wsu(t, nil, "apply", pb, "--local", "--auto-approve", "-o", "json")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out, `"type":"play_not_run","time":`)
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.Contains(line, `"play":"two"`) {
+			assert.NotContains(t, line, `"play_start"`, line)
+		}
+	}
 }

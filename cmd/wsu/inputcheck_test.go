@@ -76,7 +76,7 @@ func TestInputsCheckedBeforeAnyHost(t *testing.T) {
 		"inventory value":                {"-i", writeFile(t, dir, "inv.ini", "localhost cluster_flavour=chocolate\n")},
 	} {
 		t.Run(name, func(t *testing.T) {
-			args := append([]string{"apply", pb, "--local", "-var", "marker=" + marker}, extra...)
+			args := append([]string{"apply", "--auto-approve", pb, "--local", "-var", "marker=" + marker}, extra...)
 			code, out, errs := wsu(t, nil, args...)
 			assert.Equal(t, 1, code, out+errs)
 			assert.Contains(t, flat(errs), "cluster_flavour must be vanilla or openshift.")
@@ -86,7 +86,7 @@ func TestInputsCheckedBeforeAnyHost(t *testing.T) {
 	}
 	// A good JSON var file loads.
 	good := writeFile(t, dir, "good.wsuvars.json", `{"cluster_flavour": "openshift", "max_pods": 110}`)
-	code, out, errs := wsu(t, nil, "apply", pb, "--local", "-var", "marker="+marker, "-var-file", good)
+	code, out, errs := wsu(t, nil, "apply", "--auto-approve", pb, "--local", "-var", "marker="+marker, "-var-file", good)
 	require.Equal(t, 0, code, out+errs)
 	assert.Contains(t, out, "openshift")
 	assert.FileExists(t, marker)
@@ -161,7 +161,7 @@ func TestStaticInventoryErrorsBeforeAnyPlay(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			inv := writeFile(t, dir, name+".ini", ini)
-			code, out, errs := wsu(t, nil, "apply", pb, "-i", inv, "-var", "marker="+marker)
+			code, out, errs := wsu(t, nil, "apply", "--auto-approve", pb, "-i", inv, "-var", "marker="+marker)
 			assert.Equal(t, 1, code)
 			assert.Contains(t, errs, "Invalid host settings")
 			assert.Contains(t, errs, "win01")

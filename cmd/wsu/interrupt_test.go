@@ -56,7 +56,7 @@ play "p" {
 `), 0o644))
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "WSU_TEST_RUN_MAIN=1",
-		"WSU_TEST_ARGS=apply "+pb+" --local --output json -var root="+root)
+		"WSU_TEST_ARGS=apply "+pb+" --local --auto-approve --output json -var root="+root)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())

@@ -147,12 +147,12 @@ func TestJoinConfigVariables(t *testing.T) {
 	assert.Equal(t, joinToken, string(got), "the token reached the playbook")
 
 	// -var (and -e) win over the file.
-	code, stdout, errs = wsu(t, nil, "apply", "book.hcl", "--local", "--no-color", "--join-config", "join.yaml", "-var", "out="+out, "-var", "node_name=override-01", "-e", "cluster_flavour=openshift")
+	code, stdout, errs = wsu(t, nil, "apply", "--auto-approve", "book.hcl", "--local", "--no-color", "--join-config", "join.yaml", "-var", "out="+out, "-var", "node_name=override-01", "-e", "cluster_flavour=openshift")
 	require.Equal(t, 0, code, stdout+errs)
 	assert.Contains(t, stdout, "flavour=openshift name=override-01 endpoint=10.1.0.4:6443")
 	// The file wins over a var file.
 	writeFile(t, dir, "site.hcl", "node_name = \"from-var-file\"\nout = \""+out+"\"\n")
-	code, stdout, errs = wsu(t, nil, "apply", "book.hcl", "--local", "--no-color", "--join-config", "join.yaml", "-var-file", "site.hcl")
+	code, stdout, errs = wsu(t, nil, "apply", "--auto-approve", "book.hcl", "--local", "--no-color", "--join-config", "join.yaml", "-var-file", "site.hcl")
 	require.Equal(t, 0, code, stdout+errs)
 	assert.Contains(t, stdout, "name=capz-win-x7k2p")
 }
@@ -224,7 +224,7 @@ func TestJoinConfigErrorsBeforeAnyHost(t *testing.T) {
 			writeFile(t, dir, "join.yaml", tc.yaml)
 			for _, cmd := range [][]string{
 				{"validate", "book.hcl", "--no-color", "--join-config", "join.yaml"},
-				{"apply", "book.hcl", "--local", "--no-color", "--join-config", "join.yaml", "-var", "out=" + out},
+				{"apply", "--auto-approve", "book.hcl", "--local", "--no-color", "--join-config", "join.yaml", "-var", "out=" + out},
 				{"plan", "book.hcl", "--local", "--no-color", "-o", "json", "--join-config", "join.yaml", "-var", "out=" + out},
 			} {
 				code, stdout, errs := wsu(t, nil, cmd...)

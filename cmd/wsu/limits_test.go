@@ -115,6 +115,9 @@ func TestDeepOrHugeInputIsRefusedBeforeAnythingRuns(t *testing.T) {
 					}
 					args = append(args, "-var", "root="+root)
 				}
+				if cmd == "apply" {
+					args = append(args, "--auto-approve")
+				}
 				if cmd == "validate" && len(tt.args)+len(tt.env) > 0 {
 					continue // validate takes no inventory or variables
 				}

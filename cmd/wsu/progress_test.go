@@ -61,7 +61,7 @@ play "p" {
 	var out, errb bytes.Buffer
 	a := &app{ctx: context.Background(), stdin: strings.NewReader(""), stdout: &out, stderr: &errb, clock: clock}
 	root0 := a.rootCommand()
-	root0.SetArgs(normalizeArgs(root0, []string{"apply", pb, "--local", "-var", "root=" + root}))
+	root0.SetArgs(normalizeArgs(root0, []string{"apply", "--auto-approve", pb, "--local", "-var", "root=" + root}))
 	done := make(chan error, 1)
 	go func() { done <- root0.ExecuteContext(context.Background()) }()
 

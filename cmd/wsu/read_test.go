@@ -165,10 +165,10 @@ func TestFileChangesShowContentDiff(t *testing.T) {
 	assert.NotContains(t, out, "secret-value")
 
 	// apply --diff shows it as it applies; apply alone does not.
-	code, out, errs = wsu(t, nil, append([]string{"apply"}, args("one\n")...)...)
+	code, out, errs = wsu(t, nil, append([]string{"apply", "--auto-approve"}, args("one\n")...)...)
 	require.Equal(t, 0, code, out+errs)
 	assert.NotContains(t, out, "@@")
-	code, out, errs = wsu(t, nil, append([]string{"apply", "--diff"}, args("two\n")...)...)
+	code, out, errs = wsu(t, nil, append([]string{"apply", "--auto-approve", "--diff"}, args("two\n")...)...)
 	require.Equal(t, 0, code, out+errs)
 	assert.Regexp(t, `(?m)^\s+-one\n\s+\+two$`, out)
 
@@ -252,7 +252,11 @@ func TestDamagedSavedPlans(t *testing.T) {
 	}
 
 	t.Run("other version", func(t *testing.T) {
-		p := write(strings.Replace(string(good), `"wsu_version": "`, `"wsu_version": "0.0.1-old`, 1))
+		saved, _, err := planfile.Load(planFile)
+		require.NoError(t, err)
+		saved.WSUVersion = "0.0.1-old"
+		p := filepath.Join(t.TempDir(), "old.plan")
+		require.NoError(t, planfile.Save(p, saved))
 		code, out, errs := wsu(t, nil, "apply", p)
 		require.Equal(t, 0, code, out+errs)
 		assert.Contains(t, errs, "Saved plan from another wsu version")
@@ -267,4 +271,75 @@ func TestDamagedSavedPlans(t *testing.T) {
 		assert.Contains(t, errs, "this plan was made in "+dir, out)
 		assert.Contains(t, errs, "cd "+dir)
 	})
+}
+
+// TestEditedPlanRefused: a saved plan whose shown text was edited to say
+// "no change" is refused by show and by apply (its checksum); one edited
+// and re-sealed by a forger is still refused by apply, which compares
+// what the plan shows with what it plans now. Nothing is changed.
+func TestEditedPlanRefused(t *testing.T) {
+	dir, root := t.TempDir(), t.TempDir()
+	pb := writeFile(t, dir, "p.hcl", `
+variable "root" {
+  type = string
+}
+play "p" {
+  hosts = "all"
+  task "marker" {
+    file {
+      path    = "${var.root}/marker"
+      content = "x\n"
+    }
+  }
+}
+`)
+	marker := filepath.Join(root, "marker")
+	planFile := filepath.Join(dir, "p.plan")
+	code, out, errs := wsu(t, nil, "plan", pb, "--local", "-var", "root="+root, "-out", planFile)
+	require.Equal(t, 0, code, out+errs)
+	good, err := os.ReadFile(planFile)
+	require.NoError(t, err)
+
+	// The shown text edited: the task reads as unchanged, its change gone.
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(good, &doc))
+	task := doc["hosts"].(map[string]any)["localhost"].(map[string]any)["tasks"].([]any)[0].(map[string]any)
+	require.Equal(t, "changed", task["status"])
+	task["status"], task["summary"] = "ok", ""
+	delete(task, "change")
+	delete(task, "module")
+	edited, err := json.MarshalIndent(doc, "", "  ")
+	require.NoError(t, err)
+	editedFile := filepath.Join(dir, "edited.plan")
+	require.NoError(t, os.WriteFile(editedFile, edited, 0o600))
+	for _, cmd := range [][]string{{"show"}, {"apply"}, {"show", "-o", "json"}} {
+		code, out, errs := wsu(t, nil, append(cmd, editedFile)...)
+		assert.Equal(t, 1, code, "%v: %s", cmd, out)
+		assert.Contains(t, errs, editedFile+" was changed after wsu saved it (its checksum does not match its content)", cmd)
+		assert.NotContains(t, out, "No changes", cmd)
+		assert.NoFileExists(t, marker)
+	}
+
+	// Edited and re-sealed (the checksum recomputed): show has only the
+	// file to go by, but apply plans again and refuses.
+	saved, _, err := planfile.Load(planFile)
+	require.NoError(t, err)
+	st := &saved.Hosts["localhost"].Tasks[0]
+	st.Status, st.Summary, st.Module, st.Change = "ok", "", "", nil
+	forged := filepath.Join(dir, "forged.plan")
+	require.NoError(t, planfile.Save(forged, saved))
+	code, out, errs = wsu(t, nil, "show", forged)
+	require.Equal(t, 0, code, out+errs)
+	assert.Contains(t, out, "No changes", "the forgery as show sees it")
+	code, out, errs = wsu(t, nil, "apply", forged)
+	assert.Equal(t, 1, code, out)
+	assert.Contains(t, out+errs, "Saved plan is stale")
+	assert.Contains(t, out+errs, `host localhost: task["marker"]: the saved plan shows ok, but the plan now is changed: + create`)
+	assert.Contains(t, out+errs, marker+" (the file was edited?)")
+	assert.NoFileExists(t, marker)
+
+	// The plan as saved still applies.
+	code, out, errs = wsu(t, nil, "apply", planFile)
+	require.Equal(t, 0, code, out+errs)
+	assert.FileExists(t, marker)
 }

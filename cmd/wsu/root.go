@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
@@ -81,6 +82,11 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	switch {
 	case err == nil:
 		return 0
+	case !errors.As(err, &ee) && machineOutput(args) != "":
+		// -o json or yaml: the error is an event on stdout, where the
+		// program reading the run looks, not text on stderr.
+		a.jsonView(machineOutput(args)).Diagnostics(hcl.Diagnostics{{Severity: hcl.DiagError, Summary: err.Error()}})
+		return 1
 	case errors.As(err, &ee):
 		return ee.code
 	default:
@@ -97,7 +103,16 @@ func (a *app) rootCommand() *cobra.Command {
 apply changes it. The stock playbooks join, upgrade and remove Windows workers.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version.Version,
+	}
+	// --version (-v, -version) prints what `wsu version` prints, as
+	// terraform -version does; cobra's own would print another line.
+	showVersion := root.Flags().BoolP("version", "v", false, "print the wsu version and the agent builds it deploys (as wsu version)")
+	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *showVersion {
+			a.printVersion()
+			return nil
+		}
+		return cmd.Help()
 	}
 	// For the benchmarks (make bench, docs/performance.md): not a user option.
 	root.PersistentFlags().StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile to this file")
@@ -150,11 +165,17 @@ func (a *app) versionCommand() *cobra.Command {
 		Short: "Print the wsu version and the agent builds it deploys",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(a.stdout, "wsu %s\n", version.Version)
-			a.printAgents()
+			a.printVersion()
 			return nil
 		},
 	}
+}
+
+// printVersion is wsu version and wsu --version: the version, then the
+// agent builds a run would deploy.
+func (a *app) printVersion() {
+	fmt.Fprintf(a.stdout, "wsu %s\n", version.Version)
+	a.printAgents()
 }
 
 // normalizeArgs rewrites what admins type from other tools into what the
@@ -287,6 +308,31 @@ func flagError(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("unknown option %q for %q; did you mean --%s?", given, cmd.CommandPath(), s)
 	}
 	return fmt.Errorf("%s (see %s --help)", msg, cmd.CommandPath())
+}
+
+// machineOutput is "json" or "yaml" when args ask for that output
+// (-o json, -ojson, --output json, --output=json), else "". It reads the
+// raw arguments, so that an error in parsing them is still reported in
+// the form asked for.
+func machineOutput(args []string) string {
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		var v string
+		switch {
+		case (a == "-o" || a == "--output" || a == "-output") && i+1 < len(args):
+			v = args[i+1]
+		case strings.HasPrefix(a, "--output="), strings.HasPrefix(a, "-output="):
+			_, v, _ = strings.Cut(a, "=")
+		case strings.HasPrefix(a, "-o") && !strings.HasPrefix(a, "--"):
+			v = strings.TrimPrefix(strings.TrimPrefix(a, "-o"), "=")
+		}
+		if v == "json" || v == "yaml" {
+			return v
+		}
+	}
+	return ""
 }
 
 // isTerminal reports whether w is a terminal (colour and progress).

@@ -10,6 +10,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/spf13/cobra"
@@ -112,9 +113,11 @@ func (a *app) applyCommand() *cobra.Command {
 'wsu plan -out FILE', it applies exactly that plan, and refuses if anything it was
 based on (playbook files, variables, inventory, a host's state) has changed since.
 
-Given a playbook on a terminal, apply first shows the plan and asks for 'yes', as
-terraform apply does; it does not ask with --auto-approve, a saved plan, --output
-json or yaml, stdin not a terminal, or the environment variable CI set.
+Given a playbook, apply first shows the plan and asks for 'yes' on the terminal, as
+terraform apply does (with stdout redirected, the question goes to stderr). A saved
+plan or --auto-approve needs no answer. Where no one can answer (--output json or
+yaml, stdin not a terminal, the environment variable CI set) apply of a playbook
+without --auto-approve is refused, changing nothing.
 
 --check is plan under Ansible's name. Exit codes: 0 success; 1 error, or a host
 failed or was unreachable.`,
@@ -142,6 +145,12 @@ const joinConfigHelp = "read join's variables from a kubeadm JoinConfiguration (
 func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, target string, mode engine.Mode) error {
 	if o.output != "human" && o.output != "json" && o.output != "yaml" {
 		return fmt.Errorf("--output must be human, json or yaml, not %q", o.output)
+	}
+	if o.forks < 1 {
+		return fmt.Errorf("--forks must be at least 1 (how many hosts to work on at once), not %d", o.forks)
+	}
+	if flags.Changed("limit") && strings.Trim(o.limit, " ,:") == "" {
+		return fmt.Errorf("--limit %q selects no host; drop --limit to run on every host of the plays", o.limit)
 	}
 	if err := o.expandExtraVars(); err != nil {
 		return err
@@ -176,6 +185,12 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		}
 		opts.Saved = saved
 	}
+	if mode == engine.ModeApply && opts.Saved == nil && !o.autoApprove && !o.listHosts && !o.listTasks {
+		if why := a.cannotAsk(o); why != "" {
+			return fmt.Errorf("apply needs approval, and wsu cannot ask for it: %s; nothing was changed. "+
+				"Review the plan (wsu plan) and pass --auto-approve, or save it with `wsu plan -out FILE` and apply that with `wsu apply FILE`", why)
+		}
+	}
 	run, diags := setup.Prepare(ctx, opts)
 	v := a.newView(o, run)
 	defer v.Close()
@@ -192,7 +207,7 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 	}
 	run.Request.Hooks = v
 	approved := false
-	if mode == engine.ModeApply && opts.Saved == nil && a.asks(o) {
+	if mode == engine.ModeApply && opts.Saved == nil && !o.autoApprove {
 		if proceed, err := a.approve(ctx, run); !proceed {
 			return err
 		}
@@ -233,12 +248,30 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 	return nil
 }
 
-// asks reports whether apply of a playbook asks for confirmation: a person
-// at a terminal who did not say --auto-approve, reading human output, not
-// in CI.
-func (a *app) asks(o *runOptions) bool {
+// cannotAsk is why apply of a playbook cannot ask a person for "yes"
+// ("" when it can): as terraform apply, an unattended apply without
+// --auto-approve or a saved plan is refused rather than run unreviewed.
+func (a *app) cannotAsk(o *runOptions) string {
 	f, ok := a.stdin.(*os.File)
-	return !o.autoApprove && o.output == "human" && ok && term.IsTerminal(int(f.Fd())) && envValue(a.env, "CI") == ""
+	switch {
+	case o.output != "human":
+		return fmt.Sprintf("--output %s is read by a program, not a person", o.output)
+	case envValue(a.env, "CI") != "":
+		return "the environment variable CI is set"
+	case !ok || !term.IsTerminal(int(f.Fd())):
+		return "stdin is not a terminal"
+	}
+	return ""
+}
+
+// promptTo is where the question goes: stdout on a terminal, else
+// stderr, so that with stdout redirected (wsu apply ... > log) the
+// question is seen rather than written into the file while wsu waits.
+func (a *app) promptTo() (w io.Writer, planAbove bool) {
+	if isTerminal(a.stdout) {
+		return a.stdout, true
+	}
+	return a.stderr, false
 }
 
 // approve plans, shows the plan and asks for "yes", as terraform apply
@@ -264,7 +297,12 @@ func (a *app) approve(ctx context.Context, run *setup.Run) (proceed bool, err er
 	if res.NothingChecked != "" || res.Changes+deferred == 0 {
 		return false, nil // the plan said so
 	}
-	fmt.Fprint(a.stdout, "\nDo you want to perform these actions?\n  wsu will apply the changes described above to the hosts.\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ")
+	w, above := a.promptTo()
+	where := "described above"
+	if !above {
+		where = "in the plan written to standard output"
+	}
+	fmt.Fprintf(w, "\nDo you want to perform these actions?\n  wsu will apply the changes %s to the hosts.\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ", where)
 	answer := make(chan string, 1)
 	go func() {
 		line, _ := bufio.NewReader(a.stdin).ReadString('\n')
@@ -272,10 +310,10 @@ func (a *app) approve(ctx context.Context, run *setup.Run) (proceed bool, err er
 	}()
 	select {
 	case <-ctx.Done():
-		fmt.Fprintln(a.stdout)
+		fmt.Fprintln(w)
 		return false, fmt.Errorf("apply cancelled: interrupted; nothing was changed")
 	case got := <-answer:
-		fmt.Fprintln(a.stdout)
+		fmt.Fprintln(w)
 		if got != "yes" {
 			return false, fmt.Errorf("apply cancelled: only 'yes' approves (got %q); nothing was changed", got)
 		}
@@ -355,12 +393,17 @@ func (a *app) passphrasePrompt() sshtransport.PassphrasePrompt {
 	}
 }
 
-func (a *app) newView(o *runOptions, run *setup.Run) view.View {
-	switch o.output {
-	case "json":
-		return view.NewJSON(a.stdout)
-	case "yaml":
+// jsonView is -o json's view, or -o yaml's: the same events.
+func (a *app) jsonView(format string) *view.JSON {
+	if format == "yaml" {
 		return view.NewJSON(&yamlStream{w: a.stdout})
+	}
+	return view.NewJSON(a.stdout)
+}
+
+func (a *app) newView(o *runOptions, run *setup.Run) view.View {
+	if o.output == "json" || o.output == "yaml" {
+		return a.jsonView(o.output)
 	}
 	tty := isTerminal(a.stdout)
 	_, noColorEnv := os.LookupEnv("NO_COLOR")
@@ -478,6 +521,35 @@ func (y *yamlStream) Write(p []byte) (int, error) {
 func (a *app) list(run *setup.Run, o *runOptions, v view.View) error {
 	plays, diags := engine.Outline(run.Request)
 	v.Diagnostics(diags)
+	if j, ok := v.(*view.JSON); ok {
+		listEvents(j, plays, o)
+	} else {
+		a.listText(run, plays, o)
+	}
+	if diags.HasErrors() {
+		return exitError{1}
+	}
+	return nil
+}
+
+// listEvents is the list as play_outline events, for -o json and yaml.
+func listEvents(j *view.JSON, plays []engine.PlayOutline, o *runOptions) {
+	for _, p := range plays {
+		e := engine.Event{Schema: engine.EventSchema, Type: engine.EventPlayOutline, Time: time.Now().UTC(), Play: p.Play, Count: len(p.Tasks)}
+		if p.HostsErr != "" {
+			e.Message = "hosts not known: " + p.HostsErr
+		} else if o.listHosts {
+			e.Hosts = p.Hosts
+		}
+		if o.listTasks {
+			e.Tasks = p.Tasks
+		}
+		j.Event(e)
+	}
+}
+
+// listText is the list as Ansible prints it.
+func (a *app) listText(run *setup.Run, plays []engine.PlayOutline, o *runOptions) {
 	fmt.Fprintf(a.stdout, "playbook: %s\n", run.Inputs.Playbook)
 	for _, p := range plays {
 		fmt.Fprintf(a.stdout, "\n  play %q", p.Play)
@@ -504,8 +576,4 @@ func (a *app) list(run *setup.Run, o *runOptions, v view.View) error {
 			}
 		}
 	}
-	if diags.HasErrors() {
-		return exitError{1}
-	}
-	return nil
 }

@@ -278,6 +278,9 @@ func TestSecretsNeverPrinted(t *testing.T) {
 				if cmd == "plan" {
 					args = append(args, "-out", format+".plan")
 				}
+				if cmd == "apply" {
+					args = append(args, "--auto-approve")
+				}
 				_, out, errs := wsu(t, c.env, args...)
 				all.WriteString(out + errs)
 				assert.NotContains(t, out, sentinel, "%s stdout", format)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/wsu-project/wsu/version"
 )
 
 // The acceptance tests of issue 14's "spellings admins type".
@@ -56,7 +58,7 @@ func TestOtherToolsFlagSpellings(t *testing.T) {
 	assert.Equal(t, 0, code, errs)
 	code, out, _ = wsu(t, nil, "-v")
 	assert.Equal(t, 0, code)
-	assert.Contains(t, out, "wsu version", "-v alone is still the version")
+	assert.Contains(t, out, "wsu "+version.Version+"\n", "-v alone is still the version")
 
 	// -o yaml beside -o json: the same events, one document each.
 	code, out, errs = wsu(t, nil, "plan", pb, "--local", "-var", "root="+root, "-o", "yaml")
@@ -173,7 +175,7 @@ play "join" {
 }
 `)
 	root := t.TempDir()
-	args := []string{"apply", pb, "--local", "-var", "root=" + root}
+	args := []string{"apply", "--auto-approve", pb, "--local", "-var", "root=" + root}
 	code, out, errs := wsu(t, nil, append(args, "--start-at-task", "wait for node")...)
 	require.Equal(t, 0, code, out+errs)
 	assert.Contains(t, out, `PLAY "prepare" (skipped: before --start-at-task "wait for node")`)
@@ -196,7 +198,7 @@ play "join" {
 
 	// Unknown: an error naming the nearest, nothing run.
 	fresh := t.TempDir()
-	code, out, errs = wsu(t, nil, "apply", pb, "--local", "-var", "root="+fresh, "--start-at-task", "wait for nodes")
+	code, out, errs = wsu(t, nil, "apply", "--auto-approve", pb, "--local", "-var", "root="+fresh, "--start-at-task", "wait for nodes")
 	assert.Equal(t, 1, code, out+errs)
 	assert.Contains(t, flat(errs), `Unknown task`)
 	assert.Contains(t, flat(errs), `--start-at-task wait for nodes: no task of the playbook is named so, nothing was run. Did you mean "wait for node"?`)

@@ -24,8 +24,9 @@ import (
 // FormatVersion is bumped when the file's meaning changes. 2: every hash
 // is an HMAC-SHA256 keyed with the plan's Salt (1 held plain SHA-256s, from
 // which a short secret could be guessed with a table made once for all
-// plans).
-const FormatVersion = 2
+// plans). 3: the file also carries a checksum of its content (Checksum),
+// which Load verifies.
+const FormatVersion = 3
 
 // SaltBytes is the length of a plan's Salt.
 const SaltBytes = 32
@@ -54,6 +55,26 @@ type Plan struct {
 	// every file the file functions read while planning, to its keyed hash.
 	Sources map[string]string `json:"sources"`
 	Hosts   map[string]*Host  `json:"hosts"`
+
+	// Checksum is the sha256 of the rest of the plan (its JSON with this
+	// field empty), set by Save and checked by Load: a plan edited after
+	// it was saved (a status, a shown change) is refused by show and
+	// apply alike. It guards against edits and damage, not a forger who
+	// recomputes it: against that, apply also compares what the saved
+	// plan shows with what it plans now (Stale).
+	Checksum string `json:"checksum"`
+}
+
+// checksum is p's Checksum: the sha256 of p's JSON without it.
+func (p *Plan) checksum() (string, error) {
+	c := *p
+	c.Checksum = ""
+	data, err := json.Marshal(&c)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
 // Inputs are what a run was asked to do: the one list of inputs a saved plan
@@ -147,6 +168,11 @@ type Field struct {
 // Save writes p to path atomically with owner-only permissions.
 func Save(path string, p *Plan) error {
 	p.FormatVersion = FormatVersion
+	sum, err := p.checksum()
+	if err != nil {
+		return err
+	}
+	p.Checksum = sum
 	data, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
 		return err
@@ -219,6 +245,9 @@ func LoadFrom(path string, files *limits.Files) (p *Plan, ok bool, err error) {
 	}
 	if k, err := hex.DecodeString(p.Salt); err != nil || len(k) != SaltBytes {
 		return nil, true, fmt.Errorf("%s is a damaged saved plan (no salt of %d bytes in hex): plan again with wsu plan -out", path, SaltBytes)
+	}
+	if sum, err := p.checksum(); err != nil || sum != p.Checksum {
+		return nil, true, fmt.Errorf("%s was changed after wsu saved it (its checksum does not match its content), so what it shows may not be what apply would do: plan again with wsu plan -out", path)
 	}
 	return p, true, nil
 }
@@ -353,6 +382,8 @@ func staleTasks(host string, saved, fresh []Task) []string {
 			out = append(out, fmt.Sprintf("host %s: %s: its arguments or the host's state changed (%s either way)", host, t.Address, t.Summary))
 		case now.Fingerprint != t.Fingerprint:
 			out = append(out, fmt.Sprintf("host %s: %s: planned %s, now %s", host, t.Address, t.Summary, now.Summary))
+		case !sameShown(t, now):
+			out = append(out, fmt.Sprintf("host %s: %s: the saved plan shows %s, but the plan now is %s (the file was edited?)", host, t.Address, shown(t), shown(now)))
 		}
 	}
 	for _, t := range fresh {
@@ -361,6 +392,25 @@ func staleTasks(host string, saved, fresh []Task) []string {
 		}
 	}
 	return out
+}
+
+// sameShown: what `wsu show` prints of a task (status, summary, module,
+// change) is the same in both. The fingerprint does not cover it, so
+// without this an edited plan could show "no change" and still apply one.
+// They are compared as saved (JSON), where an empty list and none are one.
+func sameShown(a, b Task) bool {
+	a.Fingerprint, b.Fingerprint = "", ""
+	ja, erra := json.Marshal(a)
+	jb, errb := json.Marshal(b)
+	return erra == nil && errb == nil && bytes.Equal(ja, jb)
+}
+
+// shown is a task's status and summary, as a staleness line names them.
+func shown(t Task) string {
+	if t.Summary == "" {
+		return t.Status
+	}
+	return t.Status + ": " + t.Summary
 }
 
 func sortedKeys[V any](m map[string]V) []string {

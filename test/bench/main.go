@@ -369,7 +369,7 @@ func measureHosts(ctx context.Context, c config, env *harness.Env, hosts []*harn
 	for i, h := range hosts {
 		limit[i] = h.Name
 	}
-	args := []string{"apply", "join", "--limit", strings.Join(limit, ","), "--forks", strconv.Itoa(hr.forks)}
+	args := []string{"apply", "join", "--auto-approve", "--limit", strings.Join(limit, ","), "--forks", strconv.Itoa(hr.forks)}
 	join := func(name string) (*joinResult, error) {
 		c.logf("%d host(s): %s", len(hosts), name)
 		base := filepath.Join(c.profile, fmt.Sprintf("%s-%dhosts-run%d", name, len(hosts), run))

@@ -88,8 +88,8 @@ func demo(wsu string, hosts int, keep bool, network string) (err error) {
 	if r.ExitCode != 0 {
 		return fmt.Errorf("wsu plan join exited %d", r.ExitCode)
 	}
-	say("%s", cmdline("apply", "join"))
-	r, err = env.Run(ctx, os.Stdout, "apply", "join")
+	say("%s", cmdline("apply", "join", "--auto-approve"))
+	r, err = env.Run(ctx, os.Stdout, "apply", "join", "--auto-approve")
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func demo(wsu string, hosts int, keep bool, network string) (err error) {
 	if keep {
 		say("running until Ctrl-C; try:")
 		fmt.Printf("   %s\n   %s\n   KUBECONFIG=%s kubectl get nodes,csr   (if you have kubectl)\n   ls %s\n",
-			cmdline("plan", "join", "-v"), cmdline("apply", "remove"), env.Cluster.Kubeconfig, filepath.Join(env.Hosts[0].Root, "fs", "C", "k"))
+			cmdline("plan", "join", "-v"), cmdline("apply", "remove", "--auto-approve"), env.Cluster.Kubeconfig, filepath.Join(env.Hosts[0].Root, "fs", "C", "k"))
 		<-ctx.Done()
 		stop()
 		time.Sleep(100 * time.Millisecond)

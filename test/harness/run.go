@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 )
 
@@ -93,9 +94,13 @@ type Result struct {
 }
 
 // Cmd returns a wsu command with the inventory and variable file added
-// after args (a subcommand and playbook first, e.g. "apply", "join").
+// after args (a subcommand and playbook first, e.g. "apply", "join"); an
+// apply also gets --auto-approve, which wsu needs to apply unattended.
 func (e *Env) Cmd(ctx context.Context, args ...string) *exec.Cmd {
 	full := append(append([]string{}, args...), "-i", e.Inventory, "--var-file", e.VarFile)
+	if len(args) > 0 && args[0] == "apply" && !slices.Contains(args, "--auto-approve") {
+		full = append(full, "--auto-approve")
+	}
 	cmd := exec.CommandContext(ctx, e.WSU, full...)
 	cmd.Env = append(cmd.Environ(), "NO_COLOR=1")
 	return cmd
