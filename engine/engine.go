@@ -559,7 +559,7 @@ func (r *runner) collectOutputs(ctx context.Context, child *instance) {
 		}
 		if hs.conn == nil && outputsReadFacts(child.pb) {
 			if _, err := r.connect(ctx, hs); err != nil {
-				r.unreachable(hs, Event{Host: hs.name}, err)
+				r.unreachable(ctx, hs, Event{Host: hs.name}, err)
 				continue
 			}
 		}

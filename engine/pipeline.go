@@ -79,7 +79,7 @@ func (r *runner) runTaskInstance(ctx context.Context, sc *scope, playVars map[st
 		return null, false
 	}
 	if err := ti.connect(ctx); err != nil {
-		r.unreachable(hs, ti.ev, err)
+		r.unreachable(ctx, hs, ti.ev, err)
 		return null, false
 	}
 	out, ok := ti.attempts(ctx)
@@ -291,7 +291,7 @@ func (ti *taskInstance) attempts(ctx context.Context) (out outcome, ok bool) {
 			attempt--
 			h, err := ti.r.reconnect(ctx, ti.hs, ti.ev)
 			if err != nil {
-				ti.r.unreachable(ti.hs, ti.ev, err)
+				ti.r.unreachable(ctx, ti.hs, ti.ev, err)
 				return outcome{}, false
 			}
 			ti.h = h

@@ -109,7 +109,7 @@ func (r *runner) runTask(ctx context.Context, sc *scope, playVars map[string]cty
 	base := Event{Play: t.Play.Name, Host: hs.name, Task: t.Name, Address: addr, Module: t.Module, Handler: t.Handler, Index: idx + 1, Count: count}
 	if hs.conn == nil && needsFacts(t, sc.inst.pb) {
 		if _, err := r.connect(ctx, hs); err != nil {
-			r.unreachable(hs, base, err)
+			r.unreachable(ctx, hs, base, err)
 			return false
 		}
 	}
@@ -270,9 +270,13 @@ func (r *runner) taskFailed(t *playbook.Task, hs *hostState, ev Event, diags hcl
 	r.emit(e)
 }
 
-func (r *runner) unreachable(hs *hostState, ev Event, err error) {
-	if hs.unreachable {
-		return // reported and counted once
+// unreachable reports a host that could not be reached, once. A connection
+// cut short by the run's interruption (Ctrl-C) says nothing about the
+// host: the run_cancelled event reports that, and the host is not
+// counted unreachable.
+func (r *runner) unreachable(ctx context.Context, hs *hostState, ev Event, err error) {
+	if hs.unreachable || ctx.Err() != nil {
+		return // reported and counted once; or interrupted, not unreachable
 	}
 	hs.unreachable = true
 	hs.recap.Unreachable++

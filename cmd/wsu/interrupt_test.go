@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,4 +137,66 @@ func parentPID(pid int) int {
 	}
 	ppid, _ := strconv.Atoi(fields[1])
 	return ppid
+}
+
+// TestInterruptWhileConnectingIsNotUnreachable: Ctrl-C while wsu waits on
+// a host's SSH handshake ends the run as interrupted; the host is not
+// reported or counted unreachable (it never got the chance to answer).
+func TestInterruptWhileConnectingIsNotUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() { // accepts, never speaks SSH: the handshake waits
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	pb := filepath.Join(t.TempDir(), "play.hcl")
+	require.NoError(t, os.WriteFile(pb, []byte(`
+play "p" {
+  hosts = "all"
+  task "look" {
+    file {
+      path    = "/tmp/wsu-interrupt-never"
+      content = "x"
+    }
+  }
+}
+`), 0o644))
+	inv := filepath.Join(t.TempDir(), "inv.ini")
+	require.NoError(t, os.WriteFile(inv, []byte("win01 ansible_host=127.0.0.1 ansible_port="+port+" ansible_user=admin ansible_password=not-used wsu_agent_binary="+os.Args[0]+"\n"), 0o600))
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "WSU_TEST_RUN_MAIN=1", "HOME="+t.TempDir(),
+		"WSU_TEST_ARGS=plan "+pb+" -i "+inv+" --output json")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	var events []string
+	sc := bufio.NewScanner(stdout)
+	signalled := false
+	for sc.Scan() {
+		line := sc.Text()
+		events = append(events, line)
+		if !signalled && strings.Contains(line, `"type":"play_start"`) {
+			time.Sleep(500 * time.Millisecond) // in the handshake
+			require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+			signalled = true
+		}
+	}
+	err = cmd.Wait()
+	all := strings.Join(events, "\n")
+	require.True(t, signalled, "the play never started:\n%s", all)
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "an interrupted run exits non-zero")
+	assert.Contains(t, all, `"type":"run_cancelled"`)
+	assert.NotContains(t, all, `"type":"host_unreachable"`, "interrupted, not unreachable")
+	assert.NotContains(t, all, `"unreachable":1`)
+	assert.Contains(t, all, `"type":"recap"`)
 }
