@@ -271,7 +271,7 @@ play "p" {
 		{"plan", pb, "--local", "--bogus", "-o", "json"},
 		{"plan", pb, "--local", "-o", "json", "-f", "0"},
 		{"plan", pb, "--local", "--output=json", "--limit="},
-		{"apply", pb, "--local", "-ojson", "-input=false"},
+		{"apply", pb, "--local", "-ojson", "-target=x"},
 	} {
 		var out, errb bytes.Buffer
 		code := Execute(context.Background(), args, strings.NewReader(""), &out, &errb)

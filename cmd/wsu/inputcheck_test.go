@@ -121,7 +121,7 @@ include "flavour" {
 		"var file":             {"-var-file", writeFile(t, dir, "bad.hcl", "flavour = \"chocolate\"\n")},
 	} {
 		t.Run(name, func(t *testing.T) {
-			code, out, errs := wsu(t, nil, append([]string{"apply", pb, "--local", "-var", "marker=" + marker}, extra...)...)
+			code, out, errs := wsu(t, nil, append([]string{"apply", "--auto-approve", pb, "--local", "-var", "marker=" + marker}, extra...)...)
 			assert.Equal(t, 1, code, out+errs)
 			assert.Contains(t, flat(errs), "cluster_flavour must be vanilla or openshift.")
 			assert.Contains(t, errs, "site.hcl", "located at the include's vars")
@@ -131,7 +131,7 @@ include "flavour" {
 	}
 	t.Run("an inventory value is the host's, checked when it runs", func(t *testing.T) {
 		inv := writeFile(t, dir, "inv.ini", "localhost flavour=OPENSHIFT\n")
-		code, out, errs := wsu(t, nil, "apply", pb, "--local", "-i", inv, "-var", "marker="+marker)
+		code, out, errs := wsu(t, nil, "apply", "--auto-approve", pb, "--local", "-i", inv, "-var", "marker="+marker)
 		require.Equal(t, 0, code, out+errs)
 		assert.Contains(t, out, "openshift")
 	})
