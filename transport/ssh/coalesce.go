@@ -29,8 +29,9 @@ type coalescingConn struct {
 
 	mu    sync.Mutex
 	held  []byte
-	timer *time.Timer // sends held bytes nothing followed
-	err   error       // of sending held bytes late; sticky
+	hold  time.Duration // how long held bytes wait for the rest: coalesceHold
+	timer *time.Timer   // sends held bytes nothing followed
+	err   error         // of sending held bytes late; sticky
 }
 
 // coalesceSize is the size of x/crypto/ssh's write buffer: bufio.NewWriter's
@@ -41,7 +42,7 @@ const coalesceSize = 4096
 const coalesceHold = time.Millisecond
 
 func newCoalescingConn(c net.Conn) *coalescingConn {
-	cc := &coalescingConn{Conn: c}
+	cc := &coalescingConn{Conn: c, hold: coalesceHold}
 	cc.timer = time.AfterFunc(time.Hour, cc.sendHeld)
 	cc.timer.Stop()
 	return cc
@@ -66,7 +67,7 @@ func (c *coalescingConn) Write(p []byte) (int, error) {
 	}
 	if len(p) == coalesceSize {
 		c.held = append(c.held[:0], p...)
-		c.timer.Reset(coalesceHold)
+		c.timer.Reset(c.hold)
 		return len(p), nil
 	}
 	return c.Conn.Write(p)
@@ -99,7 +100,7 @@ func (c *coalescingConn) Close() error {
 			c.held, c.err = nil, net.ErrClosed
 			sent := make(chan struct{})
 			go func() { c.Conn.Write(held); close(sent) }()
-			t := time.NewTimer(coalesceHold)
+			t := time.NewTimer(c.hold)
 			select {
 			case <-sent:
 			case <-t.C:
