@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/wsu-project/wsu/test/harness"
+	"github.com/wsu-project/wsu/test/kubetest"
 )
 
 // TestStockPlaybooksRefuseForeignNodes (issue 26, finding 3): join,
@@ -30,6 +32,16 @@ func TestStockPlaybooksRefuseForeignNodes(t *testing.T) {
 		require.NoError(t, err)
 		if owner != "" {
 			require.NoError(t, env.Cluster.AnnotateNode(ctx, name, "wsu.dev/owner", owner))
+		}
+		if labels[corev1.LabelOSStable] == "windows" {
+			// The OVN-Kubernetes master stand-in annotates a new Windows
+			// Node once, in its own time: the version taken below must
+			// be the one after that write, or its late patch reads as
+			// a change wsu made.
+			require.Eventually(t, func() bool {
+				n, err := nodes.Get(ctx, name, metav1.GetOptions{})
+				return err == nil && n.Annotations[kubetest.HybridOverlaySubnetAnnotation] != ""
+			}, time.Minute, 10*time.Millisecond, "the OVN-Kubernetes master stand-in annotates Node %s", name)
 		}
 		n, err := nodes.Get(ctx, name, metav1.GetOptions{})
 		require.NoError(t, err)
