@@ -1,12 +1,14 @@
 package engine
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2/hclwrite"
 	"github.com/zclconf/go-cty/cty"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/wsu-project/wsu/modules"
 )
@@ -114,26 +116,53 @@ func renderChange(c *modules.Change, secret secretFields) *ChangeView {
 	}
 	cv := &ChangeView{Action: string(c.Action), Symbol: c.Action.Symbol(), Subject: c.Subject, Restarts: c.Restarts}
 	for _, f := range c.Fields {
-		fv := FieldView{Name: f.Name}
-		if f.Sensitive || secret.hide(f.Name) {
-			if f.Old != cty.NilVal && !f.Old.IsNull() {
-				fv.Old = shownSensitive
-			}
-			fv.New = shownSensitive
-		} else {
-			if f.Old != cty.NilVal && !(f.Old.IsKnown() && f.Old.IsNull()) {
-				fv.Old = Render(f.Old)
-			}
-			if f.New != cty.NilVal && !(f.New.IsKnown() && f.New.IsNull()) {
-				fv.New = Render(f.New)
-			}
-		}
-		cv.Fields = append(cv.Fields, fv)
+		cv.Fields = append(cv.Fields, renderField(f, f.Sensitive || secret.hide(f.Name)))
 	}
 	if c.Content != nil && len(secret.sensitive) == 0 && !anySensitive(c.Fields) {
 		cv.Diff = contentDiff(c.Subject, c.Content)
 	}
 	return cv
+}
+
+// renderField is one field's display text and, where the value may be
+// shown, its JSON.
+func renderField(f modules.FieldChange, hidden bool) FieldView {
+	fv := FieldView{Name: f.Name}
+	if hidden {
+		if f.Old != cty.NilVal && !f.Old.IsNull() {
+			fv.Old = shownSensitive
+		}
+		fv.New, fv.Sensitive = shownSensitive, true
+		return fv
+	}
+	if f.Old != cty.NilVal && !(f.Old.IsKnown() && f.Old.IsNull()) {
+		fv.Old = Render(f.Old)
+		fv.Before, _ = valueJSON(f.Old)
+	}
+	if f.New != cty.NilVal && !(f.New.IsKnown() && f.New.IsNull()) {
+		fv.New = Render(f.New)
+		fv.After, fv.AfterUnknown = valueJSON(f.New)
+	}
+	fv.Sensitive = marked(f.Old) || marked(f.New)
+	return fv
+}
+
+func marked(v cty.Value) bool { return v != cty.NilVal && v.ContainsMarked() }
+
+// valueJSON is v as JSON, or nil when any part of it is sensitive or
+// unknown (unknown then says which).
+func valueJSON(v cty.Value) (raw json.RawMessage, unknown bool) {
+	if v.ContainsMarked() {
+		return nil, false
+	}
+	if !v.IsWhollyKnown() {
+		return nil, true
+	}
+	b, err := ctyjson.Marshal(v, v.Type())
+	if err != nil {
+		return nil, false
+	}
+	return b, false
 }
 
 func anySensitive(fields []modules.FieldChange) bool {

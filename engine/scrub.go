@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/json"
 	"sort"
 	"strconv"
@@ -194,7 +195,9 @@ func (e *Event) applyScrub(sc func(string) string) {
 		c.Subject, c.Diff = sc(c.Subject), sc(c.Diff)
 		fields := make([]FieldView, len(c.Fields))
 		for i, f := range c.Fields {
-			fields[i] = FieldView{Name: f.Name, Old: sc(f.Old), New: sc(f.New)}
+			f.Name, f.Old, f.New = sc(f.Name), sc(f.Old), sc(f.New)
+			f.Before, f.After = scrubJSON(f.Before, sc), scrubJSON(f.After, sc)
+			fields[i] = f
 		}
 		c.Fields = fields
 		e.Change = &c
@@ -205,4 +208,60 @@ func (e *Event) applyScrub(sc func(string) string) {
 		diags[i] = d
 	}
 	e.Diagnostics = diags
+}
+
+// scrubJSON is raw with sc applied to every string in it, keys included;
+// raw itself when nothing changes. JSON that does not parse (never made
+// by wsu) is dropped rather than passed on unscrubbed.
+func scrubJSON(raw json.RawMessage, sc func(string) string) json.RawMessage {
+	if len(raw) == 0 {
+		return raw
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil
+	}
+	changed := false
+	v = scrubJSONValue(v, sc, &changed)
+	if !changed {
+		return raw
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
+func scrubJSONValue(v any, sc func(string) string, changed *bool) any {
+	switch x := v.(type) {
+	case string:
+		s := sc(x)
+		*changed = *changed || s != x
+		return s
+	case json.Number:
+		// A secret that is all digits: the number becomes the
+		// scrubbed text.
+		if s := sc(string(x)); s != string(x) {
+			*changed = true
+			return s
+		}
+		return x
+	case []any:
+		for i := range x {
+			x[i] = scrubJSONValue(x[i], sc, changed)
+		}
+		return x
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			sk := sc(k)
+			*changed = *changed || sk != k
+			out[sk] = scrubJSONValue(e, sc, changed)
+		}
+		return out
+	}
+	return v
 }

@@ -85,7 +85,8 @@ func escapeChange(c *planfile.Change) *planfile.Change {
 	out.Subject, out.Diff = Escape(c.Subject), Escape(c.Diff)
 	out.Fields = make([]planfile.Field, len(c.Fields))
 	for i, f := range c.Fields {
-		out.Fields[i] = planfile.Field{Name: Escape(f.Name), Old: Escape(f.Old), New: Escape(f.New)}
+		f.Name, f.Old, f.New = Escape(f.Name), Escape(f.Old), Escape(f.New)
+		out.Fields[i] = f
 	}
 	out.Restarts = make([]string, len(c.Restarts))
 	for i, r := range c.Restarts {

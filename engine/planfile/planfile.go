@@ -163,6 +163,18 @@ type Field struct {
 	Name string `json:"name"`
 	Old  string `json:"old,omitempty"`
 	New  string `json:"new,omitempty"`
+	// Before and After are the old and new values as JSON (a string is
+	// a JSON string, a number a number), for programs: Old and New are
+	// display text as HCL writes it. Each is absent where its text is,
+	// and for a value that is hidden or not yet known.
+	Before json.RawMessage `json:"before,omitempty"`
+	After  json.RawMessage `json:"after,omitempty"`
+	// AfterUnknown says the new value, or part of it, is known only
+	// after apply.
+	AfterUnknown bool `json:"after_unknown,omitempty"`
+	// Sensitive says the values are hidden (Old and New read
+	// "(sensitive)").
+	Sensitive bool `json:"sensitive,omitempty"`
 }
 
 // Save writes p to path atomically with owner-only permissions.
