@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/wsu-project/wsu/kube/tokenjoin"
 )
 
 // kubeadm's bootstrap token conventions (k8s.io/cluster-bootstrap).
@@ -45,10 +47,6 @@ const (
 	// administrator whose tokens they are.
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	managedByWSU   = "wsu"
-
-	tokenIDLen     = 6
-	tokenSecretLen = 16
-	tokenAlphabet  = "abcdefghijklmnopqrstuvwxyz0123456789"
 )
 
 // BootstrapToken is a kubeadm bootstrap token, "<id>.<secret>".
@@ -113,7 +111,7 @@ func ValidBootstrapGroup(g string) error {
 	rest, ok := strings.CutPrefix(g, BootstrapGroupPrefix)
 	bad := !ok || rest == "" || len(rest) > 256 || strings.HasSuffix(rest, ":") || strings.HasSuffix(rest, "-")
 	for _, c := range rest {
-		if !strings.ContainsRune(tokenAlphabet+":-", c) {
+		if !strings.ContainsRune(tokenjoin.TokenAlphabet+":-", c) {
 			bad = true
 		}
 	}
@@ -121,18 +119,6 @@ func ValidBootstrapGroup(g string) error {
 		return fmt.Errorf("bootstrap token group %q must be %s followed by lower-case letters, digits, ':' and '-', ending in a letter or digit", g, BootstrapGroupPrefix)
 	}
 	return nil
-}
-
-func validTokenPart(s string, n int) bool {
-	if len(s) != n {
-		return false
-	}
-	for _, c := range s {
-		if !strings.ContainsRune(tokenAlphabet, c) {
-			return false
-		}
-	}
-	return true
 }
 
 func randomString(n int) (string, error) {
@@ -146,7 +132,7 @@ func randomString(n int) (string, error) {
 	for len(out) < n {
 		for _, c := range b {
 			if c < 252 && len(out) < n {
-				out = append(out, tokenAlphabet[int(c)%len(tokenAlphabet)])
+				out = append(out, tokenjoin.TokenAlphabet[int(c)%len(tokenjoin.TokenAlphabet)])
 			}
 		}
 		if _, err := rand.Read(b); err != nil {
@@ -167,8 +153,8 @@ func CreateBootstrapToken(ctx context.Context, kc kubernetes.Interface, req Toke
 		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		id, err1 := randomString(tokenIDLen)
-		secret, err2 := randomString(tokenSecretLen)
+		id, err1 := randomString(tokenjoin.TokenIDLen)
+		secret, err2 := randomString(tokenjoin.TokenSecretLen)
 		if err := errors.Join(err1, err2); err != nil {
 			return nil, fmt.Errorf("generating a bootstrap token: %w", err)
 		}

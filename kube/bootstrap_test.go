@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/wsu-project/wsu/kube/tokenjoin"
 )
 
 func TestValidBootstrapGroup(t *testing.T) {
@@ -36,9 +38,9 @@ func TestTokenSecretShape(t *testing.T) {
 func TestRandomString(t *testing.T) {
 	seen := map[string]bool{}
 	for range 200 {
-		s, err := randomString(tokenSecretLen)
+		s, err := randomString(tokenjoin.TokenSecretLen)
 		require.NoError(t, err)
-		require.True(t, validTokenPart(s, tokenSecretLen), s)
+		require.True(t, tokenjoin.ValidTokenPart(s, tokenjoin.TokenSecretLen), s)
 		seen[s] = true
 	}
 	assert.Len(t, seen, 200)

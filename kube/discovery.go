@@ -8,16 +8,12 @@ package kube
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +27,7 @@ import (
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 	"k8s.io/cluster-bootstrap/token/jws"
 
+	"github.com/wsu-project/wsu/kube/tokenjoin"
 	"github.com/wsu-project/wsu/version"
 )
 
@@ -43,16 +40,13 @@ const (
 	DefaultDiscoveryInterval = 2 * time.Second
 	// discoveryRequestTimeout bounds one read of cluster-info.
 	discoveryRequestTimeout = 10 * time.Second
-	// CACertHashPrefix starts a CA pin: kubeadm's pubkeypin format,
-	// sha256 over the certificate's DER SubjectPublicKeyInfo.
-	CACertHashPrefix = "sha256:"
 )
 
 // The refusals and failures of Discover; a DiscoveryError wraps one.
 var (
-	ErrBadToken           = errors.New("invalid bootstrap token")
-	ErrBadCACertHash      = errors.New("invalid CA certificate hash")
-	ErrBadEndpoint        = errors.New("invalid API server endpoint")
+	ErrBadToken           = tokenjoin.ErrBadToken
+	ErrBadCACertHash      = tokenjoin.ErrBadCACertHash
+	ErrBadEndpoint        = tokenjoin.ErrBadEndpoint
 	ErrNoCACertHashes     = errors.New("no CA certificate hashes")
 	ErrTokenNotSigned     = errors.New("token unknown or expired")
 	ErrBadSignature       = errors.New("cluster-info's signature does not verify")
@@ -136,64 +130,6 @@ type Discovery struct {
 	BootstrapKubeconfig []byte
 }
 
-// ParseBootstrapToken splits "<id>.<secret>" as kubeadm's token format
-// requires (6 and 16 characters of [a-z0-9]). Its error never repeats the
-// token.
-func ParseBootstrapToken(s string) (id, secret string, err error) {
-	id, secret, ok := strings.Cut(s, ".")
-	if !ok || !validTokenPart(id, tokenIDLen) || !validTokenPart(secret, tokenSecretLen) {
-		return "", "", fmt.Errorf("%w: a bootstrap token is <id>.<secret>, %d and %d lower-case letters or digits (kubeadm token create prints one)",
-			ErrBadToken, tokenIDLen, tokenSecretLen)
-	}
-	return id, secret, nil
-}
-
-// ParseAPIServerEndpoint returns the "host:port" of an endpoint given as
-// "host:port" or "https://host:port".
-func ParseAPIServerEndpoint(s string) (string, error) {
-	hostPort := s
-	if strings.Contains(s, "://") {
-		u, err := url.Parse(s)
-		if err != nil || u.Scheme != "https" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-			return "", fmt.Errorf("%w: %q must be host:port or https://host:port, with no path", ErrBadEndpoint, s)
-		}
-		hostPort = u.Host
-	}
-	host, port, err := net.SplitHostPort(hostPort)
-	if err != nil || host == "" || strings.ContainsAny(host, "/@ ") {
-		return "", fmt.Errorf("%w: %q must be host:port, like 10.0.0.1:6443 (kubeadm's apiServerEndpoint)", ErrBadEndpoint, s)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return "", fmt.Errorf("%w: %q: port %q is not a number from 1 to 65535", ErrBadEndpoint, s, port)
-	}
-	return net.JoinHostPort(host, port), nil
-}
-
-// CACertHash is a certificate's public-key pin, "sha256:<hex>", as
-// `kubeadm token create --print-join-command` prints it.
-func CACertHash(cert *x509.Certificate) string {
-	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
-	return CACertHashPrefix + hex.EncodeToString(sum[:])
-}
-
-// ParseCACertHashes checks pins ("sha256:<64 hex digits>"; the format name
-// in any case, as kubeadm accepts) and returns them normalised to lower
-// case.
-func ParseCACertHashes(pins []string) ([]string, error) {
-	out := make([]string, 0, len(pins))
-	for _, p := range pins {
-		format, value, ok := strings.Cut(p, ":")
-		if !ok || !strings.EqualFold(format, "sha256") {
-			return nil, fmt.Errorf("%w: %q must be sha256:<hex>, the SHA-256 of the CA certificate's SubjectPublicKeyInfo", ErrBadCACertHash, p)
-		}
-		if b, err := hex.DecodeString(value); err != nil || len(b) != sha256.Size {
-			return nil, fmt.Errorf("%w: %q: the value must be %d hexadecimal digits", ErrBadCACertHash, p, 2*sha256.Size)
-		}
-		out = append(out, CACertHashPrefix+strings.ToLower(value))
-	}
-	return out, nil
-}
-
 // discoveryPlan is a checked DiscoveryRequest.
 type discoveryPlan struct {
 	hostPort, server  string
@@ -207,14 +143,14 @@ type discoveryPlan struct {
 func (r DiscoveryRequest) check() (discoveryPlan, error) {
 	var p discoveryPlan
 	var err error
-	if p.hostPort, err = ParseAPIServerEndpoint(r.Endpoint); err != nil {
+	if p.hostPort, err = tokenjoin.ParseAPIServerEndpoint(r.Endpoint); err != nil {
 		return p, &DiscoveryError{Input: InputEndpoint, Err: err}
 	}
 	p.server = "https://" + p.hostPort
-	if p.tokenID, p.secret, err = ParseBootstrapToken(r.Token); err != nil {
+	if p.tokenID, p.secret, err = tokenjoin.ParseBootstrapToken(r.Token); err != nil {
 		return p, &DiscoveryError{Input: InputToken, Err: err}
 	}
-	if p.pins, err = ParseCACertHashes(r.CACertHashes); err != nil {
+	if p.pins, err = tokenjoin.ParseCACertHashes(r.CACertHashes); err != nil {
 		return p, &DiscoveryError{Input: InputCACertHashes, Err: err}
 	}
 	if len(p.pins) == 0 && !r.UnsafeSkipCAVerification {
@@ -323,11 +259,11 @@ func (p discoveryPlan) verify(cm *corev1.ConfigMap) (clusterCA, error) {
 		return clusterCA{}, discoveryErr(InputEndpoint, ErrBadClusterInfo, "the kubeconfig's certificate-authority-data: %v", err)
 	}
 	if len(p.pins) == 0 {
-		return clusterCA{server: server, bundle: bundle, hash: CACertHash(certs[0])}, nil
+		return clusterCA{server: server, bundle: bundle, hash: tokenjoin.CACertHash(certs[0])}, nil
 	}
 	var found []string
 	for _, c := range certs {
-		h := CACertHash(c)
+		h := tokenjoin.CACertHash(c)
 		for _, pin := range p.pins {
 			if subtle.ConstantTimeCompare([]byte(h), []byte(pin)) == 1 {
 				return clusterCA{server: server, bundle: bundle, hash: h, pinned: true}, nil

@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/cluster-bootstrap/token/jws"
+
+	"github.com/wsu-project/wsu/kube/tokenjoin"
 )
 
 // The real API server, bootstrapsigner and tokencleaner are exercised by
@@ -104,7 +106,7 @@ func pinOf(t *testing.T, caPEM []byte) string {
 	require.NotNil(t, block)
 	cert, err := x509.ParseCertificate(block.Bytes)
 	require.NoError(t, err)
-	return CACertHash(cert)
+	return tokenjoin.CACertHash(cert)
 }
 
 func discoverFrom(m *mitmServer, pins ...string) (*Discovery, error) {
@@ -265,40 +267,6 @@ func TestDiscoverChecksInputFirst(t *testing.T) {
 	assert.Zero(t, m.readCount())
 }
 
-func TestParseAPIServerEndpoint(t *testing.T) {
-	for in, want := range map[string]string{
-		"10.0.0.1:6443":          "10.0.0.1:6443",
-		"https://10.0.0.1:6443":  "10.0.0.1:6443",
-		"https://10.0.0.1:6443/": "10.0.0.1:6443",
-		"api.example.com:443":    "api.example.com:443",
-		"[fd00::1]:6443":         "[fd00::1]:6443",
-		"https://[fd00::1]:6443": "[fd00::1]:6443",
-	} {
-		got, err := ParseAPIServerEndpoint(in)
-		require.NoError(t, err, in)
-		assert.Equal(t, want, got, in)
-	}
-	for _, bad := range []string{"", "10.0.0.1", "https://10.0.0.1", "http://10.0.0.1:6443", "10.0.0.1:0",
-		"10.0.0.1:65536", "10.0.0.1:https", ":6443", "https://10.0.0.1:6443/api", "https://u@10.0.0.1:6443", "fd00::1:6443"} {
-		_, err := ParseAPIServerEndpoint(bad)
-		assert.ErrorIs(t, err, ErrBadEndpoint, "%q", bad)
-	}
-}
-
-func TestParseCACertHashes(t *testing.T) {
-	hexHash := strings.Repeat("ab", 32)
-	got, err := ParseCACertHashes([]string{"sha256:" + hexHash, "SHA256:" + strings.ToUpper(hexHash)})
-	require.NoError(t, err)
-	assert.Equal(t, []string{"sha256:" + hexHash, "sha256:" + hexHash}, got, "kubeadm accepts the format in any case")
-	for _, bad := range []string{hexHash, "sha256:" + hexHash[:62], "sha256:" + hexHash + "ab", "sha256:" + strings.Repeat("zz", 32), "sha1:" + hexHash[:40], "sha256:"} {
-		_, err := ParseCACertHashes([]string{bad})
-		assert.ErrorIs(t, err, ErrBadCACertHash, "%q", bad)
-	}
-	empty, err := ParseCACertHashes(nil)
-	require.NoError(t, err)
-	assert.Empty(t, empty)
-}
-
 // The pin is kubeadm's: sha256 over the DER SubjectPublicKeyInfo, the
 // value `openssl x509 -pubkey | openssl pkey -pubin -outform der |
 // sha256sum` prints, not a hash of the whole certificate.
@@ -311,9 +279,9 @@ func TestCACertHashIsOverThePublicKey(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, cert.RawSubjectPublicKeyInfo, pub)
 	sum := sha256.Sum256(pub)
-	assert.Equal(t, "sha256:"+hex.EncodeToString(sum[:]), CACertHash(cert))
+	assert.Equal(t, "sha256:"+hex.EncodeToString(sum[:]), tokenjoin.CACertHash(cert))
 	whole := sha256.Sum256(cert.Raw)
-	assert.NotEqual(t, "sha256:"+hex.EncodeToString(whole[:]), CACertHash(cert))
+	assert.NotEqual(t, "sha256:"+hex.EncodeToString(whole[:]), tokenjoin.CACertHash(cert))
 }
 
 // A run cancelled while discovery waits for the signature stops at once

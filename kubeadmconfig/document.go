@@ -1,16 +1,14 @@
 package kubeadmconfig
 
 import (
-	"encoding/hex"
 	"fmt"
-	"net"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/wsu-project/wsu/kube/tokenjoin"
 )
 
 // The fields of each version's types (kubeadm's
@@ -38,9 +36,6 @@ var (
 // containerdPipes are the CRI sockets wsu's join runs the kubelet with:
 // containerd's named pipe, in kubeadm's spelling and crictl's.
 var containerdPipes = []string{"npipe:////./pipe/containerd-containerd", "npipe://./pipe/containerd-containerd"}
-
-// tokenRe is a bootstrap token's form (kubeadm's BootstrapTokenRegexp).
-var tokenRe = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
 
 // join reads the JoinConfiguration document.
 func (p *parser) join(doc *yaml.Node) {
@@ -106,20 +101,21 @@ func (p *parser) bootstrapToken(n *yaml.Node) {
 		p.errorf(n, "No bootstrap token", "%s.token is required: the bootstrap token <id>.<secret> (kubeadm token create prints one).", path)
 	} else {
 		p.j.Secrets = append(p.j.Secrets, p.s.at(tok))
-		if !tokenRe.MatchString(p.j.Token) {
+		if _, _, err := tokenjoin.ParseBootstrapToken(p.j.Token); err != nil {
 			p.errorf(tok, "Invalid bootstrap token", "%s.token is not a bootstrap token: want <id>.<secret>, 6 and 16 characters of a-z and 0-9 (the value is not shown: it is a secret).", path)
 		}
 	}
 	p.j.APIServerEndpoint = p.str(f["apiServerEndpoint"], path+".apiServerEndpoint")
 	if ep := f["apiServerEndpoint"]; ep == nil || isNull(ep) || p.j.APIServerEndpoint == "" {
 		p.errorf(n, "No API server endpoint", "%s.apiServerEndpoint is required: the API server's host:port (Cluster API writes the cluster's control-plane endpoint).", path)
-	} else if why := checkEndpoint(p.j.APIServerEndpoint); why != "" {
-		p.errorf(ep, "Invalid API server endpoint", "%s.apiServerEndpoint %q %s.", path, p.j.APIServerEndpoint, why)
+	} else if _, err := tokenjoin.ParseAPIServerEndpoint(p.j.APIServerEndpoint); err != nil {
+		p.errorf(ep, "Invalid API server endpoint", "%s.apiServerEndpoint: %v.", path, err)
 	}
 	pins, nodes := p.strings(f["caCertHashes"], path+".caCertHashes")
 	for i, pin := range pins {
-		if why := checkPin(pin); why != "" {
-			p.errorf(nodes[i], "Invalid CA certificate hash", "%s.caCertHashes[%d] %q %s.", path, i, pin, why)
+		var err error
+		if pins[i], err = tokenjoin.ParseCACertHash(pin); err != nil {
+			p.errorf(nodes[i], "Invalid CA certificate hash", "%s.caCertHashes[%d]: %v.", path, i, err)
 		}
 	}
 	p.j.CACertHashes = pins
@@ -127,37 +123,6 @@ func (p *parser) bootstrapToken(n *yaml.Node) {
 	if len(pins) == 0 && !p.j.UnsafeSkipCAVerification {
 		p.errorf(n, "No CA certificate hashes", "%s has no caCertHashes: without them the cluster's CA cannot be verified. Add the sha256:<hex> pin of the CA's public key, or set unsafeSkipCAVerification: true to trust whichever CA answers (kubeadm refuses the same).", path)
 	}
-}
-
-// checkEndpoint says what is wrong with a host:port, or "".
-func checkEndpoint(ep string) string {
-	host, port, err := net.SplitHostPort(ep)
-	if err != nil {
-		return "is not host:port"
-	}
-	if host == "" {
-		return "has no host"
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return "has no valid port (1-65535)"
-	}
-	return ""
-}
-
-// checkPin says what is wrong with a sha256:<hex> public-key pin, or ""
-// (kubeadm's pubkeypin formats). The discovery module checks pins again.
-func checkPin(pin string) string {
-	kind, value, ok := strings.Cut(pin, ":")
-	switch {
-	case !ok:
-		return "is not sha256:<hex>"
-	case kind != "sha256":
-		return fmt.Sprintf("is of type %q; only sha256 is supported", kind)
-	}
-	if b, err := hex.DecodeString(value); err != nil || len(b) != 32 {
-		return "does not hold 64 hex digits after sha256:"
-	}
-	return ""
 }
 
 // nodeRegistration reads the node's name, CRI socket, taints and kubelet

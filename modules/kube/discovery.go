@@ -11,6 +11,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/wsu-project/wsu/kube"
+	"github.com/wsu-project/wsu/kube/tokenjoin"
 	"github.com/wsu-project/wsu/modules"
 )
 
@@ -107,18 +108,18 @@ func (Discovery) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 	cfg := req.Config
 	diags := validateSeconds(cfg, nil, []string{"timeout"})
 	if s, ok := str(get(cfg, "api_server_endpoint")); ok {
-		if _, err := kube.ParseAPIServerEndpoint(s); err != nil {
+		if _, err := tokenjoin.ParseAPIServerEndpoint(s); err != nil {
 			diags = append(diags, cfg.Error("api_server_endpoint", "Invalid api_server_endpoint", err.Error()+"."))
 		}
 	}
 	if s, ok := str(get(cfg, "token")); ok {
-		if _, _, err := kube.ParseBootstrapToken(s); err != nil {
+		if _, _, err := tokenjoin.ParseBootstrapToken(s); err != nil {
 			diags = append(diags, cfg.Error("token", "Invalid token", err.Error()+"."))
 		}
 	}
 	pins, pinsKnown := knownStrings(get(cfg, "ca_cert_hashes"))
 	if pinsKnown {
-		if _, err := kube.ParseCACertHashes(pins); err != nil {
+		if _, err := tokenjoin.ParseCACertHashes(pins); err != nil {
 			diags = append(diags, cfg.Error("ca_cert_hashes", "Invalid ca_cert_hashes", err.Error()+"."))
 		}
 	}

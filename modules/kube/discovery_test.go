@@ -30,6 +30,7 @@ import (
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/kube"
+	"github.com/wsu-project/wsu/kube/tokenjoin"
 	"github.com/wsu-project/wsu/modules"
 	"github.com/wsu-project/wsu/modules/generic"
 	"github.com/wsu-project/wsu/test/kubetest"
@@ -209,7 +210,7 @@ func testCAPin(t *testing.T, caPEM []byte) string {
 	require.NotNil(t, block)
 	cert, err := x509.ParseCertificate(block.Bytes)
 	require.NoError(t, err)
-	return kube.CACertHash(cert)
+	return tokenjoin.CACertHash(cert)
 }
 
 // bootstrapClient is a client with nothing but the bootstrap kubeconfig.

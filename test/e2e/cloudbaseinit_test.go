@@ -6,7 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"path"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -265,5 +265,5 @@ func (c *cloudbaseInit) localPath(p string) (string, error) {
 		local, err = s.LocalPath(p)
 		return err
 	})
-	return path.Clean(local), err
+	return filepath.Clean(local), err
 }

@@ -4,9 +4,7 @@ package harness
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -19,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/wsu-project/wsu/kube"
+	"github.com/wsu-project/wsu/kube/tokenjoin"
 	"github.com/wsu-project/wsu/test/kubetest"
 )
 
@@ -124,6 +123,5 @@ func CAPin(caPEM []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(c.RawSubjectPublicKeyInfo)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
+	return tokenjoin.CACertHash(c), nil
 }
