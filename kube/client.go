@@ -30,6 +30,9 @@ type Client struct {
 	// CSRs is the run's shared list of CSRs for pollers (nil: list
 	// through Kube each time).
 	CSRs *CSRList
+	// NodeChanges and CSRChanges wake the run's waiters when Nodes or
+	// CSRs change, from one shared watch each (nil: waiters poll).
+	NodeChanges, CSRChanges *Changes
 	// Source says where the configuration came from ("kubeconfig /x",
 	// "in-cluster"), for error messages.
 	Source string
@@ -196,7 +199,8 @@ func NewClient(cfg *rest.Config, source string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}
-	return &Client{Config: cfg, Kube: kc, Dynamic: dc, CSRs: NewCSRList(kc), Source: source}, nil
+	return &Client{Config: cfg, Kube: kc, Dynamic: dc, CSRs: NewCSRList(kc),
+		NodeChanges: NodeChanges(kc), CSRChanges: CSRChanges(kc), Source: source}, nil
 }
 
 // Cache holds one Client per kubeconfig and context, so that every task of a

@@ -56,4 +56,3 @@ func TestParseCACertHashes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, empty)
 }
-

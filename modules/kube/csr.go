@@ -54,7 +54,7 @@ var csrApproveAttrs = withConn(
 	modules.Attribute{Name: "timeout", Type: cty.Number, Default: cty.NumberIntVal(600),
 		Description: "Seconds to wait for the expected CSRs before failing."},
 	modules.Attribute{Name: "interval", Type: cty.Number, Default: cty.NumberIntVal(2),
-		Description: "Seconds between looks at the CSRs."},
+		Description: "Seconds between looks at the CSRs at most: a new CSR for the node or a change to its Node (seen by the run's shared watches) makes it look at once."},
 )
 
 var rejectedType = cty.Object(map[string]cty.Type{
@@ -404,7 +404,7 @@ func (m CSRApprove) Apply(ctx context.Context, req modules.ApplyRequest) modules
 		last      csrPlan
 		since     = time.Now() // a look sees the CSRs as of then, or later
 	)
-	res, err := waitFor(ctx, timeout, interval, func(ctx context.Context) (bool, string, error) {
+	res, err := waitFor(ctx, timeout, interval, []watchOn{{cl.CSRChanges, name}, {cl.NodeChanges, name}}, func(ctx context.Context) (bool, string, error) {
 		p, err := survey(ctx, cl, cfg, clientCSR, since)
 		defer func() { since = time.Now() }()
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 	"math"
 	"net"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -243,13 +244,18 @@ type pollResult struct {
 	timedOut bool
 }
 
-// waitFor calls check every interval until it reports done, a non-transient
-// error, the timeout or ctx's end. check returns what it observed.
-func waitFor(ctx context.Context, timeout, interval time.Duration, check func(context.Context) (done bool, observed string, err error)) (pollResult, error) {
+// waitFor calls check until it reports done, a non-transient error, the
+// timeout or ctx's end: again as soon as an object it is given changes
+// (kube.Changes: a shared watch), and at the latest every interval. check
+// returns what it observed.
+func waitFor(ctx context.Context, timeout, interval time.Duration, on []watchOn, check func(context.Context) (done bool, observed string, err error)) (pollResult, error) {
 	start := time.Now()
 	deadline := start.Add(timeout)
 	res := pollResult{last: "nothing yet"}
+	changed, release := subscribe(on)
+	defer release()
 	for {
+		woken := changed() // before looking: a change during the look wakes the next wait
 		done, observed, err := check(ctx)
 		res.waited = time.Since(start)
 		switch {
@@ -274,10 +280,72 @@ func waitFor(ctx context.Context, timeout, interval time.Duration, check func(co
 		timer := time.NewTimer(min(interval, remaining))
 		select {
 		case <-ctx.Done():
-			timer.Stop()
 		case <-timer.C:
+		case <-woken.done:
+		}
+		timer.Stop()
+		woken.stop()
+	}
+}
+
+// wake is one wait's channel of changes: done closes at the first change
+// of any of the watched kinds; stop frees what watches them.
+type wake struct {
+	done <-chan struct{}
+	stop func()
+}
+
+// watchOn is an object a wait reacts to: name's changes in c ("" any).
+type watchOn struct {
+	c    *kube.Changes
+	name string
+}
+
+// subscribe joins the shared watches of on; changed returns the wake of
+// one wait, release leaves them all.
+func subscribe(on []watchOn) (changed func() wake, release func()) {
+	var nexts []func() <-chan struct{}
+	var releases []func()
+	for _, w := range on {
+		next, rel := w.c.Subscribe()
+		name := w.name
+		nexts, releases = append(nexts, func() <-chan struct{} { return next(name) }), append(releases, rel)
+	}
+	release = func() {
+		for _, r := range releases {
+			r()
 		}
 	}
+	changed = func() wake {
+		switch len(nexts) {
+		case 0:
+			return wake{stop: func() {}}
+		case 1:
+			return wake{done: nexts[0](), stop: func() {}}
+		}
+		chs := make([]<-chan struct{}, len(nexts))
+		for i, n := range nexts {
+			chs[i] = n()
+		}
+		return anyOf(chs)
+	}
+	return changed, release
+}
+
+// anyOf is a wake that closes when any of chs closes.
+func anyOf(chs []<-chan struct{}) wake {
+	done, stop := make(chan struct{}), make(chan struct{})
+	var stopOnce sync.Once
+	for _, ch := range chs {
+		go func() {
+			select {
+			case <-ch:
+				stopOnce.Do(func() { close(done) })
+			case <-stop:
+			}
+		}()
+	}
+	return wake{done: done, stop: func() { close(stop) }}
 }
 
 // waitedVal is the waited result: seconds, to the millisecond.

@@ -42,7 +42,7 @@ var nodeOwnerAttrs = withConn(
 	modules.Attribute{Name: "wait", Type: cty.Number, Default: cty.NumberIntVal(0),
 		Description: "Seconds apply waits for the Node to register, then marks it; 0: a Node that does not exist is no change (the check before a join)."},
 	modules.Attribute{Name: "interval", Type: cty.Number, Default: cty.NumberIntVal(2),
-		Description: "Seconds between checks while waiting."},
+		Description: "Seconds between checks while waiting, at most: the Node's registration (seen by the run's shared Node watch) makes it check at once."},
 )
 
 var nodeOwnerResults = []modules.Attribute{
@@ -200,7 +200,7 @@ func (m NodeOwner) Apply(ctx context.Context, req modules.ApplyRequest) modules.
 	s := decodeOwner(cfg)
 	nodes := cl.Kube.CoreV1().Nodes()
 	var n *corev1.Node
-	poll, err := waitFor(ctx, s.wait, s.interval, func(ctx context.Context) (bool, string, error) {
+	poll, err := waitFor(ctx, s.wait, s.interval, []watchOn{{cl.NodeChanges, s.name}}, func(ctx context.Context) (bool, string, error) {
 		got, err := nodes.Get(ctx, s.name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):

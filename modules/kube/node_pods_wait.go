@@ -226,7 +226,7 @@ func (m NodePodsWait) Apply(ctx context.Context, req modules.ApplyRequest) modul
 	refs, _ := modutil.StringList(get(cfg, "daemonsets"))
 	timeout, interval := seconds(get(cfg, "timeout")), seconds(get(cfg, "interval"))
 	var states []dsPodState
-	res, err := waitFor(ctx, timeout, interval, func(ctx context.Context) (bool, string, error) {
+	res, err := waitFor(ctx, timeout, interval, nil, func(ctx context.Context) (bool, string, error) {
 		s, err := nodePods(ctx, cl, node, refs)
 		if err != nil {
 			return false, "", err

@@ -35,7 +35,7 @@ var nodeWaitAttrs = withConn(
 	modules.Attribute{Name: "timeout", Type: cty.Number, Default: cty.NumberIntVal(600),
 		Description: "Seconds to wait before failing."},
 	modules.Attribute{Name: "interval", Type: cty.Number, Default: cty.NumberIntVal(2),
-		Description: "Seconds between checks."},
+		Description: "Seconds between checks at most: a change to the Node (seen by the run's shared Node watch) makes it check at once."},
 )
 
 var nodeWaitResults = []modules.Attribute{
@@ -49,7 +49,7 @@ func (NodeWait) Schema() modules.Schema {
 		Summary: "Wait until a Node is Ready (or has another condition).",
 		Description: "Reads the Node's `status.conditions` (and, with `without_taint`, its taints: a Node " +
 			"still carrying that taint has not arrived, its status shows as `\"tainted\"`). When the condition already has the wanted " +
-			"status the task makes no change; otherwise apply checks again every `interval` seconds " +
+			"status the task makes no change; otherwise apply checks again whenever the Node changes, and at least every `interval` seconds, " +
 			"until it does or `timeout` passes, then fails with the condition's last status, reason " +
 			"and message. A missing Node counts as \"not yet\", as do errors that pass (the API " +
 			"server restarting); a refusal by RBAC fails at once.",
@@ -171,7 +171,7 @@ func (m NodeWait) Apply(ctx context.Context, req modules.ApplyRequest) modules.A
 	timeout, interval := seconds(get(cfg, "timeout")), seconds(get(cfg, "interval"))
 
 	var status, detail string
-	res, err := waitFor(ctx, timeout, interval, func(ctx context.Context) (bool, string, error) {
+	res, err := waitFor(ctx, timeout, interval, []watchOn{{cl.NodeChanges, name}}, func(ctx context.Context) (bool, string, error) {
 		var err error
 		status, detail, err = nodeCondition(ctx, cl, name, cond, taint)
 		if err != nil {

@@ -32,7 +32,7 @@ var waitAnnotationAttrs = withConn(
 	modules.Attribute{Name: "timeout", Type: cty.Number, Default: cty.NumberIntVal(600),
 		Description: "Seconds to wait before failing."},
 	modules.Attribute{Name: "interval", Type: cty.Number, Default: cty.NumberIntVal(2),
-		Description: "Seconds between checks."},
+		Description: "Seconds between checks at most: a change to the Node (seen by the run's shared Node watch) makes it check at once."},
 )
 
 var waitAnnotationResults = []modules.Attribute{
@@ -48,7 +48,7 @@ func (WaitAnnotation) Schema() modules.Schema {
 			"node with `k8s.ovn.org/hybrid-overlay-node-subnet` once it has allocated the node's subnet, " +
 			"and hybrid-overlay with `k8s.ovn.org/hybrid-overlay-distributed-router-gateway-mac` once " +
 			"it runs. An annotation already present (even empty) makes no change and its value is known " +
-			"at plan time; otherwise apply checks every `interval` seconds until `timeout`. A missing " +
+			"at plan time; otherwise apply checks whenever the Node changes, and at least every `interval` seconds, until `timeout`. A missing " +
 			"Node and passing API errors count as \"not yet\"; a refusal by RBAC fails at once.",
 		Target:     modules.TargetController,
 		Attributes: waitAnnotationAttrs,
@@ -140,7 +140,7 @@ func (m WaitAnnotation) Apply(ctx context.Context, req modules.ApplyRequest) mod
 	key, _ := str(get(cfg, "annotation"))
 	timeout, interval := seconds(get(cfg, "timeout")), seconds(get(cfg, "interval"))
 	value := cty.NullVal(cty.String)
-	res, err := waitFor(ctx, timeout, interval, func(ctx context.Context) (bool, string, error) {
+	res, err := waitFor(ctx, timeout, interval, []watchOn{{cl.NodeChanges, node}}, func(ctx context.Context) (bool, string, error) {
 		v, found, observed, err := nodeAnnotation(ctx, cl, node, key)
 		if found {
 			value = cty.StringVal(v)
