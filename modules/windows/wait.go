@@ -52,7 +52,7 @@ func (Wait) Schema() modules.Schema {
 		Summary: "Wait until a service reaches a state, a file exists, an HNS network appears or a TCP port opens or closes.",
 		Description: "Checks one condition on the host, set by exactly one of `service`, `file`, " +
 			"`hns_network` and `port`. When it already holds the task makes no change; otherwise apply checks " +
-			"again every `interval` seconds until it holds or `timeout` passes, and then fails " +
+			"again after 100 ms, then at gaps that double up to `interval` seconds, until it holds or `timeout` passes, and then fails " +
 			"naming what it waited for and what it saw last. Errors while checking (the connection " +
 			"drops while hybrid-overlay reconfigures the network) count as \"not yet\" until the " +
 			"timeout; an operation the platform does not support fails at once.\n\n" +
@@ -78,7 +78,7 @@ func (Wait) Schema() modules.Schema {
 			{Name: "timeout", Type: cty.Number, Default: cty.NumberIntVal(300),
 				Description: "Seconds to wait before failing."},
 			{Name: "interval", Type: cty.Number, Default: cty.NumberIntVal(2),
-				Description: "Seconds between checks."},
+				Description: "Most seconds between checks: the first comes after 100 ms (or `interval`, if shorter), each next one after twice the last gap, up to this."},
 		},
 		Results: waitResults,
 		Example: `task "overlay_network" {
@@ -364,6 +364,7 @@ func (m Wait) Apply(ctx context.Context, req modules.ApplyRequest) modules.Apply
 	start := time.Now()
 	deadline := start.Add(timeout)
 	last := "nothing yet"
+	gap := min(firstGap, interval)
 	for {
 		observed, why, err := probe(ctx, h, w)
 		switch {
@@ -397,11 +398,22 @@ func (m Wait) Apply(ctx context.Context, req modules.ApplyRequest) modules.Apply
 			}
 			return modules.ApplyResponse{Result: res, Diagnostics: hcl.Diagnostics{cfg.Error(w.kind, summary, why)}}
 		}
-		timer := time.NewTimer(min(interval, remaining))
+		timer := time.NewTimer(min(gap, remaining))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 		case <-timer.C:
 		}
+		gap = nextGap(gap, interval)
 	}
+}
+
+// firstGap is the pause after the first check that finds the condition
+// unmet: what a join waits for (a service starting, a network appearing)
+// often comes within a second, and the answer costs one round trip.
+const firstGap = 100 * time.Millisecond
+
+// nextGap doubles the pause between checks up to interval.
+func nextGap(gap, interval time.Duration) time.Duration {
+	return min(2*gap, interval)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/stretchr/testify/assert"
@@ -162,6 +163,37 @@ func TestWait(t *testing.T) {
 			assert.Equal(t, cty.NumberIntVal(0), again.Result.GetAttr("waited"))
 		})
 	}
+}
+
+// TestWaitBacksOff: a wait whose interval is an hour still checks soon:
+// its gaps start at 100 ms and double, so the condition that holds by the
+// third probe ends it (without the backoff it would sleep an hour; the
+// context's minute is a bound for a hung test, not a speed goal).
+func TestWaitBacksOff(t *testing.T) {
+	h := newHost(t)
+	stoppedService(t, h, "kubelet")
+	f := &fakeHost{Host: h}
+	f.onProbe = func(n int) error {
+		if n == 3 {
+			return h.StartService(ctx, "kubelet")
+		}
+		return nil
+	}
+	cfg := cfgFor(t, Wait{}, map[string]cty.Value{"service": cty.StringVal("kubelet"), "timeout": cty.NumberIntVal(7200), "interval": cty.NumberIntVal(3600)})
+	bounded, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	ar := Wait{}.Apply(bounded, modules.ApplyRequest{Host: f, Config: cfg, Change: &modules.Change{Action: modules.Run}})
+	require.False(t, ar.Diagnostics.HasErrors(), "%v", ar.Diagnostics)
+	assert.Equal(t, cty.StringVal("running"), ar.Result.GetAttr("observed"))
+	assert.Equal(t, 3, f.probes)
+
+	// The schedule: 100 ms, doubling, up to the interval.
+	var gaps []time.Duration
+	for g := min(firstGap, 2*time.Second); len(gaps) < 7; g = nextGap(g, 2*time.Second) {
+		gaps = append(gaps, g)
+	}
+	ms := time.Millisecond
+	assert.Equal(t, []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, 1600 * ms, 2000 * ms, 2000 * ms}, gaps)
 }
 
 func stoppedService(t *testing.T, h host.Host, name string) {
