@@ -16,26 +16,36 @@ import (
 // node-only join must finish the kubelet's TLS bootstrap inside it.
 const capiTokenTTL = 15 * time.Minute
 
-// nodeOnlyResult is a node-only cold join (join with a bootstrap token and
-// no kubeconfig, as Cluster API's Windows machines run it from
-// cloudbase-init) of one host, on a kubeadm set-up of its own with the
-// hostprocess network and kube-controller-manager's real csrapproving.
+// nodeOnlyResult is what the kubeadm set-up measured (a cluster of its
+// own with the hostprocess network, Calico's and kube-proxy's HostProcess
+// DaemonSets and kube-controller-manager's real csrapproving): a cold join
+// of one host with an admin kubeconfig, then a node-only cold join (a
+// bootstrap token and no kubeconfig, as Cluster API's Windows machines run
+// it from cloudbase-init) of another.
 type nodeOnlyResult struct {
-	join *joinResult
+	// admin is the cold join with the admin kubeconfig.
+	admin *joinResult
+	join  *joinResult
 	// bootstrap is the run's start to the kubelet's client certificate
 	// (play "bootstrap credentials" saw C:\k\kubeconfig): what must fit
 	// in the token's lifetime.
 	bootstrap time.Duration
 }
 
-// measureNodeOnly starts the kubeadm set-up and times the join.
+// measureNodeOnly starts the kubeadm set-up and times the two joins.
 func measureNodeOnly(ctx context.Context, c config, wsu string) (*nodeOnlyResult, error) {
-	c.logf("node-only join: starting a kubeadm set-up (hostprocess network), 1 simulated host")
-	env, err := harness.Start(ctx, harness.Options{Hosts: 1, WSU: wsu, Network: harness.NetworkHostProcess, Logf: c.logf})
+	c.logf("kubeadm set-up (hostprocess network): starting, 2 simulated hosts")
+	env, err := harness.Start(ctx, harness.Options{Hosts: 2, WSU: wsu, Network: harness.NetworkHostProcess, Logf: c.logf})
 	if err != nil {
 		return nil, err
 	}
 	defer env.Close()
+	admin := env.Hosts[1]
+	c.logf("kubeadm set-up: cold join with the admin kubeconfig")
+	a, err := runJoin(ctx, env, []*harness.Host{admin}, []string{"apply", "join", "--auto-approve", "--limit", admin.Name}, "", c.split)
+	if err != nil {
+		return nil, fmt.Errorf("kubeadm cold join: %w", err)
+	}
 	dir, err := os.MkdirTemp("", "wsu-bench-node-only-")
 	if err != nil {
 		return nil, err
@@ -53,21 +63,22 @@ func measureNodeOnly(ctx context.Context, c config, wsu string) (*nodeOnlyResult
 	cmd := func(args []string) *exec.Cmd { return n.Cmd(ctx, "apply", args...) }
 	c.logf("node-only join: cold")
 	start := time.Now()
-	j, err := runJoinCmd(ctx, cmd, env.Hosts, args, "", false)
+	j, err := runJoinCmd(ctx, cmd, env.Hosts[:1], args, "", false)
 	if err != nil {
 		return nil, fmt.Errorf("node-only join: %w", err)
 	}
 	for _, ev := range j.tasks {
 		if ev.Play == "bootstrap credentials" && ev.Address == `task["kubelet kubeconfig"]` {
-			return &nodeOnlyResult{join: j, bootstrap: ev.Time.Sub(start)}, nil
+			return &nodeOnlyResult{admin: a, join: j, bootstrap: ev.Time.Sub(start)}, nil
 		}
 	}
 	return nil, fmt.Errorf("node-only join: no result for the kubelet kubeconfig wait in play \"bootstrap credentials\"")
 }
 
-// nodeOnlyRows is the node-only join's row: its wall time, and the TLS
-// bootstrap against Cluster API's token lifetime.
-func nodeOnlyRows(runs []*runResult) [][]string {
+// kubeadmRows are the kubeadm set-up's rows: the admin cold join, the
+// node-only join's wall time and its TLS bootstrap against Cluster API's
+// token lifetime; and the notes splitting both joins by play.
+func kubeadmRows(runs []*runResult) (rows [][]string, notes []string) {
 	var ns []*nodeOnlyResult
 	for _, r := range runs {
 		if r.nodeOnly != nil {
@@ -75,18 +86,30 @@ func nodeOnlyRows(runs []*runResult) [][]string {
 		}
 	}
 	if len(ns) == 0 {
-		return nil
+		return nil, nil
 	}
-	joins := make([]*joinResult, len(ns))
+	admin, joins := make([]*joinResult, len(ns)), make([]*joinResult, len(ns))
 	for i, n := range ns {
-		joins[i] = n.join
+		admin[i], joins[i] = n.admin, n.join
 	}
-	wall := median(joins, func(j *joinResult) time.Duration { return j.wall })
+	const adminName, nodeOnlyName = "cold join (kubeadm, hostprocess, 1 host)", "node-only cold join (kubeadm, hostprocess, 1 host, no kubeconfig)"
 	boot := median(ns, func(n *nodeOnlyResult) time.Duration { return n.bootstrap })
-	return [][]string{
-		{"node-only cold join (kubeadm, hostprocess, 1 host, no kubeconfig)", secs(wall), "", secs(median(joins, func(j *joinResult) time.Duration { return j.cpu })),
-			mb(medianInt(joins, func(j *joinResult) int64 { return j.bytesSent })), "", rpcCell(joins), mb(medianInt(joins, func(j *joinResult) int64 { return j.maxRSS })), "", "", "— (whole join)", "info"},
+	rows = [][]string{
+		joinRow(adminName, admin, splitCell(admin)),
+		joinRow(nodeOnlyName, joins, ""),
 		{"└ TLS bootstrap (run start → kubelet client certificate)", secs(boot), "", "", "", "", "", "", secs(capiTokenTTL), ratio(boot, capiTokenTTL),
 			"≤ 15m (a Cluster API token's life)", pass(boot <= capiTokenTTL)},
 	}
+	for _, n := range []string{playNote(adminName, admin), playNote(nodeOnlyName, joins)} {
+		if n != "" {
+			notes = append(notes, n)
+		}
+	}
+	return rows, notes
+}
+
+// joinRow is a whole join's informational row.
+func joinRow(name string, js []*joinResult, split string) []string {
+	return []string{name, secs(median(js, func(j *joinResult) time.Duration { return j.wall })), split, secs(median(js, func(j *joinResult) time.Duration { return j.cpu })),
+		mb(medianInt(js, func(j *joinResult) int64 { return j.bytesSent })), "", rpcCell(js), mb(medianInt(js, func(j *joinResult) int64 { return j.maxRSS })), "", "", "— (whole join)", "info"}
 }

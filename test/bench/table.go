@@ -102,6 +102,9 @@ func printTable(w io.Writer, c config, runs []*runResult) {
 				"", "", "", secsOr(floor), ratio(cw, floor), "— (per-file floor)", "info"})
 			r := cw.Seconds() / stream.Seconds()
 			rows = append(rows, []string{"└ copy phase vs one ssh stream", secs(cw), "", "", "", "", "", "", secs(stream), ratio(cw, stream), fmt.Sprintf("≤ %.1f× one stream", g.streamRatio), pass(stream > 0 && r <= g.streamRatio)})
+			if n := playNote("cold join, "+label, cold); n != "" {
+				notes = append(notes, n)
+			}
 		}
 		for _, which := range []struct {
 			name string
@@ -141,7 +144,9 @@ func printTable(w io.Writer, c config, runs []*runResult) {
 		}
 		rows = append(rows, []string{"floor: one ssh stream per host, " + label, secs(stream), "", "", mb(floorBytes), "", "", "", "", "", "(the copy floor)", ""})
 	}
-	rows = append(rows, nodeOnlyRows(runs)...)
+	kubeadm, kubeadmNotes := kubeadmRows(runs)
+	rows = append(rows, kubeadm...)
+	notes = append(notes, kubeadmNotes...)
 	rows = append(rows, controllerRows(c, runs)...)
 	var winrm [][]*winrmResult
 	for _, r := range runs {
