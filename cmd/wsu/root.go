@@ -128,7 +128,7 @@ apply changes it. The stock playbooks join, upgrade and remove Windows workers.`
 		return a.startProfile()
 	}
 	root.SetFlagErrorFunc(flagError)
-	root.AddCommand(a.planCommand(), a.applyCommand(), a.validateCommand(), a.fmtCommand(), a.modulesCommand(), a.versionCommand(), a.agentCommand(), a.payloadCommand(), a.playbooksCommand(), a.controllerCommand(), a.approveCommand(), a.showCommand())
+	root.AddCommand(a.planCommand(), a.applyCommand(), a.validateCommand(), a.fmtCommand(), a.modulesCommand(), a.versionCommand(), a.agentCommand(), a.payloadCommand(), a.playbooksCommand(), a.controllerCommand(), a.approveCommand(), a.showCommand(), a.userDataCommand())
 	return root
 }
 
