@@ -304,6 +304,6 @@ func setupRenewals(mgr ctrl.Manager, o Options, m *metrics) error {
 			csr, ok := obj.(*certificatesv1.CertificateSigningRequest)
 			return ok && kube.CSRKind(csr) != "" && kube.CSRState(csr) == kube.CSRPending
 		}))).
-		Complete(&CSRReconciler{Client: mgr.GetClient(), Kube: kc, Events: eventRecorder(mgr), Namespace: o.Namespace,
+		Complete(&CSRReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Kube: kc, Events: eventRecorder(mgr), Namespace: o.Namespace,
 			HostVars: o.HostVars, AddressHostVars: o.AddressHostVars, metrics: m})
 }

@@ -110,10 +110,13 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if wi.Spec.Paused {
 		return r.setPhase(ctx, wi, wsuv1.PhasePaused)
 	}
-	if wait := r.backoffLeft(wi); wait > 0 {
-		return ctrl.Result{RequeueAfter: wait}, nil
-	}
 	orig := wi.DeepCopy()
+	if err := r.checkRecordedNode(ctx, wi); err != nil { // nodes.go
+		return ctrl.Result{}, err
+	}
+	if wait := r.backoffLeft(wi); wait > 0 {
+		return r.done(ctx, orig, wi, wi.Status.Phase, wait)
+	}
 	if err := r.checkSpec(wi); err != nil {
 		return r.refuse(ctx, orig, wi, err)
 	}
