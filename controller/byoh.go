@@ -44,6 +44,9 @@ type ConfigMapReconciler struct {
 	// InstanceNamespace is where the instances go; "" is Namespace.
 	InstanceNamespace string
 	Name              string
+	// DefaultApproval is a new instance's spec.approval ("": the CRD's
+	// default, Auto); an existing instance's is the admin's.
+	DefaultApproval wsuv1.Approval
 }
 
 func (r *ConfigMapReconciler) reader() client.Reader {
@@ -207,14 +210,15 @@ func (r *ConfigMapReconciler) entryMessage(why string) string {
 // lower-cased (an IPv4 address and a DNS name are both valid object names).
 func InstanceName(address string) string { return strings.ToLower(address) }
 
-// ensure creates the instance of an entry, or brings an existing one's
-// address and username in line; the rest of its spec (approval, vars, a
-// playbook) is the admin's to set.
+// ensure creates the instance of an entry (with the default approval), or
+// brings an existing one's address and username in line; the rest of its
+// spec (approval, vars, a playbook) is the admin's to set.
 func (r *ConfigMapReconciler) ensure(ctx context.Context, cm *corev1.ConfigMap, want *wsuv1.WindowsInstance) error {
 	cur := &wsuv1.WindowsInstance{}
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), cur)
 	if apierrors.IsNotFound(err) {
 		want.Labels = map[string]string{wsuv1.SourceLabel: wsuv1.SourceConfigMap}
+		want.Spec.Approval = r.DefaultApproval
 		if cm.Namespace == want.Namespace {
 			want.OwnerReferences = []metav1.OwnerReference{ownerRef(cm)}
 		}

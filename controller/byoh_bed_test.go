@@ -23,9 +23,11 @@ import (
 )
 
 // inSyncRunner stands in for hosts that match their playbook: every plan
-// finds nothing to change and every apply (a removal) succeeds. It
-// records each run.
+// finds nothing to change (changes, when set: that many tasks to add)
+// and every apply (a removal) succeeds. It records each run.
 type inSyncRunner struct {
+	changes int
+
 	mu   sync.Mutex
 	reqs []controller.RunRequest
 }
@@ -34,7 +36,24 @@ func (r *inSyncRunner) Run(_ context.Context, req controller.RunRequest) control
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reqs = append(r.reqs, req)
-	return controller.RunOutcome{Hash: "0123456789abcdef0123456789abcdef"}
+	out := controller.RunOutcome{Hash: "0123456789abcdef0123456789abcdef"}
+	if req.Mode == engine.ModePlan && r.changes > 0 {
+		out.Changed, out.Add = r.changes, r.changes
+	}
+	return out
+}
+
+// applies are the apply runs of instance name so far.
+func (r *inSyncRunner) applies(name string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, req := range r.reqs {
+		if req.Instance == ns+"/"+name && req.Mode == engine.ModeApply {
+			n++
+		}
+	}
+	return n
 }
 
 // removals are the remove runs of instance name so far.
@@ -133,4 +152,34 @@ func wiConditions(wi *wsuv1.WindowsInstance) []metav1.Condition {
 		return nil
 	}
 	return wi.Status.Conditions
+}
+
+// TestConfigMapDefaultApproval: with --default-approval Manual the
+// instances the BYOH ConfigMap makes are Manual: a fresh host's plan
+// waits for approval and nothing is applied. An instance an admin makes
+// keeps the CRD's default.
+func TestConfigMapDefaultApproval(t *testing.T) {
+	t.Parallel()
+	cluster, admin := escalationBed(t)
+	ctx := context.Background()
+	runs := &inSyncRunner{changes: 3}
+	startHostVarsController(t, cluster, controller.Options{Namespace: ns, StateDir: t.TempDir(), Runner: runs,
+		ConfigMap: "windows-instances", DefaultApproval: wsuv1.ApprovalManual})
+	require.NoError(t, admin.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "windows-instances", Namespace: ns},
+		Data:       map[string]string{"10.1.42.1": "username=Administrator"},
+	}))
+	own := instanceNamed("own", nil)
+	require.NoError(t, admin.Create(ctx, own))
+	wi := &wsuv1.WindowsInstance{}
+	eventually(t, time.Minute, "the entry's instance awaits approval", func() (bool, string) {
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "10.1.42.1"}, wi); err != nil {
+			return false, err.Error()
+		}
+		return wi.Status.Phase == wsuv1.PhaseAwaitingApproval, describe(wi)
+	})
+	assert.Equal(t, wsuv1.ApprovalManual, wi.Spec.Approval)
+	assert.Zero(t, runs.applies("10.1.42.1"), "nothing applied before approval")
+	require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(own), own))
+	assert.Equal(t, wsuv1.ApprovalAuto, own.Spec.Approval, "an admin's instance keeps the CRD's default")
 }
