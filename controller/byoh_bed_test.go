@@ -43,6 +43,19 @@ func (r *inSyncRunner) Run(_ context.Context, req controller.RunRequest) control
 	return out
 }
 
+// all are the runs of instance name so far.
+func (r *inSyncRunner) all(name string) []controller.RunRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []controller.RunRequest
+	for _, req := range r.reqs {
+		if req.Instance == ns+"/"+name {
+			out = append(out, req)
+		}
+	}
+	return out
+}
+
 // applies are the apply runs of instance name so far.
 func (r *inSyncRunner) applies(name string) int {
 	r.mu.Lock()

@@ -276,6 +276,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Named("windowsinstance").
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentRuns}).
 		Watches(nodeObject(), nodeToInstances(mgr.GetClient(), o.Namespace)).
+		// The global pause (pause.go).
+		Watches(configMapObject(), settingsToInstances(mgr.GetClient(), o.Namespace), onlySettings(o.Namespace)).
 		// The key Secrets, metadata only (keywatch.go).
 		Watches(secretMetadata(), secretToInstances(mgr.GetClient()), builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		Complete(ir)

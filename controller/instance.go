@@ -102,6 +102,9 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if !wi.DeletionTimestamp.IsZero() {
 		return r.deconfigure(ctx, wi)
 	}
+	if res, paused, err := r.checkPaused(ctx, wi); paused || err != nil { // pause.go
+		return res, err
+	}
 	if controllerutil.AddFinalizer(wi, wsuv1.Finalizer) {
 		if err := r.Client.Update(ctx, wi); err != nil {
 			return ctrl.Result{}, err
@@ -380,6 +383,9 @@ func (r *InstanceReconciler) deconfigure(ctx context.Context, wi *wsuv1.WindowsI
 	}
 	if done, err := r.letGoOnUninstall(ctx, wi); done || err != nil {
 		return ctrl.Result{}, err
+	}
+	if res, paused, err := r.checkPaused(ctx, wi); paused || err != nil {
+		return res, err
 	}
 	orig := wi.DeepCopy()
 	if wi.Annotations[wsuv1.ForgetAnnotation] == "true" {
