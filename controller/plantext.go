@@ -8,7 +8,9 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -97,4 +99,21 @@ func planText(wi *wsuv1.WindowsInstance, playbook string, out RunOutcome) string
 		text = text[:maxPlanText] + "\n(cut: the plan's text is longer than the ConfigMap can hold; `wsu plan` from a workstation shows it whole)\n"
 	}
 	return text
+}
+
+// ReadPlanText is the kept text of instance key's plan hash (`wsu approve`
+// shows it), or "" when none is kept for that hash: another plan's, Job
+// mode, or a ConfigMap the caller may not read.
+func ReadPlanText(ctx context.Context, c client.Reader, key client.ObjectKey, hash string) (string, error) {
+	cm := &corev1.ConfigMap{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: PlanConfigMapName(key.Name)}, cm)
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
+		return "", nil
+	case err != nil:
+		return "", err
+	case hash == "" || cm.Annotations[PlanHashAnnotation] != hash:
+		return "", nil
+	}
+	return cm.Data[PlanTextKey], nil
 }

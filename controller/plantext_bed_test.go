@@ -48,6 +48,13 @@ func TestPlanTextKept(t *testing.T) {
 	assert.Contains(t, text, "wsu approve "+h.Name+" -n "+ns+" --plan "+hash)
 	assert.NotContains(t, text, "BEGIN OPENSSH PRIVATE KEY", "the key is an inventory secret, never shown")
 	assert.Contains(t, text, "Plan: ", "the count, as wsu show prints it")
+	key := client.ObjectKey{Namespace: ns, Name: h.Name}
+	read, err := controller.ReadPlanText(ctx, b.client, key, hash)
+	require.NoError(t, err)
+	assert.Equal(t, text, read, "wsu approve NAME shows the kept text")
+	read, err = controller.ReadPlanText(ctx, b.client, key, "0123456789abcdef0123456789abcdef")
+	require.NoError(t, err)
+	assert.Empty(t, read, "not for another plan's hash")
 	require.Len(t, cm.OwnerReferences, 1)
 	assert.Equal(t, "WindowsInstance", cm.OwnerReferences[0].Kind)
 	assert.Equal(t, b.get(t, h.Name).UID, cm.OwnerReferences[0].UID)

@@ -245,8 +245,17 @@ func (a *app) showPlan(ctx context.Context, c client.Client, key client.ObjectKe
 		return fmt.Errorf("WindowsInstance %s has no plan yet", key)
 	}
 	fmt.Fprintf(a.stdout, "Plan %s of %s (%s, %s): %s.\n", p.Hash, key, p.Playbook, p.Time.UTC().Format("2006-01-02 15:04:05Z"), controller.Summary(p))
-	for _, t := range p.Tasks {
-		fmt.Fprintf(a.stdout, "  %s\n", t)
+	text, err := controller.ReadPlanText(ctx, c, key, p.Hash)
+	if err != nil {
+		return err
+	}
+	if text != "" {
+		// The whole plan as the controller kept it (wsu-plan-NAME).
+		fmt.Fprintf(a.stdout, "\n%s\n", strings.TrimRight(text, "\n"))
+	} else {
+		for _, t := range p.Tasks {
+			fmt.Fprintf(a.stdout, "  %s\n", t)
+		}
 	}
 	fmt.Fprintf(a.stdout, "Approve exactly it with: wsu approve %s -n %s --plan %s\n", key.Name, key.Namespace, p.Hash)
 	return nil
