@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/hashicorp/hcl/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
@@ -41,6 +44,9 @@ type ConfigMapReconciler struct {
 	// InstanceNamespace is where the instances go; "" is Namespace.
 	InstanceNamespace string
 	Name              string
+	// DefaultApproval is a new instance's spec.approval ("": the CRD's
+	// default, Auto); an existing instance's is the admin's.
+	DefaultApproval wsuv1.Approval
 }
 
 func (r *ConfigMapReconciler) reader() client.Reader {
@@ -69,17 +75,26 @@ func (r *ConfigMapReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		if keep, err := r.keepOnUninstall(ctx); keep || err != nil {
 			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, r.prune(ctx, nil)
+		return ctrl.Result{}, r.prune(ctx, nil, nil)
 	case err != nil:
 		return ctrl.Result{}, err
 	}
-	wanted := r.entries(cm)
+	wanted, bad := r.entries(cm)
 	for _, wi := range wanted {
 		if err := r.ensure(ctx, cm, wi); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	return ctrl.Result{}, r.prune(ctx, wanted)
+	if err := r.prune(ctx, wanted, bad); err != nil {
+		return ctrl.Result{}, err
+	}
+	err = r.markEntries(ctx, bad)
+	if apierrors.IsConflict(err) {
+		// The cache had not seen the instance's last write yet: again
+		// once it has (its watch event), or soon.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	return ctrl.Result{}, err
 }
 
 // keepOnUninstall reports whether a BYOH ConfigMap that is gone went with
@@ -99,8 +114,12 @@ func (r *ConfigMapReconciler) keepOnUninstall(ctx context.Context) (bool, error)
 }
 
 // entries parses the ConfigMap as the -i k8s:// inventory does, reporting
-// each bad entry as a Warning event on the ConfigMap.
-func (r *ConfigMapReconciler) entries(cm *corev1.ConfigMap) map[string]*wsuv1.WindowsInstance {
+// each bad entry as a Warning event on the ConfigMap. wanted are the
+// instances of the good entries, by name; bad are the entries present
+// but not usable (a typo in the value, a bad address, a second spelling
+// of a host), by the name of their instance, with why: an instance whose
+// entry is still there is not removed for a typo.
+func (r *ConfigMapReconciler) entries(cm *corev1.ConfigMap) (wanted map[string]*wsuv1.WindowsInstance, bad map[string]string) {
 	ref := kubeinv.Scheme + r.Namespace + "/" + r.Name
 	inv, diags := inventory.ParseWindowsInstances(ref, cm.Data)
 	for _, d := range diags {
@@ -108,7 +127,7 @@ func (r *ConfigMapReconciler) entries(cm *corev1.ConfigMap) map[string]*wsuv1.Wi
 			r.Events.Eventf(cm, corev1.EventTypeWarning, ReasonInvalidEntry, "%s: %s", d.Summary, d.Detail)
 		}
 	}
-	out := map[string]*wsuv1.WindowsInstance{}
+	wanted = map[string]*wsuv1.WindowsInstance{}
 	for name, h := range inv.Hosts {
 		user := ""
 		if v, ok := h.Vars["ansible_user"]; ok && v.Value.IsKnown() && !v.Value.IsNull() {
@@ -118,23 +137,88 @@ func (r *ConfigMapReconciler) entries(cm *corev1.ConfigMap) map[string]*wsuv1.Wi
 			ObjectMeta: metav1.ObjectMeta{Name: InstanceName(name), Namespace: r.instanceNamespace()},
 			Spec:       wsuv1.WindowsInstanceSpec{Address: name, Username: user},
 		}
-		out[wi.Name] = wi
+		wanted[wi.Name] = wi
 	}
-	return out
+	bad = map[string]string{}
+	for key := range cm.Data {
+		if _, ok := wanted[InstanceName(key)]; ok {
+			continue
+		}
+		bad[InstanceName(key)] = entryProblem(key, diags)
+	}
+	return wanted, bad
+}
+
+// entryProblem is why entry key did not parse: its diagnostic's detail.
+func entryProblem(key string, diags hcl.Diagnostics) string {
+	prefix := fmt.Sprintf("Entry %q", key)
+	for _, d := range diags {
+		if strings.HasPrefix(d.Detail, prefix) {
+			return d.Detail
+		}
+	}
+	return fmt.Sprintf("Entry %q could not be read; the ConfigMap's %s events say why.", key, ReasonInvalidEntry)
+}
+
+// markEntries records on each instance of the ConfigMap whether its entry
+// is usable: ConfigMapEntryValid=False (reason InvalidEntry, a Warning
+// event) while it is not, the instance left as it was; the condition goes
+// once the entry is fixed.
+func (r *ConfigMapReconciler) markEntries(ctx context.Context, bad map[string]string) error {
+	list := &wsuv1.WindowsInstanceList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(r.instanceNamespace()), client.MatchingLabels{wsuv1.SourceLabel: wsuv1.SourceConfigMap}); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		wi := &list.Items[i]
+		if !wi.DeletionTimestamp.IsZero() {
+			continue
+		}
+		orig := wi.DeepCopy()
+		was := meta.FindStatusCondition(wi.Status.Conditions, wsuv1.ConditionConfigMapEntryValid)
+		why, isBad := bad[wi.Name]
+		switch {
+		case isBad && (was == nil || was.Message != r.entryMessage(why)):
+			meta.SetStatusCondition(&wi.Status.Conditions, metav1.Condition{Type: wsuv1.ConditionConfigMapEntryValid,
+				Status: metav1.ConditionFalse, Reason: ReasonInvalidEntry, Message: r.entryMessage(why), ObservedGeneration: wi.Generation})
+		case !isBad && was != nil:
+			meta.RemoveStatusCondition(&wi.Status.Conditions, wsuv1.ConditionConfigMapEntryValid)
+		default:
+			continue
+		}
+		if err := r.Client.Status().Patch(ctx, wi, statusPatch(orig)); err != nil {
+			if apierrors.IsConflict(err) {
+				return err
+			}
+			if client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("recording WindowsInstance %s's ConfigMap entry: %w", wi.Name, err)
+			}
+			continue
+		}
+		if isBad && r.Events != nil {
+			r.Events.Eventf(wi, corev1.EventTypeWarning, ReasonInvalidEntry, "%s", r.entryMessage(why))
+		}
+	}
+	return nil
+}
+
+func (r *ConfigMapReconciler) entryMessage(why string) string {
+	return truncate(fmt.Sprintf("the entry in ConfigMap %s/%s is not usable: %s The instance keeps its last good address and username and is not removed; fix the entry, or delete it to remove the host.", r.Namespace, r.Name, why), 1000)
 }
 
 // InstanceName is the WindowsInstance of a ConfigMap entry: its address,
 // lower-cased (an IPv4 address and a DNS name are both valid object names).
 func InstanceName(address string) string { return strings.ToLower(address) }
 
-// ensure creates the instance of an entry, or brings an existing one's
-// address and username in line; the rest of its spec (approval, vars, a
-// playbook) is the admin's to set.
+// ensure creates the instance of an entry (with the default approval), or
+// brings an existing one's address and username in line; the rest of its
+// spec (approval, vars, a playbook) is the admin's to set.
 func (r *ConfigMapReconciler) ensure(ctx context.Context, cm *corev1.ConfigMap, want *wsuv1.WindowsInstance) error {
 	cur := &wsuv1.WindowsInstance{}
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), cur)
 	if apierrors.IsNotFound(err) {
 		want.Labels = map[string]string{wsuv1.SourceLabel: wsuv1.SourceConfigMap}
+		want.Spec.Approval = r.DefaultApproval
 		if cm.Namespace == want.Namespace {
 			want.OwnerReferences = []metav1.OwnerReference{ownerRef(cm)}
 		}
@@ -158,15 +242,18 @@ func (r *ConfigMapReconciler) ensure(ctx context.Context, cm *corev1.ConfigMap, 
 	return r.Client.Patch(ctx, cur, client.MergeFrom(orig))
 }
 
-// prune deletes the instances made from entries that are gone.
-func (r *ConfigMapReconciler) prune(ctx context.Context, wanted map[string]*wsuv1.WindowsInstance) error {
+// prune deletes the instances made from entries that are gone: not those
+// of a good entry (wanted), nor of an entry still there that does not
+// parse (bad).
+func (r *ConfigMapReconciler) prune(ctx context.Context, wanted map[string]*wsuv1.WindowsInstance, bad map[string]string) error {
 	list := &wsuv1.WindowsInstanceList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(r.instanceNamespace()), client.MatchingLabels{wsuv1.SourceLabel: wsuv1.SourceConfigMap}); err != nil {
 		return err
 	}
 	for i := range list.Items {
 		wi := &list.Items[i]
-		if _, ok := wanted[wi.Name]; ok || !wi.DeletionTimestamp.IsZero() {
+		_, typo := bad[wi.Name]
+		if _, ok := wanted[wi.Name]; ok || typo || !wi.DeletionTimestamp.IsZero() {
 			continue
 		}
 		if err := r.Client.Delete(ctx, wi); client.IgnoreNotFound(err) != nil {

@@ -74,6 +74,11 @@ type Options struct {
 	BYOHNamespace string
 	// ConfigMap is the BYOH ConfigMap's name; "" turns the BYOH source off.
 	ConfigMap string
+	// DefaultApproval is the approval of the instances made from the BYOH
+	// ConfigMap, set when each is created (an admin may change it on the
+	// instance after): Manual for a cautious fleet, whose hosts then join
+	// only once an admin approved each plan. "": Auto, the CRD's default.
+	DefaultApproval wsuv1.Approval
 	// MaxConcurrentRuns bounds the playbook runs at once.
 	MaxConcurrentRuns int
 	// Vars and VarFiles are playbook variables for every run (the
@@ -178,7 +183,23 @@ func (o *Options) check() error {
 	if _, err := scaledMaxUnavailable(o.MaxUnavailable, 100); err != nil {
 		return fmt.Errorf("controller: max unavailable: %w", err)
 	}
+	switch o.DefaultApproval {
+	case "", wsuv1.ApprovalAuto, wsuv1.ApprovalManual:
+	default:
+		return fmt.Errorf("controller: default approval %q: want %s or %s", o.DefaultApproval, wsuv1.ApprovalAuto, wsuv1.ApprovalManual)
+	}
 	return o.checkAdminHostVars()
+}
+
+// ParseApproval reads a --default-approval value: Auto or Manual, in any
+// case.
+func ParseApproval(s string) (wsuv1.Approval, error) {
+	for _, a := range []wsuv1.Approval{wsuv1.ApprovalAuto, wsuv1.ApprovalManual} {
+		if strings.EqualFold(strings.TrimSpace(s), string(a)) {
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("%q is neither %s nor %s", s, wsuv1.ApprovalAuto, wsuv1.ApprovalManual)
 }
 
 // ParseMaxUnavailable reads a --max-unavailable value: a number ("2") or a
@@ -255,6 +276,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Named("windowsinstance").
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentRuns}).
 		Watches(nodeObject(), nodeToInstances(mgr.GetClient(), o.Namespace)).
+		// The global pause (pause.go).
+		Watches(configMapObject(), settingsToInstances(mgr.GetClient(), o.Namespace), onlySettings(o.Namespace)).
 		// The key Secrets, metadata only (keywatch.go).
 		Watches(secretMetadata(), secretToInstances(mgr.GetClient()), builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		Complete(ir)
@@ -280,6 +303,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 			Namespace:         o.BYOHNamespace,
 			InstanceNamespace: o.Namespace,
 			Name:              o.ConfigMap,
+			DefaultApproval:   o.DefaultApproval,
 		})
 }
 
@@ -304,6 +328,6 @@ func setupRenewals(mgr ctrl.Manager, o Options, m *metrics) error {
 			csr, ok := obj.(*certificatesv1.CertificateSigningRequest)
 			return ok && kube.CSRKind(csr) != "" && kube.CSRState(csr) == kube.CSRPending
 		}))).
-		Complete(&CSRReconciler{Client: mgr.GetClient(), Kube: kc, Events: eventRecorder(mgr), Namespace: o.Namespace,
+		Complete(&CSRReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Kube: kc, Events: eventRecorder(mgr), Namespace: o.Namespace,
 			HostVars: o.HostVars, AddressHostVars: o.AddressHostVars, metrics: m})
 }

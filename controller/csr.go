@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"time"
@@ -33,7 +34,10 @@ import (
 // playbook's to approve, not this reconciler's: its requester is the
 // bootstrap identity, which the renewal rules refuse.
 type CSRReconciler struct {
-	Client    client.Client
+	Client client.Client
+	// Reader confirms uncached that a joined instance's recorded Node is
+	// still there; nil: Client.
+	Reader    client.Reader
 	Kube      kubernetes.Interface
 	Events    record.EventRecorder
 	Namespace string
@@ -75,6 +79,13 @@ func (r *CSRReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	node := csrNodeName(csr)
 	wi, err := r.managing(ctx, node)
 	if err != nil || wi == nil {
+		return ctrl.Result{}, err
+	}
+	if gone, err := r.nodeGone(ctx, wi); err != nil || gone != "" {
+		if gone != "" {
+			r.metrics.csr("refused")
+			r.Events.Eventf(wi, corev1.EventTypeWarning, ReasonCSRRefused, "CSR %s (%s) for node %s not approved: %s", csr.Name, kube.CSRKind(csr), node, gone)
+		}
 		return ctrl.Result{}, err
 	}
 	want := r.expectation(ctx, wi)
@@ -131,6 +142,29 @@ func (r *CSRReconciler) managing(ctx context.Context, node string) (*wsuv1.Windo
 		}
 	}
 	return nil, nil
+}
+
+// nodeGone says why a joined instance's recorded Node cannot have its
+// certificates renewed, or "": Joined is only as fresh as the instance's
+// last pass, so the Node is looked at here too. A deleted Node, one
+// replaced by another of its name (another UID) or none recorded: a
+// certificate for that name would let its holder register the name anew.
+func (r *CSRReconciler) nodeGone(ctx context.Context, wi *wsuv1.WindowsInstance) (string, error) {
+	if wi.Status.NodeUID == "" {
+		return fmt.Sprintf("WindowsInstance %s recorded no Node UID", wi.Name), nil
+	}
+	reader := r.Reader
+	if reader == nil {
+		reader = r.Client
+	}
+	reason, err := recordedNodeGone(ctx, r.Client, reader, wi)
+	switch reason {
+	case ReasonNodeDeleted:
+		return fmt.Sprintf("Node %s (UID %s), which WindowsInstance %s joined, was deleted", wi.Status.NodeName, wi.Status.NodeUID, wi.Name), err
+	case ReasonNodeReplaced:
+		return fmt.Sprintf("Node %s is not the Node WindowsInstance %s joined (UID %s): it was replaced", wi.Status.NodeName, wi.Name, wi.Status.NodeUID), err
+	}
+	return "", err
 }
 
 // expectation is what the admin gave and wsu recorded, as the renewal

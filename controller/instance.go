@@ -68,7 +68,8 @@ const (
 )
 
 // The controller's permissions (deploy/rbac/controller, make generate): its own
-// namespace's instances, ConfigMaps, Secrets (read: the keys by a get per
+// namespace's instances, ConfigMaps (read, and written for each instance's
+// last plan text, plantext.go), Secrets (read: the keys by a get per
 // run, the watch of their metadata; never written), events and Lease;
 // Nodes (read, and delete for a removed instance: the playbooks' cluster
 // tasks, with deploy/rbac/wsu-cluster-role.yaml's rights, label and cordon);
@@ -79,7 +80,7 @@ const (
 // bound only when Job mode is on (deploy/components/job-mode).
 // +kubebuilder:rbac:groups=wsu.dev,namespace=wsu-system,resources=windowsinstances,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=wsu.dev,namespace=wsu-system,resources=windowsinstances/status;windowsinstances/finalizers,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",namespace=wsu-system,resources=configmaps,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=wsu-system,resources=configmaps,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups="",namespace=wsu-system,resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=wsu-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=wsu-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
@@ -102,6 +103,9 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if !wi.DeletionTimestamp.IsZero() {
 		return r.deconfigure(ctx, wi)
 	}
+	if res, paused, err := r.checkPaused(ctx, wi); paused || err != nil { // pause.go
+		return res, err
+	}
 	if controllerutil.AddFinalizer(wi, wsuv1.Finalizer) {
 		if err := r.Client.Update(ctx, wi); err != nil {
 			return ctrl.Result{}, err
@@ -110,10 +114,13 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if wi.Spec.Paused {
 		return r.setPhase(ctx, wi, wsuv1.PhasePaused)
 	}
-	if wait := r.backoffLeft(wi); wait > 0 {
-		return ctrl.Result{RequeueAfter: wait}, nil
-	}
 	orig := wi.DeepCopy()
+	if err := r.checkRecordedNode(ctx, wi); err != nil { // nodes.go
+		return ctrl.Result{}, err
+	}
+	if wait := r.backoffLeft(wi); wait > 0 {
+		return r.done(ctx, orig, wi, wi.Status.Phase, wait)
+	}
 	if err := r.checkSpec(wi); err != nil {
 		return r.refuse(ctx, orig, wi, err)
 	}
@@ -212,6 +219,7 @@ func (r *InstanceReconciler) converge(ctx context.Context, orig, wi *wsuv1.Windo
 		return r.failed(ctx, orig, wi, reason, plan.Message, plan.Unreachable)
 	}
 	r.recordPlan(wi, rr.Playbook, plan)
+	r.keepPlanText(ctx, wi, rr.Playbook, plan) // plantext.go
 	joined := meta.IsStatusConditionTrue(wi.Status.Conditions, wsuv1.ConditionJoined)
 	if plan.Changed == 0 {
 		return r.inSync(ctx, orig, wi)
@@ -377,6 +385,9 @@ func (r *InstanceReconciler) deconfigure(ctx context.Context, wi *wsuv1.WindowsI
 	}
 	if done, err := r.letGoOnUninstall(ctx, wi); done || err != nil {
 		return ctrl.Result{}, err
+	}
+	if res, paused, err := r.checkPaused(ctx, wi); paused || err != nil {
+		return res, err
 	}
 	orig := wi.DeepCopy()
 	if wi.Annotations[wsuv1.ForgetAnnotation] == "true" {

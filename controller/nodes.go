@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -175,4 +176,80 @@ func (r *InstanceReconciler) deleteNode(ctx context.Context, wi *wsuv1.WindowsIn
 func ptrUID(uid string) *types.UID {
 	u := types.UID(uid)
 	return &u
+}
+
+// Reasons of Joined=False when the Node an instance recorded is not there
+// any more.
+const (
+	// ReasonNodeDeleted: the recorded Node was deleted; the host is
+	// planned for a re-join.
+	ReasonNodeDeleted = "NodeDeleted"
+	// ReasonNodeReplaced: a Node of the recorded name has another UID;
+	// it is not the instance's, and nothing runs (checkNode refuses).
+	ReasonNodeReplaced = "NodeReplaced"
+)
+
+// recordedNodeGone says why the Node wi recorded (status.nodeName and
+// nodeUID) is not there any more — deleted (ReasonNodeDeleted) or
+// replaced by another of that name (ReasonNodeReplaced) — or "" when it
+// is, or none is recorded. The cache answers first; a miss is confirmed
+// uncached, since what follows (forgetting the UID, refusing a CSR)
+// must not rest on a cache that has not seen the Node yet.
+func recordedNodeGone(ctx context.Context, cached, uncached client.Reader, wi *wsuv1.WindowsInstance) (reason string, err error) {
+	name, uid := wi.Status.NodeName, wi.Status.NodeUID
+	if name == "" || uid == "" {
+		return "", nil
+	}
+	node := &corev1.Node{}
+	err = cached.Get(ctx, types.NamespacedName{Name: name}, node)
+	if err == nil && string(node.UID) == uid {
+		return "", nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return "", err
+	}
+	err = uncached.Get(ctx, types.NamespacedName{Name: name}, node)
+	switch {
+	case apierrors.IsNotFound(err):
+		return ReasonNodeDeleted, nil
+	case err != nil:
+		return "", err
+	case string(node.UID) != uid:
+		return ReasonNodeReplaced, nil
+	}
+	return "", nil
+}
+
+// checkRecordedNode keeps Joined true only while the Node the instance
+// recorded exists. A deleted Node sets Joined=False (NodeDeleted, a
+// Warning event) and forgets the UID, so the next plan is a re-join whose
+// new Node the instance records as its own (no other Node can take the
+// deleted one's UID). A Node of the same name with another UID sets
+// Joined=False (NodeReplaced) and keeps the UID: checkNode then refuses
+// the instance, and nothing runs until an admin sorts it out.
+func (r *InstanceReconciler) checkRecordedNode(ctx context.Context, wi *wsuv1.WindowsInstance) error {
+	reader := r.Reader
+	if reader == nil {
+		reader = r.Client
+	}
+	reason, err := recordedNodeGone(ctx, r.Client, reader, wi)
+	if err != nil || reason == "" {
+		return err
+	}
+	name, uid := wi.Status.NodeName, wi.Status.NodeUID
+	was := meta.FindStatusCondition(wi.Status.Conditions, wsuv1.ConditionJoined)
+	if reason == ReasonNodeReplaced {
+		msg := fmt.Sprintf("Node %s has another UID than %s, the Node this instance joined: it is not this instance's", name, uid)
+		if was == nil || was.Reason != ReasonNodeReplaced {
+			r.event(wi, corev1.EventTypeWarning, ReasonNodeReplaced, "%s; nothing runs (see the Valid condition)", msg)
+		}
+		setCondition(wi, wsuv1.ConditionJoined, metav1.ConditionFalse, ReasonNodeReplaced, msg)
+		return nil
+	}
+	wi.Status.NodeUID = ""
+	msg := fmt.Sprintf("Node %s (UID %s) was deleted; the host is planned to join again", name, uid)
+	setCondition(wi, wsuv1.ConditionJoined, metav1.ConditionFalse, ReasonNodeDeleted, msg)
+	setCondition(wi, wsuv1.ConditionNodeReady, metav1.ConditionFalse, ReasonNoNode, fmt.Sprintf("there is no Node %s", name))
+	r.event(wi, corev1.EventTypeWarning, ReasonNodeDeleted, "%s", msg)
+	return nil
 }

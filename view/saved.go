@@ -57,7 +57,23 @@ func (h *Human) SavedPlan(file string, p *planfile.Plan) {
 	line("start at", p.StartAtTask)
 	line("kubeconfig", p.Kubeconfig)
 	line("context", p.KubeContext)
+	h.planChanges(p)
+	fmt.Fprintf(w, "Apply exactly it with: wsu apply %s\n", file)
+}
 
+// PlanChanges prints a plan's changes as SavedPlan does, without the
+// saved inputs: per host each task it will change, with the fields and
+// content diffs (secrets hidden), then the count. The controller keeps
+// this text for an approver to review (docs/controller.md).
+func (h *Human) PlanChanges(p *planfile.Plan) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.planChanges(p)
+}
+
+// planChanges prints p's changes per host and their count; h.mu is held.
+func (h *Human) planChanges(p *planfile.Plan) {
+	w := h.w
 	names := make([]string, 0, len(p.Hosts))
 	for n := range p.Hosts {
 		names = append(names, n)
@@ -90,7 +106,6 @@ func (h *Human) SavedPlan(file string, p *planfile.Plan) {
 	} else {
 		fmt.Fprintf(w, "\n%s\n", h.paint(cBold, fmt.Sprintf("Plan: %d %s to change on %d %s.", changes, plural(changes, "task", "tasks"), hosts, plural(hosts, "host", "hosts"))))
 	}
-	fmt.Fprintf(w, "Apply exactly it with: wsu apply %s\n", file)
 }
 
 // savedChange is one changed task: its change as the plan showed it, or

@@ -186,6 +186,11 @@ const (
 	// (status.identity.keyFingerprint); False while a new key in the key
 	// Secret (KEY.new) waits for rotate-key on this host.
 	ConditionKeyRotated = "KeyRotated"
+	// ConditionConfigMapEntryValid: False while the BYOH ConfigMap entry
+	// an instance was made from does not parse (reason InvalidEntry); the
+	// instance keeps its last good spec and is not removed. Absent while
+	// the entry is good, and on instances not made from the ConfigMap.
+	ConditionConfigMapEntryValid = "ConfigMapEntryValid"
 )
 
 // Phases summarise the conditions for `kubectl get`.

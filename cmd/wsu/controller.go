@@ -25,7 +25,7 @@ func (a *app) controllerCommand() *cobra.Command {
 	o := controller.Options{}
 	m := controller.ManagerOptions{}
 	var hostVars, addressHostVars []string
-	var kubeconfig, kubeContext, maxUnavailable, jobTemplate string
+	var kubeconfig, kubeContext, maxUnavailable, jobTemplate, defaultApproval string
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Keep WindowsInstances joined to the cluster (the in-cluster face)",
@@ -47,6 +47,9 @@ the workflows and a troubleshooting table.`,
 			}
 			if o.MaxUnavailable, err = controller.ParseMaxUnavailable(maxUnavailable); err != nil {
 				return fmt.Errorf("--max-unavailable %q: %w", maxUnavailable, err)
+			}
+			if o.DefaultApproval, err = controller.ParseApproval(defaultApproval); err != nil {
+				return fmt.Errorf("--default-approval: %w", err)
 			}
 			o.Kubeconfig = kubeconfig
 			switch o.RunMode {
@@ -76,6 +79,7 @@ the workflows and a troubleshooting table.`,
 	f.StringVarP(&o.Namespace, "namespace", "n", controller.DefaultNamespace, "namespace of the WindowsInstances (and of the BYOH ConfigMap and key Secret unless --byoh-namespace)")
 	f.StringVar(&o.BYOHNamespace, "byoh-namespace", "", "namespace of the BYOH ConfigMap and the default key Secret (cloud-private-key), read there by name only (default: --namespace; on OpenShift WMCO's, openshift-windows-machine-config-operator)")
 	f.StringVar(&o.ConfigMap, "configmap", controller.DefaultConfigMap, "BYOH ConfigMap to turn into WindowsInstances (\"\" to turn it off)")
+	f.StringVar(&defaultApproval, "default-approval", string(wsuv1.ApprovalAuto), "approval of the WindowsInstances made from the BYOH ConfigMap, set when each is created: Auto, or Manual (each plan applied only once an admin approved its hash)")
 	f.IntVar(&o.MaxConcurrentRuns, "max-concurrent-runs", controller.DefaultMaxRuns, "playbook runs at once")
 	f.StringVar(&maxUnavailable, "max-unavailable", controller.DefaultMaxUnavailable.String(), "instances out of service at once for upgrades and removals, across all instances: a number or a percentage (\"25%\")")
 	f.DurationVar(&o.PayloadCheck, "payload-check", controller.DefaultPayloadCheck, "how often joined nodes' versions are compared with the payload's (a payload changed in place is rolled out)")
@@ -241,8 +245,17 @@ func (a *app) showPlan(ctx context.Context, c client.Client, key client.ObjectKe
 		return fmt.Errorf("WindowsInstance %s has no plan yet", key)
 	}
 	fmt.Fprintf(a.stdout, "Plan %s of %s (%s, %s): %s.\n", p.Hash, key, p.Playbook, p.Time.UTC().Format("2006-01-02 15:04:05Z"), controller.Summary(p))
-	for _, t := range p.Tasks {
-		fmt.Fprintf(a.stdout, "  %s\n", t)
+	text, err := controller.ReadPlanText(ctx, c, key, p.Hash)
+	if err != nil {
+		return err
+	}
+	if text != "" {
+		// The whole plan as the controller kept it (wsu-plan-NAME).
+		fmt.Fprintf(a.stdout, "\n%s\n", strings.TrimRight(text, "\n"))
+	} else {
+		for _, t := range p.Tasks {
+			fmt.Fprintf(a.stdout, "  %s\n", t)
+		}
 	}
 	fmt.Fprintf(a.stdout, "Approve exactly it with: wsu approve %s -n %s --plan %s\n", key.Name, key.Namespace, p.Hash)
 	return nil
