@@ -45,7 +45,7 @@ const (
 // shutdownGrace is how long Serve waits for running requests after the
 // client left; a backend call that ignores its context must not keep the
 // agent alive for ever. A variable so tests can shorten it.
-var shutdownGrace = 10 * time.Second
+const shutdownGrace = 10 * time.Second
 
 // Serve runs the agent's side of the protocol on in/out until the client
 // closes in (nil: a clean shutdown), ctx ends, or the connection breaks.

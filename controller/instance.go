@@ -140,21 +140,31 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return r.upgrade(ctx, orig, wi, want)
 	}
 	if wait := r.untilNextPlan(wi); wait > 0 && !r.keyRotationPending(ctx, wi) {
+		if wi.Status.Phase == wsuv1.PhaseAwaitingApproval {
+			return r.done(ctx, orig, wi, wsuv1.PhaseAwaitingApproval, wait)
+		}
 		return r.watchNode(ctx, orig, wi, wait)
 	}
 	return r.converge(ctx, orig, wi)
 }
 
-// untilNextPlan is how long a joined, healthy instance waits before it is
-// planned again (its drift sweep): a Node heartbeat or a status write wakes
-// the reconciler often, and each pass must not cost a run. A new spec, an
-// approval, a failure or a host not yet joined plans at once.
+// untilNextPlan is how long a joined, healthy instance, or one whose plan
+// awaits approval, waits before it is planned again (its drift sweep, or a
+// fresh plan for the approver): a Node heartbeat, a label or the pass's own
+// status write wakes the reconciler often, and each pass must not cost a
+// run. A new spec, an approval of the recorded plan's hash, a failure or a
+// host not yet joined plans at once.
 func (r *InstanceReconciler) untilNextPlan(wi *wsuv1.WindowsInstance) time.Duration {
 	st := wi.Status
 	switch {
-	case st.LastPlan == nil, st.ObservedGeneration != wi.Generation, st.Phase != wsuv1.PhaseJoined,
-		!meta.IsStatusConditionTrue(st.Conditions, wsuv1.ConditionJoined),
+	case st.LastPlan == nil, st.ObservedGeneration != wi.Generation,
 		meta.IsStatusConditionTrue(st.Conditions, wsuv1.ConditionDegraded):
+		return 0
+	case st.Phase == wsuv1.PhaseAwaitingApproval:
+		if st.LastPlan.Playbook == upgradePlaybook || wi.Annotations[wsuv1.ApprovedPlanAnnotation] == st.LastPlan.Hash {
+			return 0
+		}
+	case st.Phase != wsuv1.PhaseJoined, !meta.IsStatusConditionTrue(st.Conditions, wsuv1.ConditionJoined):
 		return 0
 	}
 	return r.Options.DriftInterval - time.Since(st.LastPlan.Time.Time)

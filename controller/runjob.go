@@ -14,6 +14,7 @@ import (
 
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/setup"
 	"github.com/wsu-project/wsu/transport/agentbin"
 )
 
@@ -88,7 +89,7 @@ func runJob(ctx context.Context, o RunJobOptions) (RunOutcome, string, error) {
 	if err != nil {
 		return RunOutcome{}, "", err
 	}
-	runner := InProcess{Agents: o.Agents}
+	runner := InProcess{Agents: o.Agents, Sources: setup.NewSourceHashes()} // the plan's hashes serve the apply
 	if req.Mode == engine.ModeApply && jr.ExpectHash != "" {
 		plan := req
 		plan.Mode = engine.ModePlan

@@ -134,6 +134,11 @@ type InProcess struct {
 	// embedded ones); they are the controller's own and the same for every
 	// run, so one Source hashes each build once.
 	Agents *agentbin.Source
+	// Sources are the hashes of the files win_copy sends (the payload),
+	// shared by the controller's runs so each is read once, not once per
+	// instance and run; bounded, and keyed by each file's path and
+	// metadata. nil: each run hashes its own.
+	Sources *setup.SourceHashes
 }
 
 // Run implements Runner.
@@ -146,6 +151,7 @@ func (p InProcess) Run(ctx context.Context, req RunRequest) RunOutcome {
 		Hooks:      rec,
 		Clusters:   kube.NewCache(kube.Defaults{Kubeconfig: req.Kubeconfig}),
 		Agents:     p.Agents,
+		Sources:    p.Sources,
 		Confine:    req.confine(),
 		SecretVars: req.secretVars(),
 	})

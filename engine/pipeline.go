@@ -129,7 +129,7 @@ func (ti *taskInstance) when() (result cty.Value, run bool) {
 func (ti *taskInstance) decode() hcl.Diagnostics {
 	t := ti.t
 	ti.mod, _ = ti.r.req.Registry.Lookup(t.Module)
-	spec := playbook.Spec(t.Schema)
+	spec := t.Spec
 	ectx, diags := ti.sc.ctx(hcldec.Variables(t.Body, spec), ti.extra, ti.playVars)
 	if diags.HasErrors() {
 		return diags

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -210,6 +211,8 @@ func NewClient(cfg *rest.Config, source string) (*Client, error) {
 // cluster modules and the k8s:// inventory. Nothing is shared between runs,
 // so a controller's concurrent runs for different clusters never see each
 // other's clients, and credentials rotated between runs are picked up.
+// It also knows when its run began (RunStart), the start of the run's CSR
+// time window.
 type Cache struct {
 	defaults Defaults
 	finder   Finder
@@ -231,6 +234,9 @@ type Defaults struct {
 	// Parallel is how many hosts the run works on at once (--forks); the
 	// clients' rate limit grows with it (scaleRateLimit). 0: one kubectl's.
 	Parallel int
+	// Start is when the run began (RunStart). Zero: when NewCache is
+	// called, which a run does as it is set up.
+	Start time.Time
 }
 
 type cacheKey struct{ kubeconfig, context, env string }
@@ -240,7 +246,22 @@ func NewCache(d Defaults) *Cache { return NewCacheWith(d, Finder{}) }
 
 // NewCacheWith is NewCache with f's seams (tests).
 func NewCacheWith(d Defaults, f Finder) *Cache {
+	if d.Start.IsZero() {
+		d.Start = time.Now()
+	}
 	return &Cache{defaults: d, finder: f, clients: map[cacheKey]*Client{}}
+}
+
+// RunStart is when the cache's run began: k8s_csr_approve refuses CSRs
+// created before it, less CSRClockSkew. Each run carries its own, so a
+// controller running for days still judges a join's CSRs by the join's
+// start, never by its own. A nil cache (modules built for schemas and
+// docs) has none, and then every CSR is refused.
+func (c *Cache) RunStart() time.Time {
+	if c == nil {
+		return time.Time{}
+	}
+	return c.defaults.Start
 }
 
 // Get returns the client for kubeconfig (default: the run's, else Load's

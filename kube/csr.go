@@ -106,8 +106,11 @@ type Expectation struct {
 	ClientRequesters []string
 	// NotBefore is when the join (or the renewal window) began: a CSR
 	// created more than CSRClockSkew earlier is refused (rule not-before),
-	// and only CSRs from then on count for rule client-once. Zero: no
-	// window.
+	// and only CSRs from then on count for rule client-once. Zero is no
+	// window at all, and then every CSR is refused: a judge that does not
+	// know when its join began cannot tell a join's CSR from one left
+	// pending hours before (a k8s_csr_approve run's start, the renewal
+	// reconciler's window: every caller knows its own).
 	NotBefore time.Time
 	// Renewal switches the client rules from a first join to a kubelet
 	// renewing its client certificate: requested by system:node:<name> in
@@ -259,8 +262,12 @@ func keyAlgorithm(req *x509.CertificateRequest) string {
 }
 
 // checkCreated is the time window: a CSR from before the join is not the
-// join's.
+// join's, and without a window none is.
 func checkCreated(csr *certificatesv1.CertificateSigningRequest, notBefore time.Time) error {
+	if notBefore.IsZero() {
+		return ruleErr(RuleNotBefore, "created %s, and no join window was given to judge it by (Expectation.NotBefore)",
+			csr.CreationTimestamp.UTC().Format(time.RFC3339))
+	}
 	if !inWindow(csr, notBefore) {
 		return ruleErr(RuleNotBefore, "created %s, before this join began (%s, less %s of clock skew)",
 			csr.CreationTimestamp.UTC().Format(time.RFC3339), notBefore.UTC().Format(time.RFC3339), CSRClockSkew)
@@ -269,7 +276,7 @@ func checkCreated(csr *certificatesv1.CertificateSigningRequest, notBefore time.
 }
 
 func inWindow(csr *certificatesv1.CertificateSigningRequest, notBefore time.Time) bool {
-	return notBefore.IsZero() || !csr.CreationTimestamp.Time.Before(notBefore.Add(-CSRClockSkew))
+	return !notBefore.IsZero() && !csr.CreationTimestamp.Time.Before(notBefore.Add(-CSRClockSkew))
 }
 
 func validateClient(csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest, nodeName string, want Expectation, node *corev1.Node) error {

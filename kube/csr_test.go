@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -24,6 +25,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 // csrSpec describes a CSR as a kubelet (or an attacker) would send it.
@@ -268,8 +270,10 @@ func TestValidate(t *testing.T) {
 		{name: "created before the join", base: validClient, edit: func(s *csrSpec) { s.created = testStart.Add(-CSRClockSkew - time.Second) },
 			wantKind: CSRClient, wantRule: RuleNotBefore, wantDetail: "before this join began"},
 		{name: "created within the clock skew", base: validServing, edit: func(s *csrSpec) { s.created = testStart.Add(-CSRClockSkew + time.Second) }, wantKind: CSRServing},
-		{name: "no window", base: validClient, edit: func(s *csrSpec) { s.created = testStart.Add(-24 * time.Hour) },
-			expect: func(e *Expectation) { e.NotBefore = time.Time{} }, wantKind: CSRClient},
+		{name: "no window refuses even a day-old CSR", base: validClient, edit: func(s *csrSpec) { s.created = testStart.Add(-24 * time.Hour) },
+			expect: func(e *Expectation) { e.NotBefore = time.Time{} }, wantKind: CSRClient, wantRule: RuleNotBefore, wantDetail: "no join window"},
+		{name: "no window refuses a fresh CSR too", base: validServing,
+			expect: func(e *Expectation) { e.NotBefore = time.Time{} }, wantKind: CSRServing, wantRule: RuleNotBefore, wantDetail: "no join window"},
 
 		// Serving rules.
 		{name: "serving without the Node", base: validServing, node: noNode, wantKind: CSRServing, wantRule: RuleNodeRegistered},
@@ -538,4 +542,50 @@ func TestRuleErrorsListBoundedly(t *testing.T) {
 	assert.Equal(t, RuleServingSANs, re.Rule)
 	assert.Contains(t, re.Detail, "and 498 more")
 	assert.Less(t, len(re.Detail), 600)
+}
+
+// TestNodeCSRsHoldTheWindow: a pending client CSR created hours before the
+// run began is never approvable, whoever judges it: by the run's start
+// (the run's cache's RunStart, injected here), and when a caller gives no
+// window at all (the zero NotBefore used to mean "no window").
+func TestNodeCSRsHoldTheWindow(t *testing.T) {
+	runStart := testStart.Add(3 * time.Hour)
+	old := makeCSR(t, "left-pending", validClient) // testStart + 1 min: hours before the run
+	fresh := validClient
+	fresh.created = runStart.Add(time.Minute)
+	kc := fake.NewSimpleClientset(old, makeCSR(t, "this-run", fresh))
+	cache := NewCache(Defaults{Start: runStart})
+	require.Equal(t, runStart, cache.RunStart())
+
+	verdicts := func(want Expectation) map[string]string {
+		s, err := NodeCSRs(context.Background(), kc, want)
+		require.NoError(t, err)
+		out := map[string]string{}
+		for _, c := range s.CSRs {
+			out[c.Name] = ruleOf(c.Err)
+		}
+		return out
+	}
+	want := testExpect
+	want.NotBefore = cache.RunStart()
+	assert.Equal(t, map[string]string{"left-pending": RuleNotBefore, "this-run": ""}, verdicts(want), "judged by the run's start")
+	want.NotBefore = time.Time{}
+	assert.Equal(t, map[string]string{"left-pending": RuleNotBefore, "this-run": RuleNotBefore}, verdicts(want), "no window: nothing approvable")
+	err := ApproveCSR(context.Background(), kc, "left-pending", want)
+	assert.Equal(t, RuleNotBefore, ruleOf(err), "%v", err)
+
+	var nilCache *Cache
+	assert.True(t, nilCache.RunStart().IsZero(), "modules built without a run's cache have no window")
+	assert.WithinDuration(t, time.Now(), NewCache(Defaults{}).RunStart(), time.Minute, "a new run starts when its cache is made")
+}
+
+func ruleOf(err error) string {
+	var re *RuleError
+	if errors.As(err, &re) {
+		return re.Rule
+	}
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return ""
 }

@@ -76,16 +76,19 @@ func From(ctx context.Context) Func {
 	return ToStderr
 }
 
-var stderrMu sync.Mutex
+// ToStderr writes n to os.Stderr, prefixed "wsu: ", in one write: an
+// *os.File serialises its writes, so notices from goroutines never
+// interleave, and no lock is shared beyond the file's own.
+func ToStderr(n Notice) { fmt.Fprintf(os.Stderr, "wsu: %s\n", n) }
 
-// ToStderr writes n to os.Stderr, prefixed "wsu: ".
-func ToStderr(n Notice) { To(os.Stderr)(n) }
-
-// To returns a Func writing each notice as a line (or lines) to w.
+// To returns a Func writing each notice as a line (or lines) to w. The
+// Func serialises its own writes (w need not be safe for concurrent use);
+// two Funcs share nothing.
 func To(w io.Writer) Func {
+	var mu sync.Mutex
 	return func(n Notice) {
-		stderrMu.Lock()
-		defer stderrMu.Unlock()
+		mu.Lock()
+		defer mu.Unlock()
 		fmt.Fprintf(w, "wsu: %s\n", n)
 	}
 }

@@ -49,7 +49,7 @@ func planKubelet(t *testing.T, vars ...string) kubeletPlan {
 		Inventory: inv,
 		Inputs:    engine.Inputs{Vars: vars},
 		Mode:      engine.ModePlan,
-		Registry:  all.Registry(kube.NewCache(kube.Defaults{})),
+		Registry:  all.Registry(all.Options{Clusters: kube.NewCache(kube.Defaults{})}),
 		Connector: engine.ConnectorFunc(func(context.Context, engine.Target) (host.Host, error) {
 			return sim.New(filepath.Join(root, "win-1"), sim.Options{Hostname: "WIN-1", IPv4: "10.0.0.5"})
 		}),

@@ -36,6 +36,7 @@ import (
 	"github.com/wsu-project/wsu/limits"
 	"github.com/wsu-project/wsu/modules"
 	"github.com/wsu-project/wsu/modules/all"
+	"github.com/wsu-project/wsu/modules/windows"
 	"github.com/wsu-project/wsu/playbooks"
 	"github.com/wsu-project/wsu/transport"
 	"github.com/wsu-project/wsu/transport/agentbin"
@@ -66,8 +67,15 @@ type Options struct {
 	Hooks engine.Hooks
 
 	// Clusters are the run's cluster clients. nil: a new cache whose
-	// defaults are Inputs.Kubeconfig and Inputs.KubeContext.
+	// defaults are Inputs.Kubeconfig and Inputs.KubeContext. A cache
+	// belongs to one run: its RunStart is the start of the run's CSR time
+	// window.
 	Clusters *kube.Cache
+	// Sources are the hashes of the source files win_copy sends, kept
+	// across the hosts of the run. nil: the run's own. A face whose runs
+	// copy the same files (the controller) may keep one for all of them:
+	// it is bounded and keyed by each file's path and metadata.
+	Sources *SourceHashes
 	// Passphrase asks for an encrypted SSH key's passphrase (a CLI on a
 	// terminal). nil: only WSU_SSH_PASSPHRASE.
 	Passphrase sshtransport.PassphrasePrompt
@@ -93,6 +101,12 @@ type Options struct {
 	// plan. nil: a new one that gives up when ctx ends.
 	Files *limits.Files
 }
+
+// SourceHashes are win_copy's remembered source hashes (Options.Sources).
+type SourceHashes = windows.SourceHashes
+
+// NewSourceHashes returns an empty, bounded SourceHashes.
+func NewSourceHashes() *SourceHashes { return windows.NewSourceHashes() }
 
 // Run is a prepared run.
 type Run struct {
@@ -139,7 +153,11 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 	if files == nil {
 		files = limits.NewFiles(ctx)
 	}
-	registry := all.Registry(clusters)
+	hashes := o.Sources
+	if hashes == nil {
+		hashes = windows.NewSourceHashes()
+	}
+	registry := all.Registry(all.Options{Clusters: clusters, Sources: hashes})
 	loader := playbook.NewLoader(registry, stock)
 	loader.Files = files
 	var diags hcl.Diagnostics

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/stretchr/testify/assert"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/engine/planfile"
+	kubemodules "github.com/wsu-project/wsu/modules/kube"
 	"github.com/wsu-project/wsu/playbooks"
 	"github.com/wsu-project/wsu/setup"
 )
@@ -80,3 +82,30 @@ func TestResolvePlaybook(t *testing.T) {
 }
 
 func first(s string, _ hcl.Diagnostics) string { return s }
+
+// TestEachRunHasItsOwnStart: k8s_csr_approve's time window starts when its
+// run is set up, not when the process started: two runs prepared one after
+// the other in one process (a controller's, hours apart) carry their own
+// starts, each no earlier than its Prepare.
+func TestEachRunHasItsOwnStart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	book := filepath.Join(dir, "hello.hcl")
+	require.NoError(t, os.WriteFile(book, []byte(printPlaybook), 0o644))
+	start := func() time.Time {
+		t.Helper()
+		run, diags := setup.Prepare(ctx, setup.Options{Inputs: planfile.Inputs{Playbook: book, Inventory: "win01,", Vars: []string{"msg=hi"}}, Mode: engine.ModePlan})
+		require.False(t, diags.HasErrors(), "%v", diags)
+		m, ok := run.Request.Registry.Lookup("k8s_csr_approve")
+		require.True(t, ok)
+		csr, ok := m.(kubemodules.CSRApprove)
+		require.True(t, ok, "%T", m)
+		return csr.Cache.RunStart()
+	}
+	before := time.Now()
+	first := start()
+	assert.False(t, first.Before(before), "the first run starts at its Prepare (%s), not before (%s)", first, before)
+	between := time.Now()
+	second := start()
+	assert.False(t, second.Before(between), "the second run starts at its own Prepare (%s), not the first's (%s)", second, first)
+}

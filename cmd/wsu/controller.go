@@ -19,6 +19,7 @@ import (
 	"github.com/wsu-project/wsu/controller"
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/limits"
+	"github.com/wsu-project/wsu/setup"
 )
 
 func (a *app) controllerCommand() *cobra.Command {
@@ -54,7 +55,7 @@ the workflows and a troubleshooting table.`,
 			o.Kubeconfig = kubeconfig
 			switch o.RunMode {
 			case controller.RunModeInProcess:
-				o.Runner = controller.InProcess{Agents: a.agentSource()}
+				o.Runner = controller.InProcess{Agents: a.agentSource(), Sources: setup.NewSourceHashes()}
 			case controller.RunModeJob:
 				if o.Job.Template, err = readPodTemplate(jobTemplate); err != nil {
 					return err

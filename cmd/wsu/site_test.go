@@ -122,7 +122,7 @@ func TestSiteExamplePlan(t *testing.T) {
 		Inventory: inv,
 		Inputs:    engine.Inputs{VarFiles: []string{filepath.Join(siteDir, "site.vars.hcl")}, Vars: []string{"payload_dir=" + payload}},
 		Mode:      engine.ModePlan,
-		Registry:  all.Registry(kube.NewCache(kube.Defaults{})),
+		Registry:  all.Registry(all.Options{Clusters: kube.NewCache(kube.Defaults{})}),
 		Connector: engine.ConnectorFunc(func(ctx context.Context, tg engine.Target) (host.Host, error) {
 			h, err := sim.New(filepath.Join(root, tg.Name), sim.Options{Hostname: strings.ToUpper(tg.Name)})
 			if err != nil {

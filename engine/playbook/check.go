@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hcldec"
@@ -453,7 +452,7 @@ func (c *checker) checkTypes() {
 				vars[RootVar] = cty.ObjectVal(all)
 			}
 			tctx.Variables = vars
-			cfg, d := hcldec.Decode(t.Body, Spec(t.Schema), tctx)
+			cfg, d := hcldec.Decode(t.Body, t.Spec, tctx)
 			c.diags = append(c.diags, d...)
 			// Modules check what they can before any host is touched
 			// (relative paths, conflicting options); values from
@@ -557,14 +556,12 @@ func Functions(pb *Playbook) map[string]function.Function {
 	return funcs.TableFor(funcs.FileAccess{Dir: pb.Dir, FS: pb.FS, Roots: pb.Roots})
 }
 
-var specs sync.Map // module name -> hcldec.Spec
-
-// Spec builds (once per module) the hcldec spec that decodes a module block
-// for schema s.
+// Spec builds the hcldec spec that decodes a module block for schema s.
+// The loader builds it once per task (Task.Spec), from the schema of the
+// module the run's own registry holds: never from a cache keyed by module
+// name, which two runs with different registries (a test's or a site's
+// module of the same name) would share.
 func Spec(s modules.Schema) hcldec.Spec {
-	if sp, ok := specs.Load(s.Name); ok {
-		return sp.(hcldec.Spec)
-	}
 	spec := hcldec.ObjectSpec{}
 	for _, a := range s.Attributes {
 		var as hcldec.Spec = &hcldec.AttrSpec{Name: a.Name, Type: a.Type, Required: a.Required}
@@ -573,6 +570,5 @@ func Spec(s modules.Schema) hcldec.Spec {
 		}
 		spec[a.Name] = as
 	}
-	specs.Store(s.Name, spec)
 	return spec
 }

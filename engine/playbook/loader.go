@@ -510,6 +510,7 @@ func (l *Loader) decodeTask(block *hcl.Block, handler bool) (*Task, hcl.Diagnost
 	}
 	t.Module = mb.Type
 	t.Schema = mod.Schema()
+	t.Spec = Spec(t.Schema)
 	t.Body = mb.Body
 	t.BodyRange = mb.DefRange()
 	diags = append(diags, checkModuleBody(t)...)

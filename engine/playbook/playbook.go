@@ -8,6 +8,7 @@ import (
 	"io/fs"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
@@ -108,6 +109,7 @@ type Task struct {
 	Play      *Play
 	Module    string
 	Schema    modules.Schema
+	Spec      hcldec.Spec     // decodes Body: Spec(Schema), built at load
 	Body      *hclsyntax.Body // the module block's body
 	BodyRange hcl.Range
 

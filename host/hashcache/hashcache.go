@@ -23,8 +23,9 @@ import (
 // racyWindow: a file modified this close to when it was hashed might be
 // changed again within the file system's timestamp granularity without its
 // mtime moving (Linux stamps from a coarse clock), so its entry is not
-// trusted (git's "racily clean" problem).
-var racyWindow = 2 * time.Second
+// trusted (git's "racily clean" problem). A cache's own (cache.racy), so a
+// test shortens it for its caches only.
+const racyWindow = 2 * time.Second
 
 // version of the cache file format; another version is ignored.
 const version = 1
@@ -44,6 +45,7 @@ type file struct {
 type cache struct {
 	host.Host
 	path string
+	racy time.Duration // racyWindow
 
 	mu      sync.Mutex
 	loaded  bool
@@ -62,7 +64,7 @@ type cache struct {
 // Every other operation goes straight to h; WriteFile, Upload, Chmod and
 // Remove also drop the cached entries they may make stale.
 func Wrap(h host.Host, cacheFile string, opts ...Option) host.Host {
-	c := &cache{Host: h, path: cacheFile}
+	c := &cache{Host: h, path: cacheFile, racy: racyWindow}
 	for _, o := range opts {
 		o(c)
 	}
@@ -80,7 +82,7 @@ type Option func(*cache)
 func Warm() Option { return func(c *cache) { c.warm = true } }
 
 // warmMargin: a warming hash starts this much after the racy window, so
-// the entry it records is trusted (HashedAt - ModTime >= racyWindow).
+// the entry it records is trusted (HashedAt - ModTime >= the racy window).
 const warmMargin = 100 * time.Millisecond
 
 // load reads the cache file once; an unreadable or corrupt one is ignored
@@ -106,9 +108,9 @@ func (c *cache) load() {
 	}
 }
 
-func (e *entry) matches(fi host.FileInfo) bool {
+func (e *entry) matches(fi host.FileInfo, racy time.Duration) bool {
 	return e.Size == fi.Size && e.ModTime == fi.ModTime.UnixNano() &&
-		e.HashedAt-e.ModTime >= int64(racyWindow)
+		e.HashedAt-e.ModTime >= int64(racy)
 }
 
 func sameFile(a, b host.FileInfo) bool {
@@ -124,7 +126,7 @@ func (c *cache) SHA256(ctx context.Context, path string) (string, error) {
 	}
 	c.mu.Lock()
 	c.load()
-	if e := c.entries[path]; e != nil && e.matches(before) {
+	if e := c.entries[path]; e != nil && e.matches(before, c.racy) {
 		sum := e.SHA256
 		c.mu.Unlock()
 		return sum, nil
@@ -191,7 +193,7 @@ func (c *cache) warmLater(path string) {
 	c.warming.Add(1)
 	go func() {
 		defer c.warming.Done()
-		t := time.NewTimer(racyWindow + warmMargin)
+		t := time.NewTimer(c.racy + warmMargin)
 		defer t.Stop()
 		select {
 		case <-t.C:
@@ -286,7 +288,7 @@ func LocalSHA256(cacheFile, path string) (string, error) {
 	c.load()
 	e := c.entries[key]
 	c.mu.Unlock()
-	if e != nil && e.matches(before) {
+	if e != nil && e.matches(before, c.racy) {
 		return e.SHA256, nil
 	}
 	hashedAt := time.Now()

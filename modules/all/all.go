@@ -11,19 +11,28 @@ import (
 	"github.com/wsu-project/wsu/modules/windows"
 )
 
-// Registry returns a registry holding every stock module, whose cluster
-// modules share clusters: the run's client cache. Each run builds its own
-// registry; one built with a nil cache serves schemas and docs, and its
-// cluster modules fail if a task uses them.
-func Registry(clusters *kubeclient.Cache) *modules.Registry {
+// Options are what a run's modules hold of the run.
+type Options struct {
+	// Clusters are the run's client cache, which the cluster modules
+	// share. nil: those modules fail if a task uses them.
+	Clusters *kubeclient.Cache
+	// Sources are the source hashes win_copy remembers (a run's own, or
+	// its face's). nil: win_copy reads every source each time.
+	Sources *windows.SourceHashes
+}
+
+// Registry returns a registry holding every stock module, built with o.
+// Each run builds its own registry; one built with zero Options serves
+// schemas and docs.
+func Registry(o Options) *modules.Registry {
 	var mods []modules.Module
 	mods = append(mods, generic.Modules()...)
-	mods = append(mods, windows.Modules()...)
-	mods = append(mods, kube.Modules(clusters)...)
-	mods = append(mods, preflight.Modules(clusters)...)
+	mods = append(mods, windows.Modules(o.Sources)...)
+	mods = append(mods, kube.Modules(o.Clusters)...)
+	mods = append(mods, preflight.Modules(o.Clusters)...)
 	return modules.NewRegistry(mods...)
 }
 
 // Schemas returns a registry for what needs only the modules' schemas: the
 // loader's static checks, `wsu modules`, the docs generator.
-func Schemas() *modules.Registry { return Registry(nil) }
+func Schemas() *modules.Registry { return Registry(Options{}) }

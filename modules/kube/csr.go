@@ -188,10 +188,10 @@ func stringList(cfg modules.Config, name string) []string {
 }
 
 // expectation is what the task records about the instance; the join began
-// at not_before, else when the run started.
-func expectation(ctx context.Context, cfg modules.Config) kube.Expectation {
+// at not_before, else when the run started (start: the run's cluster
+// cache's RunStart).
+func expectation(ctx context.Context, cfg modules.Config, start time.Time) kube.Expectation {
 	name, _ := str(get(cfg, "node_name"))
-	start := kube.RunStart(ctx)
 	if v := get(cfg, "not_before"); v.IsKnown() && !v.IsNull() {
 		if t, err := notBefore(v); err == nil {
 			start = t
@@ -207,14 +207,15 @@ func expectation(ctx context.Context, cfg modules.Config) kube.Expectation {
 	}
 }
 
-// survey reads the node's CSRs and decides what is left to do. clientCSR
+// survey reads the node's CSRs and decides what is left to do. start is
+// when the run began, the window's start unless not_before says. clientCSR
 // is the client CSR this task approved earlier, if any: the join's one.
 // The CSRs it reads were listed after since: a look sees every change made
 // before it was asked for (Plan, the first look of Apply) or before the
 // previous look ended (Apply's later looks, whose approvals included), yet
 // the run's hosts polling at once share one list.
-func survey(ctx context.Context, cl *kube.Client, cfg modules.Config, clientCSR string, since time.Time) (csrPlan, error) {
-	want := expectation(ctx, cfg)
+func survey(ctx context.Context, cl *kube.Client, cfg modules.Config, start time.Time, clientCSR string, since time.Time) (csrPlan, error) {
+	want := expectation(ctx, cfg, start)
 	want.ClientCSR = clientCSR
 	var s kube.NodeSurvey
 	var err error
@@ -337,7 +338,7 @@ func (m CSRApprove) Plan(ctx context.Context, req modules.PlanRequest) modules.P
 	if !known || !cfg.Value.IsWhollyKnown() {
 		return pending(cty.UnknownVal(cty.List(cty.String)), nil)
 	}
-	p, err := survey(ctx, cl, cfg, "", time.Now())
+	p, err := survey(ctx, cl, cfg, m.Cache.RunStart(), "", time.Now())
 	switch {
 	case err != nil && transient(err):
 		return pending(cty.UnknownVal(cty.List(cty.String)), hcl.Diagnostics{{Severity: hcl.DiagWarning,
@@ -405,7 +406,7 @@ func (m CSRApprove) Apply(ctx context.Context, req modules.ApplyRequest) modules
 		since     = time.Now() // a look sees the CSRs as of then, or later
 	)
 	res, err := waitFor(ctx, timeout, interval, []watchOn{{cl.CSRChanges, name}, {cl.NodeChanges, name}}, func(ctx context.Context) (bool, string, error) {
-		p, err := survey(ctx, cl, cfg, clientCSR, since)
+		p, err := survey(ctx, cl, cfg, m.Cache.RunStart(), clientCSR, since)
 		defer func() { since = time.Now() }()
 		if err != nil {
 			return false, "", err

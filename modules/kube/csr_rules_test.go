@@ -217,18 +217,17 @@ func runRuleCase(t *testing.T, c *kubetest.Cluster, tc ruleCase, node, ip string
 		}
 	}
 	m := CSRApprove{testClusters}
-	cfg := cfgFor(t, m, attrs)
-	runCtx := ctx
 	if tc.runStart != 0 {
-		runCtx = kube.WithRunStart(ctx, time.Now().Add(tc.runStart))
+		m = CSRApprove{Clusters{Cache: kube.NewCache(kube.Defaults{Start: time.Now().Add(tc.runStart)})}}
 	}
-	plan := m.Plan(runCtx, modules.PlanRequest{Config: cfg})
+	cfg := cfgFor(t, m, attrs)
+	plan := m.Plan(ctx, modules.PlanRequest{Config: cfg})
 	require.False(t, plan.Diagnostics.HasErrors(), "%v", plan.Diagnostics)
 	// With nothing left to do (the client CSR of an existing Node), the
 	// plan is the task's whole answer.
 	resp := modules.ApplyResponse{Result: plan.Result}
 	if plan.Change != nil {
-		resp = m.Apply(runCtx, modules.ApplyRequest{Config: cfg, Change: plan.Change})
+		resp = m.Apply(ctx, modules.ApplyRequest{Config: cfg, Change: plan.Change})
 	}
 
 	var want []string
@@ -289,7 +288,7 @@ func TestCSRRenewalRules(t *testing.T) {
 	assert.Equal(t, kube.RuleClientOnce, ruleOf(err), "%v", err)
 
 	// No Node, nothing to renew.
-	err = kube.ApproveCSR(ctx, c.Client, "orphan-renewal", kube.Expectation{NodeName: "renew-2", Renewal: true})
+	err = kube.ApproveCSR(ctx, c.Client, "orphan-renewal", kube.Expectation{NodeName: "renew-2", Renewal: true, NotBefore: want.NotBefore})
 	assert.Equal(t, kube.RuleNodeRegistered, ruleOf(err), "%v", err)
 	for name, wantState := range map[string]string{"renewal": kube.CSRApproved, "bootstrap-renewal": kube.CSRPending,
 		"renewal-again": kube.CSRPending, "orphan-renewal": kube.CSRPending} {

@@ -23,7 +23,11 @@ import (
 
 // Copy sends a file from the controller to a Windows host, stopping the
 // service that runs it while the file is replaced.
-type Copy struct{}
+type Copy struct {
+	// Sources are the run's (or its face's) remembered source hashes; nil
+	// reads every source each time.
+	Sources *SourceHashes
+}
 
 var (
 	_ modules.Module    = Copy{}
@@ -168,7 +172,7 @@ func (m Copy) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanRes
 			local, err = statLocal(src)
 			local.sha = strings.ToLower(sum)
 		} else {
-			local, err = hashLocal(src)
+			local, err = m.Sources.hashLocal(src)
 		}
 		if err != nil {
 			return modules.PlanResponse{Result: unknownResult(copyResults), Diagnostics: hcl.Diagnostics{
@@ -333,7 +337,7 @@ func (m Copy) Apply(ctx context.Context, req modules.ApplyRequest) modules.Apply
 		return modules.ApplyResponse{Result: unknownResult(copyResults), Diagnostics: d}
 	}
 
-	local, err := hashLocal(src)
+	local, err := m.Sources.hashLocal(src)
 	if err != nil {
 		return fail(hcl.Diagnostics{cfg.Error("src", "Cannot read source", err.Error())})
 	}

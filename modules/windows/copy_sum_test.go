@@ -2,9 +2,11 @@ package windows
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -92,18 +94,19 @@ func (c *changingHost) WriteFile(ctx context.Context, path string, content io.Re
 func TestCopySourceChangesDuringCopy(t *testing.T) {
 	for _, stable := range []bool{true, false} {
 		t.Run(map[bool]string{true: "stable", false: "recent"}[stable], func(t *testing.T) {
+			sums := NewSourceHashes()
 			if stable {
-				defer func(w time.Duration) { racyWindow = w }(racyWindow)
-				racyWindow = 0
+				sums.racy = 0
 			}
+			m := Copy{Sources: sums}
 			h := newHost(t)
 			writeFile(t, h, kubeProxy, "old")
 			src := localSrc(t, "hello")
-			cfg := cfgFor(t, Copy{}, map[string]cty.Value{"src": cty.StringVal(src), "dest": cty.StringVal(kubeProxy)})
-			local, err := hashLocal(src)
+			cfg := cfgFor(t, m, map[string]cty.Value{"src": cty.StringVal(src), "dest": cty.StringVal(kubeProxy)})
+			local, err := sums.hashLocal(src)
 			require.NoError(t, err)
 			require.Equal(t, stable, local.stable)
-			ar := apply(t, Copy{}, &changingHost{Host: h, src: src}, cfg, &modules.Change{Action: modules.Update, Subject: kubeProxy})
+			ar := apply(t, m, &changingHost{Host: h, src: src}, cfg, &modules.Change{Action: modules.Update, Subject: kubeProxy})
 			requireDiag(t, ar.Diagnostics, cfg, hcl.DiagError, "Source changed during the copy", "src")
 			assert.Equal(t, "old", readFile(t, h, kubeProxy))
 		})
@@ -113,8 +116,8 @@ func TestCopySourceChangesDuringCopy(t *testing.T) {
 // Hosts planned at once share one read of a source; a changed file is
 // read again.
 func TestHashLocalOnce(t *testing.T) {
-	defer func(w time.Duration) { racyWindow = w }(racyWindow)
-	racyWindow = 0
+	h := NewSourceHashes()
+	h.racy = 0
 	src := localSrc(t, "hello")
 	var wg sync.WaitGroup
 	sums := make([]localFile, 10)
@@ -123,7 +126,7 @@ func TestHashLocalOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var err error
-			sums[i], err = hashLocal(src)
+			sums[i], err = h.hashLocal(src)
 			assert.NoError(t, err)
 		}()
 	}
@@ -133,7 +136,48 @@ func TestHashLocalOnce(t *testing.T) {
 		assert.True(t, s.stable)
 	}
 	require.NoError(t, os.WriteFile(src, []byte("other content"), 0o644))
-	s, err := hashLocal(src)
+	s, err := h.hashLocal(src)
 	require.NoError(t, err)
 	assert.NotEqual(t, helloSHA, s.sha, "read again")
+	assert.Equal(t, 1, h.Len(), "the rewritten file's entry replaced the old one")
+}
+
+// TestSourceHashesBounded: a file rewritten again and again, and more
+// files than the bound, leave at most the bound remembered (the cache used
+// to be process-wide and never forgot an entry: a controller writing an
+// instance's files for every run grew it without end). The least recently
+// used path goes first; the others are still served without a read.
+func TestSourceHashesBounded(t *testing.T) {
+	h := NewSourceHashes()
+	h.racy, h.max = 0, 3
+	dir := t.TempDir()
+	src := filepath.Join(dir, "rewritten")
+	for i := range 20 {
+		require.NoError(t, os.WriteFile(src, []byte(fmt.Sprint("content ", i)), 0o644))
+		require.NoError(t, os.Chtimes(src, time.Now(), time.Unix(int64(1000+i), 0)))
+		_, err := h.hashLocal(src)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 1, h.Len(), "one entry per path")
+
+	paths := make([]string, 5)
+	for i := range paths {
+		paths[i] = filepath.Join(dir, fmt.Sprint("f", i))
+		require.NoError(t, os.WriteFile(paths[i], []byte(fmt.Sprint("file ", i)), 0o644))
+		_, err := h.hashLocal(paths[i])
+		require.NoError(t, err)
+		if i == 3 {
+			_, err = h.hashLocal(paths[2]) // f2 used again: f3, f2 newest
+			require.NoError(t, err)
+		}
+	}
+	assert.Equal(t, 3, h.Len(), "bounded")
+	h.mu.Lock()
+	var kept []string
+	for p := range h.m {
+		kept = append(kept, filepath.Base(p))
+	}
+	h.mu.Unlock()
+	assert.ElementsMatch(t, []string{"f2", "f3", "f4"}, kept, "the least recently used went first")
+
 }

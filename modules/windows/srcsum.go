@@ -1,6 +1,7 @@
 package windows
 
 import (
+	"container/list"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -12,14 +13,23 @@ import (
 	"time"
 )
 
-// Source files on the controller are hashed once per process: planning and
-// applying a copy to many hosts would otherwise read every source once per
-// host and phase (a 300 MB payload to 10 hosts: gigabytes of hashing).
+// Source files on the controller are hashed once, not once per host and
+// phase: planning and applying a copy to many hosts would otherwise read
+// every source that often (a 300 MB payload to 10 hosts: gigabytes of
+// hashing). The hashes are a SourceHashes the face owns: a run's own (the
+// CLI, setup's default), or one the controller keeps for its runs, since
+// its runs copy the same payload to every instance. Nothing is remembered
+// process-wide.
 
-// racyWindow: a file changed this close to when it was hashed could change
-// again without its timestamps moving (coarse clocks, FAT's 2 s), so such a
-// hash is not remembered (as host/hashcache does on the node).
-var racyWindow = 2 * time.Second
+// DefaultRacyWindow: a file changed this close to when it was hashed could
+// change again without its timestamps moving (coarse clocks, FAT's 2 s), so
+// such a hash is not remembered (as host/hashcache does on the node).
+const DefaultRacyWindow = 2 * time.Second
+
+// DefaultMaxSourceHashes bounds how many files a SourceHashes remembers: a
+// payload is a few dozen files; a controller's per-instance files stay
+// well under it. The least recently used is forgotten first.
+const DefaultMaxSourceHashes = 1024
 
 // srcKey identifies a file's content as far as its metadata can: it changes
 // whenever the content does, outside the racy window.
@@ -38,20 +48,95 @@ func keyOf(path string, fi os.FileInfo) srcKey {
 
 // stable reports whether a hash taken at hashedAt stays valid while the
 // key is unchanged.
-func (k srcKey) stable(hashedAt time.Time) bool {
-	return hashedAt.UnixNano()-max(k.mtime, k.ctime) >= int64(racyWindow)
+func (k srcKey) stable(hashedAt time.Time, racy time.Duration) bool {
+	return hashedAt.UnixNano()-max(k.mtime, k.ctime) >= int64(racy)
 }
 
 type srcSum struct {
+	key  srcKey
 	done chan struct{}
 	sha  string
 	err  error
+	used *list.Element // its path in SourceHashes.lru
 }
 
-var srcSums = struct {
-	sync.Mutex
-	m map[srcKey]*srcSum
-}{m: map[srcKey]*srcSum{}}
+// SourceHashes remembers the sha256 of source files on the machine wsu runs
+// on, one entry per path: the hash of the path's content as its metadata
+// last identified it (a file rewritten replaces its entry, never adds
+// one), at most max paths, the least recently used forgotten first.
+// Concurrent callers for one file share one read. A nil *SourceHashes
+// remembers nothing: each call reads the file.
+type SourceHashes struct {
+	racy time.Duration
+	max  int
+
+	mu  sync.Mutex
+	m   map[string]*srcSum // by absolute path
+	lru *list.List         // of paths, most recently used first
+}
+
+// NewSourceHashes returns an empty SourceHashes with the default bounds.
+func NewSourceHashes() *SourceHashes {
+	return &SourceHashes{racy: DefaultRacyWindow, max: DefaultMaxSourceHashes, m: map[string]*srcSum{}, lru: list.New()}
+}
+
+// Len is how many files are remembered.
+func (h *SourceHashes) Len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.m)
+}
+
+func (h *SourceHashes) racyWindow() time.Duration {
+	if h == nil {
+		return DefaultRacyWindow
+	}
+	return h.racy
+}
+
+// claim returns the entry for key: one remembered or being read (mine
+// false), or a new one the caller must fill and settle (mine true). A nil
+// receiver always hands out a new one.
+func (h *SourceHashes) claim(key srcKey) (s *srcSum, mine bool) {
+	if h == nil {
+		return &srcSum{key: key, done: make(chan struct{})}, true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s := h.m[key.path]; s != nil && s.key == key {
+		h.lru.MoveToFront(s.used)
+		return s, false
+	}
+	h.forget(key.path)
+	s = &srcSum{key: key, done: make(chan struct{})}
+	s.used = h.lru.PushFront(key.path)
+	h.m[key.path] = s
+	for len(h.m) > max(h.max, 1) {
+		h.forget(h.lru.Back().Value.(string))
+	}
+	return s, true
+}
+
+// settle ends the read s stood for: a failed or unstable read is not
+// remembered.
+func (h *SourceHashes) settle(s *srcSum) {
+	if s.err != nil && h != nil {
+		h.mu.Lock()
+		if h.m[s.key.path] == s {
+			h.forget(s.key.path)
+		}
+		h.mu.Unlock()
+	}
+	close(s.done)
+}
+
+// forget drops path's entry; h.mu is held.
+func (h *SourceHashes) forget(path string) {
+	if s := h.m[path]; s != nil {
+		h.lru.Remove(s.used)
+		delete(h.m, path)
+	}
+}
 
 // localFile is a source file as read on the controller.
 type localFile struct {
@@ -65,9 +150,8 @@ type localFile struct {
 }
 
 // hashLocal resolves src against the working directory and hashes it, or
-// returns the hash this process already took of the same content.
-// Concurrent callers for one file share one read.
-func hashLocal(src string) (localFile, error) {
+// returns the hash h already took of the same content.
+func (h *SourceHashes) hashLocal(src string) (localFile, error) {
 	abs, err := filepath.Abs(src)
 	if err != nil {
 		return localFile{}, err
@@ -84,10 +168,8 @@ func hashLocal(src string) (localFile, error) {
 	key := keyOf(abs, fi)
 	local := localFile{path: abs, size: fi.Size(), key: key}
 
-	srcSums.Lock()
-	s := srcSums.m[key]
-	if s != nil {
-		srcSums.Unlock()
+	s, mine := h.claim(key)
+	if !mine {
 		<-s.done
 		if s.err == nil {
 			local.sha, local.stable = s.sha, true
@@ -96,26 +178,17 @@ func hashLocal(src string) (localFile, error) {
 		// The first reader failed; read it here.
 		return hashFile(f, local)
 	}
-	s = &srcSum{done: make(chan struct{})}
-	srcSums.m[key] = s
-	srcSums.Unlock()
-
 	hashedAt := time.Now()
 	local, err = hashFile(f, local)
 	if err == nil {
 		after, serr := f.Stat()
-		local.stable = serr == nil && keyOf(abs, after) == key && local.size == key.size && key.stable(hashedAt)
+		local.stable = serr == nil && keyOf(abs, after) == key && local.size == key.size && key.stable(hashedAt, h.racyWindow())
 	}
 	s.sha, s.err = local.sha, err
 	if err == nil && !local.stable {
 		s.err = errors.New("changed recently: not remembered")
 	}
-	if s.err != nil {
-		srcSums.Lock()
-		delete(srcSums.m, key)
-		srcSums.Unlock()
-	}
-	close(s.done)
+	h.settle(s)
 	return local, err
 }
 

@@ -23,10 +23,11 @@ import (
 	"github.com/wsu-project/wsu/modules/modutil"
 )
 
-// Modules returns every module of this package.
-func Modules() []modules.Module {
+// Modules returns every module of this package; win_copy remembers its
+// sources' hashes in sources (nil: none are remembered).
+func Modules(sources *SourceHashes) []modules.Module {
 	return []modules.Module{
-		Directory{}, File{}, Copy{}, Service{}, Env{}, Path{}, Registry{}, Command{}, Wait{},
+		Directory{}, File{}, Copy{Sources: sources}, Service{}, Env{}, Path{}, Registry{}, Command{}, Wait{},
 		HNSNetwork{}, HNSEndpoint{}, Kill{}, AuthorizedKey{}, ContainerdMirrors{}, Certificate{}, OptionalFeature{}, Reboot{},
 		FirewallRule{}, ServiceInfo{}, InstanceMetadata{}, Stat{},
 	}

@@ -18,15 +18,15 @@ import (
 // TestSchemas holds every module to the documentation contract, and checks
 // that each Example is a parseable task using only the module's arguments.
 func TestSchemas(t *testing.T) {
-	reg := modules.NewRegistry(Modules()...) // panics on a duplicate name
-	moduletest.RequireRegistered(t, ".", "modules/windows/windows.go", Modules())
+	reg := modules.NewRegistry(Modules(nil)...) // panics on a duplicate name
+	moduletest.RequireRegistered(t, ".", "modules/windows/windows.go", Modules(nil))
 	for _, name := range reg.Names() {
 		assert.True(t, strings.HasPrefix(name, "win_"), "a Windows host module's name starts with win_: %s", name)
 	}
 	// Side by side with the generic modules, as the stock registry has them.
-	modules.NewRegistry(append(Modules(), generic.Modules()...)...)
+	modules.NewRegistry(append(Modules(nil), generic.Modules()...)...)
 
-	for _, m := range Modules() {
+	for _, m := range Modules(nil) {
 		s := m.Schema()
 		t.Run(s.Name, func(t *testing.T) {
 			assert.NotEmpty(t, s.Summary)
@@ -167,7 +167,7 @@ func TestResult(t *testing.T) {
 // values still unknown instead of acting on them.
 func TestEverythingUnknown(t *testing.T) {
 	h := newHost(t)
-	for _, m := range Modules() {
+	for _, m := range Modules(nil) {
 		s := m.Schema()
 		attrs := map[string]cty.Value{}
 		for _, a := range s.Attributes {

@@ -282,7 +282,7 @@ func (w *wineNode) run(t *testing.T, node *harness.Host) *wineRun {
 			"node_subnet=" + w.nodeNet,
 		}},
 		Mode:     engine.ModeApply,
-		Registry: all.Registry(kube.NewCache(kube.Defaults{})),
+		Registry: all.Registry(all.Options{Clusters: kube.NewCache(kube.Defaults{})}),
 		Connector: engine.ConnectorFunc(func(ctx context.Context, _ engine.Target) (host.Host, error) {
 			return w.connect(ctx)
 		}),

@@ -42,9 +42,6 @@ type hostKeyPolicy struct {
 	jump   bool
 }
 
-// knownHostsMu serialises TOFU appends from hosts dialled in parallel.
-var knownHostsMu sync.Mutex
-
 // callback returns the HostKeyCallback for addr and the host key
 // algorithms to ask for. Asking only for the types already known avoids a
 // false mismatch when the server prefers a type the file lacks.
@@ -126,8 +123,6 @@ func (p hostKeyPolicy) record(addr string, key gossh.PublicKey) (added bool, err
 	if p.knownHosts == "" {
 		return false, fmt.Errorf("ssh_trust_on_first_use: no known hosts file to record %s's key in (set ssh_known_hosts_file)", addr)
 	}
-	knownHostsMu.Lock()
-	defer knownHostsMu.Unlock()
 	if err := os.MkdirAll(filepath.Dir(p.knownHosts), 0o700); err != nil {
 		return false, fmt.Errorf("ssh_trust_on_first_use: %w", err)
 	}
@@ -136,6 +131,12 @@ func (p hostKeyPolicy) record(addr string, key gossh.PublicKey) (added bool, err
 		return false, fmt.Errorf("ssh_trust_on_first_use: %w", err)
 	}
 	defer f.Close()
+	// Appends to one file, from hosts dialled in parallel or from other
+	// runs and processes, go one at a time: a lock on the file itself, not
+	// one lock for every file of the process.
+	if err := lockKnownHosts(f); err != nil {
+		return false, fmt.Errorf("ssh_trust_on_first_use: locking %s: %w", p.knownHosts, err)
+	}
 	// A parallel dial of the same host may have recorded it meanwhile.
 	if db, err := knownhosts.New(p.knownHosts); err == nil {
 		if err := db(addr, &net.TCPAddr{}, key); err == nil {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/host/osfs"
@@ -23,6 +24,9 @@ type localHost struct {
 	osfs.FS
 	mu    sync.Mutex
 	facts *host.Facts // cached: gathering may hit DNS
+	// waitDelay is Run's wait for the output pipes after the child exits;
+	// 0: osexec.DefaultWaitDelay (tests shorten it).
+	waitDelay time.Duration
 }
 
 var _ host.Host = (*localHost)(nil)

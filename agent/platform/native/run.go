@@ -9,12 +9,14 @@ import (
 	"github.com/wsu-project/wsu/host/osnet"
 )
 
-// waitDelay is osexec's wait for the output pipes after the child exits; a
-// variable so tests can shorten it.
-var waitDelay = osexec.DefaultWaitDelay
-
+// Run runs the request here. The wait for the output pipes after the child
+// exits is the host's waitDelay, else osexec's default.
 func (h *localHost) Run(ctx context.Context, req host.RunRequest) (host.RunResult, error) {
-	return osexec.Run(ctx, req, osexec.Options{WaitDelay: waitDelay, Prepare: osexec.KillProcessGroup})
+	wait := h.waitDelay
+	if wait <= 0 {
+		wait = osexec.DefaultWaitDelay
+	}
+	return osexec.Run(ctx, req, osexec.Options{WaitDelay: wait, Prepare: osexec.KillProcessGroup})
 }
 
 // DialTCP dials from this machine, which is the host.

@@ -106,13 +106,12 @@ func TestRunCallerCancel(t *testing.T) {
 
 func TestRunOrphanHoldingPipes(t *testing.T) {
 	skipWithoutShell(t)
-	old := waitDelay
-	waitDelay = 300 * time.Millisecond
-	defer func() { waitDelay = old }()
+	h := NewPOSIX().(*localHost)
+	h.waitDelay = 300 * time.Millisecond
 
 	// The shell exits at once but its background child keeps stdout open.
 	start := time.Now()
-	got, err := New().Run(context.Background(), host.RunRequest{Argv: []string{"sh", "-c", "sleep 3 & echo done"}})
+	got, err := h.Run(context.Background(), host.RunRequest{Argv: []string{"sh", "-c", "sleep 3 & echo done"}})
 	require.NoError(t, err)
 	assert.Less(t, time.Since(start), 2*time.Second)
 	assert.Equal(t, 0, got.ExitCode)

@@ -206,7 +206,8 @@ func TestKubeletJoin(t *testing.T) {
 			"--feature-gates=SomeGate=true", "--an-unknown-flag",
 		},
 	}))
-	want := kube.Expectation{NodeName: n.name, Addresses: []string{n.ip}, Hostnames: []string{n.name}, ClientRequesters: []string{tok.Username()}}
+	want := kube.Expectation{NodeName: n.name, Addresses: []string{n.ip}, Hostnames: []string{n.name}, ClientRequesters: []string{tok.Username()},
+		NotBefore: time.Now()}
 	logs := func() string {
 		b, _ := os.ReadFile(n.local(t, `C:\var\log\kubelet\kubelet.log`))
 		return string(b)
