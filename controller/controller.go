@@ -265,7 +265,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Events:   eventRecorder(mgr),
 		Options:  o,
 		metrics:  metrics,
-		rollouts: &rolloutLimit{},
+		rollouts: newRolloutLimit(),
 		payloads: payloads,
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &wsuv1.WindowsInstance{}, keySecretIndex, indexKeySecret(o.BYOHNamespace)); err != nil {

@@ -97,7 +97,7 @@ func newHostVarsBed(t *testing.T, o Options, objs ...client.Object) *hostVarsBed
 	require.NoError(t, o.check())
 	events := record.NewFakeRecorder(10)
 	return &hostVarsBed{
-		r:    &InstanceReconciler{Client: c, Events: events, Options: o, metrics: newMetrics(), rollouts: &rolloutLimit{}},
+		r:    &InstanceReconciler{Client: c, Events: events, Options: o, metrics: newMetrics(), rollouts: newRolloutLimit()},
 		runs: runs, events: events,
 	}
 }

@@ -413,14 +413,16 @@ func (r *InstanceReconciler) deconfigure(ctx context.Context, wi *wsuv1.WindowsI
 	if wait := r.backoffLeft(wi); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	limit, err := r.rolloutBudget(ctx, wi, false)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if !r.rollouts.acquire(limit) {
+	if ok, err := r.takeSlot(ctx, wi); err != nil || !ok { // rollout.go
+		if err != nil {
+			return ctrl.Result{}, err
+		}
 		return ctrl.Result{RequeueAfter: r.Options.NodeReadyCheck}, nil
 	}
-	defer r.rollouts.release()
+	defer r.rollouts.release(wi)
+	if err := r.markNode(ctx, wi, unavailableRemove); err != nil {
+		return ctrl.Result{}, err
+	}
 	r.setStatusPhase(ctx, orig, wi, wsuv1.PhaseRemoving)
 	orig = wi.DeepCopy()
 	rr, err := r.runRequest(ctx, wi, "wsu:remove.hcl")

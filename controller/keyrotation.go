@@ -153,15 +153,15 @@ func (r *InstanceReconciler) rotateKeyIfPending(ctx context.Context, orig, wi *w
 	}
 	setCondition(wi, wsuv1.ConditionKeyRotated, metav1.ConditionFalse, ReasonKeyRotationNeeded,
 		fmt.Sprintf("the Secret %s holds a new key %s (%s): rotate-key moves this host to it", keys.secret, keys.nextKey, keys.nextFP))
-	limit, err := r.rolloutBudget(ctx, wi, false)
+	ok, err := r.takeSlot(ctx, wi) // rollout.go
 	if err != nil {
 		return ctrl.Result{}, true, err
 	}
-	if !r.rollouts.acquire(limit) {
+	if !ok {
 		res, err := r.done(ctx, orig, wi, wi.Status.Phase, r.Options.NodeReadyCheck)
 		return res, true, err
 	}
-	defer r.rollouts.release()
+	defer r.rollouts.release(wi)
 	// KeyRotationPending is shown while the rotation runs.
 	r.setStatusPhase(ctx, orig, wi, wi.Status.Phase)
 	orig = wi.DeepCopy()

@@ -11,8 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/engine"
@@ -65,6 +63,9 @@ func (r *InstanceReconciler) upgradeDue(ctx context.Context, wi *wsuv1.WindowsIn
 	}
 	have := nodeVersion(node)
 	if have == want {
+		if err := r.clearUpgradeMark(ctx, node); err != nil {
+			return want, false, err
+		}
 		setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionTrue, ReasonAtVersion, fmt.Sprintf("Node %s runs payload %s", node.Name, want))
 		return want, false, nil
 	}
@@ -77,22 +78,24 @@ func (r *InstanceReconciler) upgradeDue(ctx context.Context, wi *wsuv1.WindowsIn
 // upgrade runs the stock upgrade on a joined instance whose Node is at
 // another payload version: planned first, approved as any plan, and
 // applied only while fewer than maxUnavailable instances are out of
-// service. The slot is held until the final status is written, so no two
-// instances beyond the limit are ever seen Upgrading at once.
+// service (rollout.go). The slot is held until the final status is
+// written, so no two instances beyond the limit are ever seen Upgrading at
+// once; the Node's mark, set before the apply, keeps counting it until
+// the Node is back at the payload version, across restarts.
 func (r *InstanceReconciler) upgrade(ctx context.Context, orig, wi *wsuv1.WindowsInstance, want string) (ctrl.Result, error) {
 	if wait := r.awaitingUpgradeApproval(wi); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	limit, err := r.rolloutBudget(ctx, wi, true)
+	ok, err := r.takeSlot(ctx, wi)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if !r.rollouts.acquire(limit) {
+	if !ok {
 		setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionFalse, ReasonRolloutWait,
-			fmt.Sprintf("payload %s waits for a rollout slot (at most %s instance(s) out of service at once)", want, r.Options.MaxUnavailable.String()))
+			fmt.Sprintf("payload %s waits for a rollout slot (at most %s instance(s) out of service at once; kubectl get nodes -l %s shows them)", want, r.Options.MaxUnavailable.String(), UnavailableLabel))
 		return r.done(ctx, orig, wi, wsuv1.PhaseJoined, r.Options.NodeReadyCheck)
 	}
-	defer r.rollouts.release()
+	defer r.rollouts.release(wi)
 	rr, err := r.runRequest(ctx, wi, upgradePlaybook)
 	if err != nil {
 		return r.badRequest(ctx, orig, wi, err)
@@ -115,6 +118,10 @@ func (r *InstanceReconciler) upgrade(ctx context.Context, orig, wi *wsuv1.Window
 // applyUpgrade applies the approved upgrade plan and records the result.
 func (r *InstanceReconciler) applyUpgrade(ctx context.Context, orig, wi *wsuv1.WindowsInstance, rr RunRequest, plan RunOutcome, want string) (ctrl.Result, error) {
 	from := wi.Status.AppliedVersion
+	// Marked before anything touches the Node: whoever leads next counts it.
+	if err := r.markNode(ctx, wi, unavailableUpgrade); err != nil {
+		return ctrl.Result{}, err
+	}
 	setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionFalse, ReasonUpgrading, fmt.Sprintf("upgrading from payload %q to %s", from, want))
 	r.event(wi, corev1.EventTypeNormal, ReasonUpgrading, "upgrading node %s from payload %q to %s (plan %s)", r.nodeName(wi), from, want, plan.Hash)
 	r.setStatusPhase(ctx, orig, wi, wsuv1.PhaseUpgrading)
@@ -135,6 +142,9 @@ func (r *InstanceReconciler) applyUpgrade(ctx context.Context, orig, wi *wsuv1.W
 		setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionFalse, ReasonVersionMismatch, msg)
 		return r.failed(ctx, orig, wi, ReasonVersionMismatch, msg, false)
 	}
+	if err := r.markNode(ctx, wi, ""); err != nil {
+		return ctrl.Result{}, err
+	}
 	setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionTrue, ReasonAtVersion, fmt.Sprintf("Node %s runs payload %s", r.nodeName(wi), want))
 	// The upgrade converged the host with join: it matches the playbook.
 	setCondition(wi, wsuv1.ConditionDrifted, metav1.ConditionFalse, ReasonInSync, "the host matches the playbook")
@@ -145,9 +155,9 @@ func (r *InstanceReconciler) applyUpgrade(ctx context.Context, orig, wi *wsuv1.W
 	return r.done(ctx, orig, wi, wsuv1.PhaseJoined, requeue)
 }
 
-// upgradeFailed records a failed upgrade run. The instance keeps counting
-// against maxUnavailable until an upgrade succeeds (its Node may be
-// cordoned), so a bad payload stops the rollout.
+// upgradeFailed records a failed upgrade run. An instance whose Node was
+// marked keeps counting against maxUnavailable until an upgrade succeeds
+// (its Node may be cordoned), so a bad payload stops the rollout.
 func (r *InstanceReconciler) upgradeFailed(ctx context.Context, orig, wi *wsuv1.WindowsInstance, reason string, out RunOutcome) (ctrl.Result, error) {
 	setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionFalse, ReasonUpgradeFailed, truncate(out.Message, 1000))
 	r.event(wi, corev1.EventTypeWarning, ReasonUpgradeFailed, "upgrading node %s failed: %s", r.nodeName(wi), truncate(out.Message, 1000))
@@ -168,30 +178,6 @@ func (r *InstanceReconciler) awaitingUpgradeApproval(wi *wsuv1.WindowsInstance) 
 		return 0
 	}
 	return r.Options.DriftInterval - time.Since(st.LastPlan.Time.Time)
-}
-
-// rolloutBudget is how many instances may be out of service at once now:
-// maxUnavailable scaled to the instances in the namespace. For an upgrade,
-// other instances whose upgrade failed count as out of service already.
-func (r *InstanceReconciler) rolloutBudget(ctx context.Context, self *wsuv1.WindowsInstance, upgrade bool) (int, error) {
-	list := &wsuv1.WindowsInstanceList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(self.Namespace)); err != nil {
-		return 0, err
-	}
-	limit, err := scaledMaxUnavailable(r.Options.MaxUnavailable, len(list.Items))
-	if err != nil || !upgrade {
-		return limit, err
-	}
-	for _, wi := range list.Items {
-		c := meta.FindStatusCondition(wi.Status.Conditions, wsuv1.ConditionUpToDate)
-		if wi.Name != self.Name && c != nil && c.Reason == ReasonUpgradeFailed {
-			limit--
-		}
-	}
-	if limit <= 0 {
-		log.FromContext(ctx).Info("upgrade held: failed upgrades use the whole maxUnavailable", "maxUnavailable", r.Options.MaxUnavailable.String())
-	}
-	return limit, nil
 }
 
 // runResult names a run's result in status.lastApply.

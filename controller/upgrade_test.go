@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,9 +10,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/payload"
 )
 
@@ -44,17 +51,61 @@ func TestMaxUnavailable(t *testing.T) {
 	assert.Error(t, o.check(), "Setup refuses a max unavailable that is neither a number nor a percentage")
 }
 
-func TestRolloutLimit(t *testing.T) {
-	var l rolloutLimit
-	require.True(t, l.acquire(2))
-	require.True(t, l.acquire(2))
-	assert.False(t, l.acquire(2), "both slots taken")
-	assert.True(t, l.acquire(3), "a larger bound (more instances) has room")
-	l.release()
-	l.release()
-	assert.Equal(t, 1, l.taken())
-	assert.False(t, l.acquire(1))
-	assert.False(t, l.acquire(0), "no slot when failed upgrades use the whole budget")
+// TestRolloutSlots: the rollout limit counts the instances whose recorded
+// Node carries the out-of-service mark (whoever set it) and the slots
+// taken in this process; an instance whose Node is marked holds its slot;
+// a mark on a Node whose instance is gone is neither counted nor kept.
+func TestRolloutSlots(t *testing.T) {
+	scheme, err := NewScheme()
+	require.NoError(t, err)
+	inst := func(name string) *wsuv1.WindowsInstance {
+		wi := &wsuv1.WindowsInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+		wi.Status.NodeName, wi.Status.NodeUID = "node-"+name, "uid-"+name
+		return wi
+	}
+	node := func(name, owner, mark string) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-" + name, UID: types.UID("uid-" + name),
+			Annotations: map[string]string{kube.OwnerAnnotation: kube.InstanceOwner("ns", owner)}}}
+		if mark != "" {
+			n.Labels = map[string]string{UnavailableLabel: mark}
+		}
+		return n
+	}
+	a, b, c := inst("a"), inst("b"), inst("c")
+	objs := []client.Object{a, b, c, node("a", "a", unavailableUpgrade), node("b", "b", ""), node("c", "c", ""),
+		node("ghost", "ghost", unavailableUpgrade), node("other", "x", unavailableRemove)}
+	objs[len(objs)-1].SetAnnotations(map[string]string{kube.OwnerAnnotation: kube.InstanceOwner("elsewhere", "x")})
+	cl := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&wsuv1.WindowsInstance{}).WithObjects(objs...).Build()
+	r := &InstanceReconciler{Client: cl, Options: Options{MaxUnavailable: intstr.FromInt32(1)}, rollouts: newRolloutLimit()}
+	ctx := context.Background()
+	take := func(wi *wsuv1.WindowsInstance) bool {
+		ok, err := r.takeSlot(ctx, wi)
+		require.NoError(t, err)
+		return ok
+	}
+	markOf := func(name string) string {
+		n := &corev1.Node{}
+		require.NoError(t, cl.Get(ctx, client.ObjectKey{Name: "node-" + name}, n))
+		return n.Labels[UnavailableLabel]
+	}
+
+	assert.False(t, take(b), "a's Node is marked (by a previous leader): b waits")
+	assert.Empty(t, markOf("ghost"), "the mark of an instance that is gone is cleared")
+	assert.Equal(t, unavailableRemove, markOf("other"), "another namespace's mark is left alone")
+	assert.True(t, take(a), "a holds its slot: it resumes")
+	r.rollouts.release(a)
+	assert.False(t, take(b), "released in memory, a's Node is still out of service")
+
+	require.NoError(t, r.markNode(ctx, a, ""))
+	assert.True(t, take(b), "a is back")
+	assert.False(t, take(c), "b holds the slot in this process, before any mark")
+	require.NoError(t, r.markNode(ctx, b, unavailableUpgrade))
+	r.rollouts.release(b)
+	assert.False(t, take(c), "b's Node is marked")
+	assert.True(t, take(b))
+
+	r.Options.MaxUnavailable = intstr.FromString("100%")
+	assert.True(t, take(c), "a larger limit has room")
 }
 
 func TestControllerPayloadDir(t *testing.T) {

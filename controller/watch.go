@@ -5,7 +5,6 @@ import (
 	"context"
 	"os"
 	"strings"
-	"sync"
 
 	gossh "golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
@@ -56,39 +55,6 @@ func onlyConfigMap(namespace, name string) builder.Predicates {
 	return builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
 		return obj.GetNamespace() == namespace && obj.GetName() == name
 	}))
-}
-
-// rolloutLimit bounds how many instances are taken out of service at once
-// (upgraded, removed) across all instances: maxUnavailable. The bound is
-// given at each acquire, since a percentage scales with the number of
-// instances, which changes.
-type rolloutLimit struct {
-	mu    sync.Mutex
-	inUse int
-}
-
-// acquire takes a slot if fewer than max are taken.
-func (l *rolloutLimit) acquire(max int) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.inUse >= max {
-		return false
-	}
-	l.inUse++
-	return true
-}
-
-func (l *rolloutLimit) release() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.inUse--
-}
-
-// taken is how many slots are in use.
-func (l *rolloutLimit) taken() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.inUse
 }
 
 // pinnedHostKey reads the key a trust-on-first-use connection recorded in
