@@ -216,7 +216,7 @@ func (r *InstanceReconciler) converge(ctx context.Context, orig, wi *wsuv1.Windo
 	if err != nil {
 		return r.badRequest(ctx, orig, wi, err)
 	}
-	plan := r.run(ctx, wi, rr, engine.ModePlan)
+	plan := r.run(ctx, wi, &rr, engine.ModePlan)
 	if interrupted(ctx, plan) {
 		return ctrl.Result{}, nil
 	}
@@ -272,7 +272,7 @@ func (r *InstanceReconciler) apply(ctx context.Context, orig, wi *wsuv1.WindowsI
 	r.setStatusPhase(ctx, orig, wi, wsuv1.PhaseJoining)
 	orig = wi.DeepCopy()
 	rr.Expect, rr.ExpectHash = plan.Plan, plan.Hash
-	out := r.run(ctx, wi, rr, engine.ModeApply)
+	out := r.run(ctx, wi, &rr, engine.ModeApply)
 	if interrupted(ctx, out) {
 		return ctrl.Result{}, nil
 	}
@@ -429,7 +429,7 @@ func (r *InstanceReconciler) deconfigure(ctx context.Context, wi *wsuv1.WindowsI
 	if err != nil {
 		return r.badRequest(ctx, orig, wi, err)
 	}
-	out := r.run(ctx, wi, rr, engine.ModeApply)
+	out := r.run(ctx, wi, &rr, engine.ModeApply)
 	if interrupted(ctx, out) {
 		return ctrl.Result{}, nil
 	}
@@ -453,8 +453,14 @@ func (r *InstanceReconciler) release(ctx context.Context, wi *wsuv1.WindowsInsta
 	return client.IgnoreNotFound(r.Client.Update(ctx, wi))
 }
 
-// run runs one playbook for the instance, counted in the metrics.
-func (r *InstanceReconciler) run(ctx context.Context, wi *wsuv1.WindowsInstance, rr RunRequest, mode engine.Mode) RunOutcome {
+// run runs one playbook for the instance, counted in the metrics. A run
+// the host refused to log in to is tried with the key Secret's other key
+// (keyrotation.go), which rr then keeps.
+func (r *InstanceReconciler) run(ctx context.Context, wi *wsuv1.WindowsInstance, rr *RunRequest, mode engine.Mode) RunOutcome {
+	return r.tryOtherKey(ctx, wi, rr, mode, r.runOnce(ctx, *rr, mode))
+}
+
+func (r *InstanceReconciler) runOnce(ctx context.Context, rr RunRequest, mode engine.Mode) RunOutcome {
 	rr.Mode = mode
 	start := time.Now()
 	out := r.Options.Runner.Run(ctx, rr)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -17,12 +18,14 @@ import (
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 	"github.com/wsu-project/wsu/playbooks"
+	sshtransport "github.com/wsu-project/wsu/transport/ssh"
 )
 
 // Key rotation: the controller cannot read a Secret's old content once it
@@ -33,7 +36,12 @@ import (
 // use (status.identity.keyFingerprint), and from then on logs in with
 // whichever key in the Secret has that fingerprint; the admin swaps the
 // keys once every instance shows KeyRotated=True. The controller never
-// writes the Secret.
+// writes the Secret. Under approval Manual a rotation is planned first and
+// waits for its hash to be approved, as any change. A rotation that
+// stopped after the old key left the host, before the new fingerprint was
+// recorded, is caught at the next login: a run the host refuses is tried
+// with the Secret's other key, which is recorded when the host takes it
+// (tryOtherKey).
 
 // Reasons of the KeyRotated condition.
 const (
@@ -151,6 +159,10 @@ func (r *InstanceReconciler) rotateKeyIfPending(ctx context.Context, orig, wi *w
 	if recorded == "" {
 		wi.Status.Identity.KeyFingerprint = keys.currentFP
 	}
+	if wait := r.awaitingRotationApproval(wi, keys); wait > 0 {
+		res, err := r.done(ctx, orig, wi, wsuv1.PhaseAwaitingApproval, wait)
+		return res, true, err
+	}
 	setCondition(wi, wsuv1.ConditionKeyRotated, metav1.ConditionFalse, ReasonKeyRotationNeeded,
 		fmt.Sprintf("the Secret %s holds a new key %s (%s): rotate-key moves this host to it", keys.secret, keys.nextKey, keys.nextFP))
 	ok, err := r.takeSlot(ctx, wi) // rollout.go
@@ -177,7 +189,12 @@ func (r *InstanceReconciler) rotateKeyIfPending(ctx context.Context, orig, wi *w
 		h.Vars[kubeinv.NewKeyVar] = inventory.Var{Value: cty.StringVal(keys.next).Mark(engine.Sensitive)}
 	}
 	rr.Secrets.NewKey = SecretItem{Secret: keys.secret, Key: keys.nextKey}
-	out := r.run(ctx, wi, rr, engine.ModeApply)
+	if wi.Spec.Approval == wsuv1.ApprovalManual {
+		if res, done, err := r.planRotation(ctx, orig, wi, &rr, keys); done {
+			return res, true, err
+		}
+	}
+	out := r.run(ctx, wi, &rr, engine.ModeApply)
 	r.recordReach(wi, out)
 	if interrupted(ctx, out) {
 		return ctrl.Result{}, true, nil
@@ -187,18 +204,132 @@ func (r *InstanceReconciler) rotateKeyIfPending(ctx context.Context, orig, wi *w
 		res, err := r.failed(ctx, orig, wi, ReasonKeyRotationFailed, out.Message, out.Unreachable)
 		return res, true, err
 	}
+	return r.rotated(ctx, orig, wi, keys)
+}
+
+// rotated records a host moved to the Secret's new key.
+func (r *InstanceReconciler) rotated(ctx context.Context, orig, wi *wsuv1.WindowsInstance, keys instanceKeys) (res ctrl.Result, done bool, err error) {
 	wi.Status.Identity.KeyFingerprint = keys.nextFP
 	setCondition(wi, wsuv1.ConditionKeyRotated, metav1.ConditionTrue, ReasonKeyRotated,
 		fmt.Sprintf("the host accepts %s (%s) and no longer the previous key", keys.nextKey, keys.nextFP))
 	r.event(wi, corev1.EventTypeNormal, ReasonKeyRotated, "the host now accepts only the new key %s from %s", keys.nextFP, keys.secret)
+	meta.RemoveStatusCondition(&wi.Status.Conditions, wsuv1.ConditionDegraded)
 	wi.Status.Failures, wi.Status.NextRetry = 0, nil
-	res, err = r.done(ctx, orig, wi, wi.Status.Phase, 0)
+	phase := wi.Status.Phase
+	if (phase == wsuv1.PhaseAwaitingApproval || phase == wsuv1.PhaseFailed) && meta.IsStatusConditionTrue(wi.Status.Conditions, wsuv1.ConditionJoined) {
+		phase = wsuv1.PhaseJoined // the rotation was what waited or failed
+	}
+	res, err = r.done(ctx, orig, wi, phase, 0)
 	if err != nil {
 		// The host now refuses the old key: its fingerprint must be
 		// recorded, or the next pass would log in with the old one.
 		err = r.recordKeyInUse(ctx, wi)
 	}
 	return res, true, err
+}
+
+// planRotation plans a Manual instance's rotation and stops it there
+// unless an admin approved that plan's hash, as any other change: the plan
+// (lastPlan, playbook wsu:rotate-key.hcl) is what `wsu approve` shows.
+// Approved, rr is held to it. done: the rotation stops here (awaiting
+// approval, failed, or found already done).
+func (r *InstanceReconciler) planRotation(ctx context.Context, orig, wi *wsuv1.WindowsInstance, rr *RunRequest, keys instanceKeys) (res ctrl.Result, done bool, err error) {
+	plan := r.run(ctx, wi, rr, engine.ModePlan)
+	if interrupted(ctx, plan) {
+		return ctrl.Result{}, true, nil
+	}
+	r.recordReach(wi, plan)
+	if wi.Status.Identity.KeyFingerprint == keys.nextFP {
+		return r.rotated(ctx, orig, wi, keys) // the host took only the new key (tryOtherKey)
+	}
+	if plan.Failed {
+		rotationFailed(wi, keys, plan)
+		res, err := r.failed(ctx, orig, wi, ReasonKeyRotationFailed, plan.Message, plan.Unreachable)
+		return res, true, err
+	}
+	r.recordPlan(wi, rr.Playbook, plan)
+	if !r.approved(wi, plan) {
+		res, err := r.awaitApproval(ctx, orig, wi, plan)
+		return res, true, err
+	}
+	rr.Expect, rr.ExpectHash = plan.Plan, plan.Hash
+	return ctrl.Result{}, false, nil
+}
+
+// awaitingRotationApproval is how long a Manual instance whose rotation
+// plan (for the Secret's current new key) awaits approval waits before it
+// is planned again: wakes between (Node heartbeats) cost no run.
+func (r *InstanceReconciler) awaitingRotationApproval(wi *wsuv1.WindowsInstance, keys instanceKeys) time.Duration {
+	c := meta.FindStatusCondition(wi.Status.Conditions, wsuv1.ConditionKeyRotated)
+	if wi.Spec.Approval != wsuv1.ApprovalManual || c == nil || c.Reason != ReasonKeyRotationNeeded || !strings.Contains(c.Message, keys.nextFP) {
+		return 0
+	}
+	return r.awaitingApproval(wi, "wsu:"+rotateKeyPlaybook)
+}
+
+// tryOtherKey: a run the host refused to log in to (out), while the key
+// Secret holds two keys, is run again with the other one. A rotation that
+// stopped after rotate-key removed the old key from the host, before the
+// new key's fingerprint was recorded, would otherwise leave the instance
+// logging in with a key the host no longer takes, for ever. When the
+// host takes the other key, it is recorded as the key in use
+// (status.identity.keyFingerprint, the KeyRotated condition, an event) and
+// rr keeps it for the rest of the pass; when it refuses both, out stands.
+func (r *InstanceReconciler) tryOtherKey(ctx context.Context, wi *wsuv1.WindowsInstance, rr *RunRequest, mode engine.Mode, out RunOutcome) RunOutcome {
+	if !loginRefused(out) || ctx.Err() != nil {
+		return out
+	}
+	keys, err := r.readKeys(ctx, wi)
+	if err != nil || keys.next == "" {
+		return out
+	}
+	other, item, fp := keys.next, SecretItem{Secret: keys.secret, Key: keys.nextKey}, keys.nextFP
+	if rr.Secrets.Key.Key == keys.nextKey {
+		other, item, fp = keys.current, SecretItem{Secret: keys.secret, Key: keys.currentKey}, keys.currentFP
+	}
+	was := setLoginKey(rr, other, item)
+	second := r.runOnce(ctx, *rr, mode)
+	if loginRefused(second) || second.Unreachable {
+		setLoginKey(rr, was.key, was.item)
+		return out
+	}
+	log.FromContext(ctx).Info("the host refused the recorded key and took the other", "key", item.Key, "fingerprint", fp)
+	wi.Status.Identity.KeyFingerprint = fp
+	if fp == keys.nextFP {
+		setCondition(wi, wsuv1.ConditionKeyRotated, metav1.ConditionTrue, ReasonKeyRotated,
+			fmt.Sprintf("the host refused the previous key and accepts %s (%s): a rotation ended without being recorded", keys.nextKey, keys.nextFP))
+	} else {
+		setCondition(wi, wsuv1.ConditionKeyRotated, metav1.ConditionTrue, ReasonKeyInUse, fmt.Sprintf("logging in with %s", fp))
+	}
+	r.event(wi, corev1.EventTypeNormal, ReasonKeyRotated, "the host refused the recorded key and accepts %s (%s) from %s: logging in with it from now on", item.Key, fp, keys.secret)
+	return second
+}
+
+// loginKey is the key a run logs in with, and where it is.
+type loginKey struct {
+	key  string
+	item SecretItem
+}
+
+// setLoginKey makes rr log in with key (item in its Secret), returning
+// the one it had.
+func setLoginKey(rr *RunRequest, key string, item SecretItem) loginKey {
+	was := loginKey{item: rr.Secrets.Key}
+	for _, h := range rr.Inventory.Hosts {
+		if v, ok := h.Vars[kubeinv.KeyVar]; ok && was.key == "" {
+			s, _ := v.Value.Unmark()
+			was.key = s.AsString()
+		}
+		h.Vars[kubeinv.KeyVar] = inventory.Var{Value: cty.StringVal(key).Mark(engine.Sensitive)}
+	}
+	rr.Secrets.Key = item
+	return was
+}
+
+// loginRefused says the run's host refused to authenticate it (the SSH
+// transport's message: the Job runner's results carry only the message).
+func loginRefused(out RunOutcome) bool {
+	return out.Unreachable && strings.Contains(out.Message, sshtransport.AuthFailureText)
 }
 
 // recordKeyInUse writes the key fingerprint and KeyRotated condition of wi

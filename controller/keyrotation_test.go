@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/zclconf/go-cty/cty"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,6 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/engine"
+	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/inventory/kubeinv"
 )
 
 // TestRotatedReasonStays: a rotation's KeyRotated reason is kept while the
@@ -122,3 +126,32 @@ type fakeQueue struct {
 }
 
 func (q *fakeQueue) Add(r reconcile.Request) { q.names = append(q.names, r.String()) }
+
+// TestLoginRefused: only a host that refused the key sends a run to the
+// Secret's other key; a host that cannot be reached, or a failed task,
+// does not.
+func TestLoginRefused(t *testing.T) {
+	refused := RunOutcome{Failed: true, Unreachable: true, Message: "host unreachable: Host unreachable: ssh: cannot connect to win-01 (Administrator@10.1.42.1:22): ssh: handshake failed: ssh: unable to authenticate, attempted methods [none publickey], no supported methods remain"}
+	assert.True(t, loginRefused(refused))
+	assert.False(t, loginRefused(RunOutcome{Failed: true, Unreachable: true, Message: "ssh: cannot connect to win-01: dial tcp 10.1.42.1:22: connect: connection refused"}))
+	assert.False(t, loginRefused(RunOutcome{Failed: true, Message: "task.x: unable to authenticate to the registry"}), "a task's failure is no login")
+}
+
+// TestSetLoginKey: the run's key is swapped in its inventory and its
+// Secret reference, and can be put back.
+func TestSetLoginKey(t *testing.T) {
+	inv, diags := inventory.ParseWindowsInstances("test", map[string]string{"10.1.42.1": "username=Administrator"})
+	require.False(t, diags.HasErrors())
+	h := inv.Hosts["10.1.42.1"]
+	h.Vars[kubeinv.KeyVar] = inventory.Var{Value: cty.StringVal("OLD").Mark(engine.Sensitive)}
+	rr := &RunRequest{Inventory: inv, Secrets: RunSecrets{Key: SecretItem{"keys", "k"}}}
+	was := setLoginKey(rr, "NEW", SecretItem{"keys", "k.new"})
+	v, _ := h.Vars[kubeinv.KeyVar].Value.Unmark()
+	assert.Equal(t, "NEW", v.AsString())
+	assert.True(t, h.Vars[kubeinv.KeyVar].Value.HasMark(engine.Sensitive), "the key stays sensitive")
+	assert.Equal(t, SecretItem{"keys", "k.new"}, rr.Secrets.Key)
+	setLoginKey(rr, was.key, was.item)
+	v, _ = h.Vars[kubeinv.KeyVar].Value.Unmark()
+	assert.Equal(t, "OLD", v.AsString())
+	assert.Equal(t, SecretItem{"keys", "k"}, rr.Secrets.Key)
+}

@@ -83,7 +83,7 @@ func (r *InstanceReconciler) upgradeDue(ctx context.Context, wi *wsuv1.WindowsIn
 // once; the Node's mark, set before the apply, keeps counting it until
 // the Node is back at the payload version, across restarts.
 func (r *InstanceReconciler) upgrade(ctx context.Context, orig, wi *wsuv1.WindowsInstance, want string) (ctrl.Result, error) {
-	if wait := r.awaitingUpgradeApproval(wi); wait > 0 {
+	if wait := r.awaitingApproval(wi, upgradePlaybook); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	ok, err := r.takeSlot(ctx, wi)
@@ -100,7 +100,7 @@ func (r *InstanceReconciler) upgrade(ctx context.Context, orig, wi *wsuv1.Window
 	if err != nil {
 		return r.badRequest(ctx, orig, wi, err)
 	}
-	plan := r.run(ctx, wi, rr, engine.ModePlan)
+	plan := r.run(ctx, wi, &rr, engine.ModePlan)
 	if interrupted(ctx, plan) {
 		return ctrl.Result{}, nil
 	}
@@ -127,7 +127,7 @@ func (r *InstanceReconciler) applyUpgrade(ctx context.Context, orig, wi *wsuv1.W
 	r.setStatusPhase(ctx, orig, wi, wsuv1.PhaseUpgrading)
 	orig = wi.DeepCopy()
 	rr.Expect = plan.Plan
-	out := r.run(ctx, wi, rr, engine.ModeApply)
+	out := r.run(ctx, wi, &rr, engine.ModeApply)
 	if interrupted(ctx, out) {
 		return ctrl.Result{}, nil
 	}
@@ -167,13 +167,13 @@ func (r *InstanceReconciler) upgradeFailed(ctx context.Context, orig, wi *wsuv1.
 	return r.failed(ctx, orig, wi, reason, out.Message, out.Unreachable)
 }
 
-// awaitingUpgradeApproval is how long a Manual instance whose upgrade plan
-// awaits approval waits before it is planned again: while the plan is
-// recent and its hash not approved, Node changes that wake the instance do
-// not cost a run.
-func (r *InstanceReconciler) awaitingUpgradeApproval(wi *wsuv1.WindowsInstance) time.Duration {
+// awaitingApproval is how long a Manual instance whose plan of playbook
+// (an upgrade, a key rotation) awaits approval waits before it is planned
+// again: while the plan is recent and its hash not approved, Node changes
+// that wake the instance do not cost a run.
+func (r *InstanceReconciler) awaitingApproval(wi *wsuv1.WindowsInstance, playbook string) time.Duration {
 	st := wi.Status
-	if st.Phase != wsuv1.PhaseAwaitingApproval || st.LastPlan == nil || st.LastPlan.Playbook != upgradePlaybook ||
+	if st.Phase != wsuv1.PhaseAwaitingApproval || st.LastPlan == nil || st.LastPlan.Playbook != playbook ||
 		st.ObservedGeneration != wi.Generation || wi.Annotations[wsuv1.ApprovedPlanAnnotation] == st.LastPlan.Hash {
 		return 0
 	}

@@ -182,6 +182,12 @@ func round(d time.Duration) time.Duration {
 	return d.Round(100 * time.Millisecond)
 }
 
+// AuthFailureText is in the message of a connection the host refused to
+// authenticate (golang.org/x/crypto/ssh's "unable to authenticate"): how a
+// caller that has only the run's message (the controller, a Job's result)
+// tells a refused key from a host that cannot be reached.
+const AuthFailureText = "unable to authenticate"
+
 // errKind says whether a failed attempt is worth repeating.
 type errKind int
 
@@ -198,7 +204,7 @@ func classify(err error) errKind {
 	switch {
 	case errors.As(err, &hk):
 		return fatal
-	case strings.Contains(err.Error(), "unable to authenticate"):
+	case strings.Contains(err.Error(), AuthFailureText):
 		return authFail
 	case errors.As(err, &dns):
 		// A misspelt name fails at once; a resolver hiccup is retried.
