@@ -50,7 +50,8 @@ import (
 //   - the mark does not leak: a mark on a Node whose instance is gone is
 //     not counted and is cleared; an instance whose upgrade failed keeps
 //     its Node marked and the other waits, until the failed instance is
-//     deleted (removed, its Node deleted), when the other upgrades.
+//     deleted (removed, its Node deleted), when the other upgrades; the
+//     same when only the failed instance's Node is deleted.
 func TestRolloutLimitAcrossRestart(t *testing.T) {
 	t.Parallel()
 	cluster, _ := escalationBed(t)
@@ -112,23 +113,7 @@ func TestRolloutLimitAcrossRestart(t *testing.T) {
 	second.failUpgrades(true)
 	second.setVersion("3.0.0")
 	writePayloadVersion(t, payloadDir, "3.0.0")
-	var failed, waiting string
-	eventually(t, time.Minute, "one upgrade failed, the other waits", func() (bool, string) {
-		failed, waiting = "", ""
-		var out []string
-		for _, name := range []string{"a", "b"} {
-			wi := getInstance(t, admin, name)
-			c := meta.FindStatusCondition(wi.Status.Conditions, wsuv1.ConditionUpToDate)
-			switch {
-			case c != nil && c.Reason == controller.ReasonUpgradeFailed:
-				failed = name
-			case c != nil && c.Reason == controller.ReasonRolloutWait:
-				waiting = name
-			}
-			out = append(out, describe(wi))
-		}
-		return failed != "" && waiting != "", strings.Join(out, "\n")
-	})
+	failed, waiting := oneFailedOneWaiting(t, admin, "a", "b")
 	assert.Equal(t, "upgrade", getNode(t, cluster, "win-"+failed).Labels[controller.UnavailableLabel], "a failed upgrade keeps its Node counted")
 	assert.Empty(t, getNode(t, cluster, "win-ghost").Labels[controller.UnavailableLabel], "the stale mark was cleared")
 	assert.Zero(t, second.startedApply(waiting, "wsu:upgrade.hcl", "3.0.0"), "%s waits while %s's Node is out of service", waiting, failed)
@@ -145,6 +130,41 @@ func TestRolloutLimitAcrossRestart(t *testing.T) {
 	waitUpToDate(t, admin, waiting, "3.0.0")
 	assert.Greater(t, second.startOfVersion(t, waiting, "3.0.0"), second.endOf(t, failed, "wsu:remove.hcl", engine.ModeApply),
 		"%s upgraded once %s was removed:\n%s", waiting, failed, second.describe())
+
+	// A Node deleted while its upgrade failed takes its mark along.
+	rolloutNode(t, cluster, "c", "3.0.0")
+	require.NoError(t, admin.Create(ctx, rolloutInstance("c")))
+	waitUpToDate(t, admin, "c", "3.0.0")
+	second.failUpgrades(true)
+	second.setVersion("4.0.0")
+	writePayloadVersion(t, payloadDir, "4.0.0")
+	failed, waiting = oneFailedOneWaiting(t, admin, waiting, "c")
+	require.NoError(t, cluster.Client.CoreV1().Nodes().Delete(ctx, "win-"+failed, metav1.DeleteOptions{}))
+	second.failUpgrades(false)
+	waitUpToDate(t, admin, waiting, "4.0.0")
+}
+
+// oneFailedOneWaiting waits until one of two instances' upgrade failed
+// and the other waits for a rollout slot, and names them.
+func oneFailedOneWaiting(t *testing.T, c client.Client, one, other string) (failed, waiting string) {
+	t.Helper()
+	eventually(t, time.Minute, "one upgrade failed, the other waits", func() (bool, string) {
+		failed, waiting = "", ""
+		var out []string
+		for _, name := range []string{one, other} {
+			wi := getInstance(t, c, name)
+			c := meta.FindStatusCondition(wi.Status.Conditions, wsuv1.ConditionUpToDate)
+			switch {
+			case c != nil && c.Reason == controller.ReasonUpgradeFailed:
+				failed = name
+			case c != nil && c.Reason == controller.ReasonRolloutWait:
+				waiting = name
+			}
+			out = append(out, name+": "+describe(wi))
+		}
+		return failed != "" && waiting != "", strings.Join(out, "\n")
+	})
+	return failed, waiting
 }
 
 // startRolloutController starts a controller (a manager, as `wsu
