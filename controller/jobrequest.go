@@ -311,9 +311,11 @@ type jobResult struct {
 	MoreTasks   int         `json:"moreTasks,omitempty"`
 	Facts       *host.Facts `json:"facts,omitempty"`
 	Unreachable bool        `json:"unreachable,omitempty"`
-	Failed      bool        `json:"failed,omitempty"`
-	Message     string      `json:"message,omitempty"`
-	KnownHosts  string      `json:"knownHosts,omitempty"`
+	// LoginRefused is kept apart from Message, which may be cut short.
+	LoginRefused bool   `json:"loginRefused,omitempty"`
+	Failed       bool   `json:"failed,omitempty"`
+	Message      string `json:"message,omitempty"`
+	KnownHosts   string `json:"knownHosts,omitempty"`
 }
 
 // maxJobResult is the kubelet's bound on a termination message.
@@ -321,7 +323,7 @@ const maxJobResult = 4096
 
 func resultOf(out RunOutcome, knownHosts string) jobResult {
 	return jobResult{Hash: out.Hash, Add: out.Add, Change: out.Change, Destroy: out.Destroy, Run: out.Run, Changed: out.Changed,
-		Tasks: out.Tasks, Facts: out.Facts, Unreachable: out.Unreachable, Failed: out.Failed, Message: out.Message, KnownHosts: knownHosts}
+		Tasks: out.Tasks, Facts: out.Facts, Unreachable: out.Unreachable, LoginRefused: out.LoginRefused, Failed: out.Failed, Message: out.Message, KnownHosts: knownHosts}
 }
 
 // encodeResult is the result as compact JSON within maxJobResult: the
@@ -352,5 +354,5 @@ func encodeResult(r jobResult) ([]byte, error) {
 
 func (r jobResult) outcome() RunOutcome {
 	return RunOutcome{Hash: r.Hash, Add: r.Add, Change: r.Change, Destroy: r.Destroy, Run: r.Run, Changed: r.Changed,
-		Tasks: r.Tasks, Facts: r.Facts, Unreachable: r.Unreachable, Failed: r.Failed, Message: r.Message}
+		Tasks: r.Tasks, Facts: r.Facts, Unreachable: r.Unreachable, LoginRefused: r.LoginRefused, Failed: r.Failed, Message: r.Message}
 }

@@ -25,7 +25,6 @@ import (
 	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 	"github.com/wsu-project/wsu/playbooks"
-	sshtransport "github.com/wsu-project/wsu/transport/ssh"
 )
 
 // Key rotation: the controller cannot read a Secret's old content once it
@@ -326,11 +325,8 @@ func setLoginKey(rr *RunRequest, key string, item SecretItem) loginKey {
 	return was
 }
 
-// loginRefused says the run's host refused to authenticate it (the SSH
-// transport's message: the Job runner's results carry only the message).
-func loginRefused(out RunOutcome) bool {
-	return out.Unreachable && strings.Contains(out.Message, sshtransport.AuthFailureText)
-}
+// loginRefused says the run's host refused to authenticate it.
+func loginRefused(out RunOutcome) bool { return out.Unreachable && out.LoginRefused }
 
 // recordKeyInUse writes the key fingerprint and KeyRotated condition of wi
 // onto the instance as it is now, retrying on conflicts.

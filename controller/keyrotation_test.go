@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -129,12 +130,28 @@ func (q *fakeQueue) Add(r reconcile.Request) { q.names = append(q.names, r.Strin
 
 // TestLoginRefused: only a host that refused the key sends a run to the
 // Secret's other key; a host that cannot be reached, or a failed task,
-// does not.
+// does not. The flag survives a Job's result, whose message may be cut.
 func TestLoginRefused(t *testing.T) {
-	refused := RunOutcome{Failed: true, Unreachable: true, Message: "host unreachable: Host unreachable: ssh: cannot connect to win-01 (Administrator@10.1.42.1:22): ssh: handshake failed: ssh: unable to authenticate, attempted methods [none publickey], no supported methods remain"}
+	outcome := func(ev engine.Event) RunOutcome {
+		rec := &recorder{}
+		rec.Event(ev)
+		return rec.outcome(&engine.Result{})
+	}
+	unreachable := func(detail string) engine.Event {
+		return engine.Event{Type: engine.EventUnreachable, Diagnostics: []engine.DiagnosticView{{Severity: "error", Summary: "Host unreachable", Detail: detail}}}
+	}
+	refused := outcome(unreachable("ssh: cannot connect to win-01 (Administrator@10.1.42.1:22): ssh: handshake failed: ssh: unable to authenticate, attempted methods [none publickey], no supported methods remain"))
 	assert.True(t, loginRefused(refused))
-	assert.False(t, loginRefused(RunOutcome{Failed: true, Unreachable: true, Message: "ssh: cannot connect to win-01: dial tcp 10.1.42.1:22: connect: connection refused"}))
-	assert.False(t, loginRefused(RunOutcome{Failed: true, Message: "task.x: unable to authenticate to the registry"}), "a task's failure is no login")
+	assert.False(t, loginRefused(outcome(unreachable("ssh: cannot connect to win-01: dial tcp 10.1.42.1:22: connect: connection refused"))))
+	failedTask := outcome(engine.Event{Type: engine.EventTaskResult, Status: engine.StatusFailed, Address: "task.x",
+		Diagnostics: []engine.DiagnosticView{{Severity: "error", Summary: "unable to authenticate to the registry"}}})
+	assert.False(t, loginRefused(failedTask), "a task's failure is no login")
+
+	data, err := encodeResult(resultOf(refused, ""))
+	require.NoError(t, err)
+	var back jobResult
+	require.NoError(t, json.Unmarshal(data, &back))
+	assert.True(t, loginRefused(back.outcome()), "through a Job's result")
 }
 
 // TestSetLoginKey: the run's key is swapped in its inventory and its

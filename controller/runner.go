@@ -22,6 +22,7 @@ import (
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/setup"
 	"github.com/wsu-project/wsu/transport/agentbin"
+	sshtransport "github.com/wsu-project/wsu/transport/ssh"
 )
 
 // RunRequest is one playbook run for one instance: what a Runner needs.
@@ -88,6 +89,9 @@ type RunOutcome struct {
 	Facts *host.Facts
 	// Unreachable: no connection could be made.
 	Unreachable bool
+	// LoginRefused: the host refused to authenticate the run's key (one
+	// way of Unreachable; keyrotation.go's tryOtherKey).
+	LoginRefused bool
 	// Failed: the run failed (Unreachable included).
 	Failed bool
 	// Message is the first error, already scrubbed of secrets.
@@ -183,6 +187,9 @@ func (r *recorder) Event(ev engine.Event) {
 		}
 	case engine.EventUnreachable:
 		r.out.Unreachable = true
+		for _, d := range ev.Diagnostics {
+			r.out.LoginRefused = r.out.LoginRefused || strings.Contains(d.Detail, sshtransport.AuthFailureText)
+		}
 		r.noteError("host unreachable", ev.Diagnostics)
 	case engine.EventHostFailed, engine.EventDiagnostic, engine.EventPlayAborted:
 		r.noteError(ev.Play, ev.Diagnostics)
