@@ -164,6 +164,7 @@ func controllerAccess(o Overlay) []access {
 		deny("get", "coordination.k8s.io", "leases", "kube-system", "", "only its namespace"),
 		allow("delete", "", "nodes", "", "", "removal deletes the Node"),
 		allow("watch", "", "nodes", "", "", "Node readiness"),
+		allow("patch", "", "nodes", "", "", "the out-of-service mark wsu.dev/unavailable (its own role), labels and cordons (the playbooks')"),
 		deny("patch", "", "nodes", "", "", "node status is the kubelet's").on("status"),
 		allow("create", "", "pods", "default", "", "drain evicts pods").on("eviction"),
 		deny("delete", "", "pods", "default", "", "evicts, never deletes"),
