@@ -60,6 +60,18 @@ func NewChanges(w func(ctx context.Context, opts metav1.ListOptions) (watch.Inte
 // NodeChanges is a Changes of every Node: created, changed, deleted.
 func NodeChanges(kc kubernetes.Interface) *Changes { return NewChanges(kc.CoreV1().Nodes().Watch) }
 
+// NodePodChanges is a Changes of the pods bound to one node (a watch with
+// a field selector, so a busy cluster's other pods cost nothing), keyed
+// by that node's name: for a waiter on the node's DaemonSet pods.
+func NodePodChanges(kc kubernetes.Interface, node string) *Changes {
+	c := NewChanges(func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		opts.FieldSelector = "spec.nodeName=" + node
+		return kc.CoreV1().Pods("").Watch(ctx, opts)
+	})
+	c.keys = func(runtime.Object) []string { return []string{node} }
+	return c
+}
+
 // CSRChanges is a Changes of CertificateSigningRequests created, keyed by
 // the node names each may concern (a waiter names its node): what a
 // waiter for a node's CSRs needs, their approval being its own doing.

@@ -38,7 +38,7 @@ var nodePodsWaitAttrs = withConn(
 	modules.Attribute{Name: "timeout", Type: cty.Number, Default: cty.NumberIntVal(600),
 		Description: "Seconds to wait before failing."},
 	modules.Attribute{Name: "interval", Type: cty.Number, Default: cty.NumberIntVal(2),
-		Description: "Seconds between checks."},
+		Description: "Seconds between checks at most: a change to a pod on the Node (a watch of the Node's pods) makes it check at once."},
 )
 
 var nodePodsWaitResults = []modules.Attribute{
@@ -52,11 +52,11 @@ func (NodePodsWait) Schema() modules.Schema {
 		Summary: "Wait until DaemonSets' pods run on a Node (the network's HostProcess pods).",
 		Description: "For each DaemonSet, finds its pod on the Node (owned by the DaemonSet, `spec.nodeName` the " +
 			"Node) and waits until it is `Running` with condition `Ready`. When all already are, the task " +
-			"makes no change; otherwise apply checks every `interval` seconds until they are or `timeout` " +
+			"makes no change; otherwise apply checks whenever a pod on the Node changes, and at least every `interval` seconds, until they are or `timeout` " +
 			"passes, then fails naming each DaemonSet that has no ready pod there and its pod's state " +
 			"(phase, the waiting container's reason and message, or that none was scheduled and why the " +
 			"DaemonSet says so). A missing DaemonSet fails at once. Needs get on daemonsets and list on " +
-			"pods in their namespaces.",
+			"pods in their namespaces, and watch on pods to react at once (without it, it polls).",
 		Target:     modules.TargetController,
 		Attributes: nodePodsWaitAttrs,
 		Results:    nodePodsWaitResults,
@@ -226,7 +226,10 @@ func (m NodePodsWait) Apply(ctx context.Context, req modules.ApplyRequest) modul
 	refs, _ := modutil.StringList(get(cfg, "daemonsets"))
 	timeout, interval := seconds(get(cfg, "timeout")), seconds(get(cfg, "interval"))
 	var states []dsPodState
-	res, err := waitFor(ctx, timeout, interval, nil, func(ctx context.Context) (bool, string, error) {
+	// The node's own pods: one watch for this wait (not shared: each host
+	// waits on its own node's pods).
+	pods := kube.NodePodChanges(cl.Kube, node)
+	res, err := waitFor(ctx, timeout, interval, []watchOn{{pods, node}}, func(ctx context.Context) (bool, string, error) {
 		s, err := nodePods(ctx, cl, node, refs)
 		if err != nil {
 			return false, "", err

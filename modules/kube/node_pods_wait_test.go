@@ -2,6 +2,7 @@ package kube
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -61,4 +62,41 @@ func TestNodePodsWait(t *testing.T) {
 	// A DaemonSet that does not exist fails at plan.
 	missing := kcfg(t, c, m, map[string]cty.Value{"node_name": cty.StringVal("win-pods-1"), "daemonsets": strs(ns + "/nope")})
 	requireDiag(t, plan(t, m, missing).Diagnostics, missing, "Cannot find a DaemonSet", "daemonsets")
+}
+
+// TestNodePodsWaitReactsToItsPods: with an hour's interval, the wait ends
+// when its node's pod becomes Ready: the node's pod watch wakes it
+// (without it the wait would sleep an hour; the minute below bounds a hung
+// test, it is not a speed goal).
+func TestNodePodsWaitReactsToItsPods(t *testing.T) {
+	c := cluster(t)
+	m := NodePodsWait{testClusters}
+	ns := "pods-watch"
+	ds := createDS(t, c.Client, testDaemonSet(ns, "cni-windows", false))
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cni-windows-watch",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds.Name, UID: ds.UID}}},
+		Spec: corev1.PodSpec{NodeName: "win-pods-watch", Containers: []corev1.Container{{Name: "main", Image: "example.invalid/cni:1"}}},
+	}
+	pod, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	cfg := kcfg(t, c, m, map[string]cty.Value{
+		"node_name": cty.StringVal("win-pods-watch"), "daemonsets": strs(ns + "/cni-windows"),
+		"timeout": cty.NumberIntVal(7200), "interval": cty.NumberIntVal(3600),
+	})
+	p := plan(t, m, cfg)
+	require.NotNil(t, p.Change)
+
+	applied := make(chan modules.ApplyResponse, 1)
+	go func() { applied <- m.Apply(ctx, modules.ApplyRequest{Config: cfg, Change: p.Change}) }()
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	_, err = c.Client.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	select {
+	case a := <-applied:
+		require.Empty(t, a.Diagnostics)
+		assert.Equal(t, "cni-windows-watch", a.Result.GetAttr("pods").Index(cty.StringVal(ns+"/cni-windows")).AsString())
+	case <-time.After(time.Minute):
+		t.Fatal("the wait did not end when its pod became Ready")
+	}
 }
