@@ -216,6 +216,7 @@ func (r *InstanceReconciler) converge(ctx context.Context, orig, wi *wsuv1.Windo
 	if err != nil {
 		return r.badRequest(ctx, orig, wi, err)
 	}
+	defer keepConnections(&rr)()
 	plan := r.run(ctx, wi, &rr, engine.ModePlan)
 	if interrupted(ctx, plan) {
 		return ctrl.Result{}, nil
@@ -451,6 +452,15 @@ func (r *InstanceReconciler) release(ctx context.Context, wi *wsuv1.WindowsInsta
 	r.metrics.forget(wi)
 	controllerutil.RemoveFinalizer(wi, wsuv1.Finalizer)
 	return client.IgnoreNotFound(r.Client.Update(ctx, wi))
+}
+
+// keepConnections makes the runs of rr in this reconcile (a plan, then
+// the apply of it, which plans again to check it) share the host's
+// connection, dialled once instead of three times; the returned func
+// closes it when the reconcile is done with the host.
+func keepConnections(rr *RunRequest) (closeAll func()) {
+	rr.Connections = engine.NewConnections()
+	return func() { rr.Connections.Close() }
 }
 
 // run runs one playbook for the instance, counted in the metrics. A run

@@ -50,6 +50,11 @@ type RunRequest struct {
 	// ExpectHash is Expect's PlanHash. A runner that does not get the plan
 	// itself back from a plan run (JobRunner) holds the apply to it.
 	ExpectHash string
+	// Connections, when set, are host connections kept across this
+	// reconcile's runs (its plan and the apply of that plan), so the host
+	// is dialled once (engine.Connections). In-process only: a Job's run
+	// is a process of its own. Never part of a Job's request.
+	Connections *engine.Connections
 	// Secrets say which Secrets the run's secret inputs come from, so a
 	// runner that must not copy them (JobRunner) hands them over by
 	// reference; the in-process runner uses the values in Inventory and
@@ -164,6 +169,9 @@ func (p InProcess) Run(ctx context.Context, req RunRequest) RunOutcome {
 	}
 	run.Request.Expect = req.Expect
 	run.Request.Salt = planSalt(req.Instance)
+	if req.Connections != nil {
+		run.Request.Connector = req.Connections.Connector(run.Request.Connector)
+	}
 	res := engine.Run(ctx, run.Request)
 	return rec.outcome(res)
 }

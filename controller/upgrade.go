@@ -100,6 +100,7 @@ func (r *InstanceReconciler) upgrade(ctx context.Context, orig, wi *wsuv1.Window
 	if err != nil {
 		return r.badRequest(ctx, orig, wi, err)
 	}
+	defer keepConnections(&rr)()
 	plan := r.run(ctx, wi, &rr, engine.ModePlan)
 	if interrupted(ctx, plan) {
 		return ctrl.Result{}, nil

@@ -128,6 +128,12 @@ func (r *Result) Failed() bool {
 // Run executes req.
 func Run(ctx context.Context, req Request) *Result {
 	if req.Expect != nil && req.Mode == ModeApply {
+		if _, kept := req.Connector.(*keptConnector); !kept && req.Connector != nil {
+			// The check's connections serve the apply.
+			conns := NewConnections()
+			defer conns.Close()
+			req.Connector = conns.Connector(req.Connector)
+		}
 		fresh := req
 		fresh.Mode, fresh.Expect, fresh.Hooks = ModePlan, nil, nil
 		fresh.Salt, _ = hex.DecodeString(req.Expect.Salt) // Load checked it
@@ -160,7 +166,7 @@ func Run(ctx context.Context, req Request) *Result {
 	r.emit(Event{Type: EventRunStart, Hosts: r.hostOrder})
 	r.result.Diagnostics = append(r.result.Diagnostics, diags...)
 	r.runPlaybook(ctx, r.root)
-	r.closeAll()
+	r.closeAll(ctx.Err() == nil)
 	if ctx.Err() != nil {
 		r.result.Cancelled = true
 		r.emit(Event{Type: EventRunCancelled})
@@ -884,9 +890,23 @@ func (r *runner) scrubResult() {
 	}
 }
 
-func (r *runner) closeAll() {
+// closeAll ends the run's connections: each given back to the
+// request's Connections when the run finished (not cancelled) and the host
+// came through it well, closed otherwise.
+func (r *runner) closeAll(finished bool) {
+	var keeper *Connections
+	if kc, ok := r.req.Connector.(*keptConnector); ok {
+		keeper = kc.conns
+	}
 	for _, hs := range r.hosts {
-		hs.dropConn()
+		h := hs.detachConn()
+		if h == nil {
+			continue
+		}
+		healthy := finished && !hs.failed && !hs.unreachable && !lost(h)
+		if keeper == nil || !healthy || !keeper.keep(Target{Name: hs.name, Vars: hs.vars}, h) {
+			h.Close()
+		}
 	}
 }
 

@@ -38,6 +38,10 @@ type hostState struct {
 	// metered says whether any connection counted it.
 	closed  host.Counters
 	metered bool
+	// connBase is what conn had counted when this run took it: a
+	// connection kept from an earlier run (Connections) counts that run's
+	// traffic too.
+	connBase host.Counters
 }
 
 // counters is the host's traffic so far, over all its connections; ok is
@@ -45,21 +49,36 @@ type hostState struct {
 func (hs *hostState) counters() (host.Counters, bool) {
 	c, ok := hs.closed, hs.metered
 	if m, isMetered := hs.conn.(host.Metered); isMetered {
-		c, ok = c.Add(m.Counters()), true
+		c, ok = c.Add(m.Counters().Sub(hs.connBase)), true
 	}
 	return c, ok
 }
 
+// takeConn makes h the host's connection; counted is what it had counted
+// for an earlier run (Connections), zero for a new one.
+func (hs *hostState) takeConn(h host.Host, counted host.Counters) {
+	hs.conn, hs.connBase = h, counted
+}
+
 // dropConn closes the host's connection, keeping what it counted.
 func (hs *hostState) dropConn() {
-	if hs.conn == nil {
-		return
+	if h := hs.detachConn(); h != nil {
+		h.Close()
 	}
-	if m, ok := hs.conn.(host.Metered); ok {
-		hs.closed, hs.metered = hs.closed.Add(m.Counters()), true
+}
+
+// detachConn takes the host's connection away from it, keeping what it
+// counted, and returns it (nil when there was none).
+func (hs *hostState) detachConn() host.Host {
+	h := hs.conn
+	if h == nil {
+		return nil
 	}
-	hs.conn.Close()
-	hs.conn = nil
+	if m, ok := h.(host.Metered); ok {
+		hs.closed, hs.metered = hs.closed.Add(m.Counters().Sub(hs.connBase)), true
+	}
+	hs.conn, hs.connBase = nil, host.Counters{}
+	return h
 }
 
 func newHostState(inv *inventory.Inventory, name string) *hostState {

@@ -397,6 +397,16 @@ func (r *runner) redialer(hs *hostState) modules.Redialer {
 	}
 }
 
+// dial opens a connection to t through the request's connector: one an
+// earlier run kept (Connections), with what it had counted, or a new one.
+func (r *runner) dial(ctx context.Context, t Target) (host.Host, host.Counters, error) {
+	if kc, ok := r.req.Connector.(*keptConnector); ok {
+		return kc.connect(ctx, t)
+	}
+	h, err := r.req.Connector.Connect(ctx, t)
+	return h, host.Counters{}, err
+}
+
 // connect opens the host's connection on first use and gathers its facts.
 func (r *runner) connect(ctx context.Context, hs *hostState) (host.Host, error) {
 	if hs.conn != nil {
@@ -411,11 +421,11 @@ func (r *runner) connect(ctx context.Context, hs *hostState) (host.Host, error) 
 	// What the transport reports while connecting (a host key recorded on
 	// first use, retries) becomes host_warning and host_connect_retry.
 	ctx = notify.With(ctx, r.notifier(hs.name))
-	h, err := r.req.Connector.Connect(ctx, Target{Name: hs.name, Vars: hs.vars})
+	h, counted, err := r.dial(ctx, Target{Name: hs.name, Vars: hs.vars})
 	if err != nil {
 		return nil, err
 	}
-	hs.conn = h
+	hs.takeConn(h, counted)
 	if f, err := h.Facts(ctx); err == nil {
 		hs.facts = factsValue(f)
 		if hs.reported == nil {

@@ -206,8 +206,16 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		return a.list(run, o, v)
 	}
 	run.Request.Hooks = v
+	if a.timingsFile != "" {
+		run.Request.Connector = a.timings.connector(run.Request.Connector)
+	}
 	approved := false
 	if mode == engine.ModeApply && opts.Saved == nil && !o.autoApprove {
+		// The plan shown, its check and the apply share each host's
+		// connection.
+		conns := engine.NewConnections()
+		defer conns.Close()
+		run.Request.Connector = conns.Connector(run.Request.Connector)
 		if proceed, err := a.approve(ctx, run); !proceed {
 			return err
 		}
@@ -215,7 +223,6 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 	}
 	run.Request.Diff = o.diff
 	if a.timingsFile != "" {
-		run.Request.Connector = a.timings.connector(run.Request.Connector)
 		a.timings.mark(&a.timings.RunStart)
 	}
 	res := engine.Run(ctx, run.Request)

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -89,7 +90,15 @@ func measureController(ctx context.Context, c config, env *harness.Env, fresh *h
 	defer stop()
 
 	res := &controllerResult{}
-	var names []string
+	// The hosts the CLI joined are adopted first: beside being swept
+	// below, they show the controller running (its caches filled, its
+	// controllers started) before the entry is timed, as in a cluster
+	// where it runs all along.
+	c.logf("controller: adopting the %d host(s) the CLI joined", len(joined))
+	names, err := adoptJoined(ctx, cl, env, joined)
+	if err != nil {
+		return res, err
+	}
 	if fresh != nil {
 		c.logf("controller: a ConfigMap entry to Node Ready")
 		join, err := measure(func() error { return joinByEntry(ctx, cl, env, fresh) })
@@ -100,27 +109,6 @@ func measureController(ctx context.Context, c config, env *harness.Env, fresh *h
 		names = append(names, controller.InstanceName(fresh.Name))
 	}
 
-	c.logf("controller: adopting the %d host(s) the CLI joined", len(joined))
-	for _, h := range joined {
-		// The admin's adoption of a Node the CLI joined (docs/install.md,
-		// "Security model: which Nodes wsu touches"): mark it the
-		// instance's, or the controller refuses to touch it.
-		if err := adopt(ctx, cl, h.NodeName, kube.InstanceOwner(benchNamespace, h.Name)); err != nil {
-			return res, err
-		}
-		wi := &wsuv1.WindowsInstance{
-			ObjectMeta: metav1.ObjectMeta{Name: h.Name, Namespace: benchNamespace},
-			Spec:       wsuv1.WindowsInstanceSpec{Address: h.Name, Username: env.SSHUser},
-		}
-		if err := cl.Create(ctx, wi); err != nil {
-			return res, err
-		}
-		names = append(names, h.Name)
-	}
-	if err := waitInstances(ctx, cl, names, joinedReady); err != nil {
-		return res, fmt.Errorf("adopting the joined hosts: %w", err)
-	}
-
 	c.logf("controller: a drift sweep over %d host(s)", len(names))
 	res.sweepHosts = len(names)
 	swept, err := measure(func() error { return sweep(ctx, cl, names) })
@@ -129,6 +117,32 @@ func measureController(ctx context.Context, c config, env *harness.Env, fresh *h
 	}
 	res.sweep = swept
 	return res, nil
+}
+
+// adoptJoined makes the hosts the CLI joined WindowsInstances and waits
+// until each is joined and Ready; it returns their names.
+func adoptJoined(ctx context.Context, cl client.WithWatch, env *harness.Env, joined []*harness.Host) ([]string, error) {
+	var names []string
+	for _, h := range joined {
+		// The admin's adoption of a Node the CLI joined (docs/install.md,
+		// "Security model: which Nodes wsu touches"): mark it the
+		// instance's, or the controller refuses to touch it.
+		if err := adopt(ctx, cl, h.NodeName, kube.InstanceOwner(benchNamespace, h.Name)); err != nil {
+			return nil, err
+		}
+		wi := &wsuv1.WindowsInstance{
+			ObjectMeta: metav1.ObjectMeta{Name: h.Name, Namespace: benchNamespace},
+			Spec:       wsuv1.WindowsInstanceSpec{Address: h.Name, Username: env.SSHUser},
+		}
+		if err := cl.Create(ctx, wi); err != nil {
+			return nil, err
+		}
+		names = append(names, h.Name)
+	}
+	if err := waitInstances(ctx, cl, names, joinedReady); err != nil {
+		return nil, fmt.Errorf("adopting the joined hosts: %w", err)
+	}
+	return names, nil
 }
 
 // adopt marks Node name as owner's, as `kubectl annotate node NAME
@@ -211,10 +225,24 @@ func startController(ctx context.Context, env *harness.Env, o controller.Options
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mctx) }()
-	return func() {
+	stop = func() {
 		cancel()
 		<-done
-	}, nil
+	}
+	// Measured from a running controller, as in a cluster where it runs
+	// all along: its caches filled and its controllers started, not from
+	// the manager's start.
+	select {
+	case <-mgr.Elected():
+	case err := <-done:
+		cancel()
+		return nil, fmt.Errorf("the controller stopped at its start: %v", err)
+	}
+	if !mgr.GetCache().WaitForCacheSync(mctx) {
+		stop()
+		return nil, errors.New("the controller's caches never synced")
+	}
+	return stop, nil
 }
 
 // sweep makes every instance's last plan older than the drift interval,
