@@ -12,7 +12,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	kubemod "github.com/wsu-project/wsu/modules/kube"
 )
 
 // Where Debian's prometheus package puts promtool, and how to install it.
@@ -195,4 +198,40 @@ func ensurePromtool(t *testing.T) string {
 		t.Fatal(fmt.Errorf("%s is still missing after installing prometheus", promtool))
 	}
 	return promtool
+}
+
+// TestPrometheusComponent renders components/prometheus on the kubernetes
+// overlay, as its comment tells an admin to: the controller's and the
+// exporters' ServiceMonitors and the PrometheusRule land in wsu's
+// namespace, and the exporters' ServiceMonitor selects the Service join's
+// k8s_metrics_endpoint publishes in join's default metrics namespace,
+// over HTTPS for the name its certificate must carry.
+func TestPrometheusComponent(t *testing.T) {
+	out, err := Render(filepath.Join("testdata", "prometheus-component"), "testdata/prometheus-component")
+	require.NoError(t, err)
+	objs := map[string]*unstructured.Unstructured{}
+	for _, u := range decodeObjects(t, out) {
+		objs[u.GetKind()+"/"+u.GetName()] = u
+	}
+	for _, k := range []string{"ServiceMonitor/wsu-controller", "ServiceMonitor/windows-exporter", "PrometheusRule/wsu-controller"} {
+		require.Contains(t, objs, k)
+		assert.Equal(t, KubernetesNamespace, objs[k].GetNamespace(), k)
+	}
+	require.Contains(t, objs, "ClusterRoleBinding/wsu-metrics-reader")
+
+	sm := objs["ServiceMonitor/windows-exporter"].Object
+	ns, _, _ := unstructured.NestedStringSlice(sm, "spec", "namespaceSelector", "matchNames")
+	assert.Equal(t, []string{"kube-system"}, ns, "join's metrics_namespace on kubeadm clusters")
+	sel, _, _ := unstructured.NestedStringMap(sm, "spec", "selector", "matchLabels")
+	assert.Equal(t, map[string]string{"name": "windows-exporter", "app.kubernetes.io/managed-by": kubemod.ManagedBy}, sel,
+		"the labels k8s_metrics_endpoint puts on its Service")
+	eps, _, _ := unstructured.NestedSlice(sm, "spec", "endpoints")
+	require.Len(t, eps, 1)
+	ep := eps[0].(map[string]any)
+	assert.Equal(t, "metrics", ep["port"])
+	assert.Equal(t, "https", ep["scheme"])
+	server, _, _ := unstructured.NestedString(ep, "tlsConfig", "serverName")
+	assert.Equal(t, "windows-exporter.kube-system.svc", server)
+	_, skip, _ := unstructured.NestedBool(ep, "tlsConfig", "insecureSkipVerify")
+	assert.False(t, skip, "the nodes' certificates are verified")
 }
