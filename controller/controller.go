@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
@@ -256,7 +257,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	metrics := newMetrics()
-	if err := metrics.register(); err != nil {
+	if err := metrics.register(ctrlmetrics.Registry); err != nil {
 		return err
 	}
 	ir := &InstanceReconciler{

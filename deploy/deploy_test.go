@@ -131,28 +131,34 @@ func serviceAccounts(objs []*unstructured.Unstructured) []string {
 
 // prepareOpenShift makes the OpenShift cluster's own namespaces, where the
 // overlay binds Roles (WMCO's included: the overlay does not create it),
-// and the ServiceMonitor CRD the Prometheus Operator serves there.
+// and the ServiceMonitor and PrometheusRule CRDs the Prometheus Operator
+// serves there.
 func prepareOpenShift(ctx context.Context, t *testing.T, c *kubetest.Cluster) {
 	t.Helper()
 	for _, ns := range []string{"openshift-machine-config-operator", "openshift-config", WMCONamespace} {
 		require.NoError(t, c.EnsureNamespace(ctx, ns))
 	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	require.NoError(t, yaml.UnmarshalStrict([]byte(serviceMonitorCRD), crd))
-	require.NoError(t, c.InstallCRDs(crd))
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, kind := range []string{"ServiceMonitor", "PrometheusRule"} {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		text := strings.NewReplacer("KIND", kind, "SINGULAR", strings.ToLower(kind)).Replace(monitoringCRD)
+		require.NoError(t, yaml.UnmarshalStrict([]byte(text), crd))
+		crds = append(crds, crd)
+	}
+	require.NoError(t, c.InstallCRDs(crds...))
 }
 
-// serviceMonitorCRD is a stand-in for the Prometheus Operator's
-// ServiceMonitor CRD (its schema left open): what an OpenShift cluster
-// serves, so the overlay's ServiceMonitor applies.
-const serviceMonitorCRD = `
+// monitoringCRD is a stand-in for a Prometheus Operator CRD (KIND, its
+// schema left open): what an OpenShift cluster serves, so the overlay's
+// ServiceMonitor and PrometheusRule apply.
+const monitoringCRD = `
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
-  name: servicemonitors.monitoring.coreos.com
+  name: SINGULARs.monitoring.coreos.com
 spec:
   group: monitoring.coreos.com
-  names: {kind: ServiceMonitor, listKind: ServiceMonitorList, plural: servicemonitors, singular: servicemonitor}
+  names: {kind: KIND, listKind: KINDList, plural: SINGULARs, singular: SINGULAR}
   scope: Namespaced
   versions:
   - name: v1

@@ -93,6 +93,7 @@ func TestMetricsAuth(t *testing.T) {
 		code, body := scrape("https", tokens["scraper"])
 		if code == http.StatusOK {
 			assert.Contains(t, body, "controller_runtime_", "the controller's metrics")
+			assert.Contains(t, body, `wsu_csrs_total{decision="refused"} 0`, "wsu's own, the CSR counters at 0 from the start (WSUCSRRefused)")
 			break
 		}
 		require.True(t, time.Now().Before(deadline), "the metrics endpoint did not serve the reader: %d %s", code, body)

@@ -403,6 +403,19 @@ variable "metrics_namespace" {
   description = "Namespace of the windows-exporter Service and the nodes' EndpointSlices; null: openshift-windows-machine-config-operator on OpenShift (WMCO's), kube-system elsewhere."
 }
 
+variable "metrics_tls_cert" {
+  type        = string
+  default     = null
+  description = "PEM serving certificate windows_exporter presents, with metrics_tls_key: it serves HTTPS only, as WMCO runs it (--web.config.file); null: plain HTTP. Its names must include windows-exporter.<metrics_namespace>.svc, the ServiceMonitor's serverName (deploy/components/prometheus)."
+}
+
+variable "metrics_tls_key" {
+  type        = string
+  default     = null
+  sensitive   = true
+  description = "PEM private key of metrics_tls_cert (from a Secret: spec.varsFrom); readable on the node by SYSTEM and Administrators only."
+}
+
 locals {
   # A node-only join holds a bootstrap token and no kubeconfig: it reads
   # the cluster with the bootstrap kubeconfig discovery built. Decided by
@@ -922,6 +935,8 @@ include "monitoring" {
     publish          = !local.node_only
     namespace        = local.metrics_namespace
     service_recovery = var.service_recovery
+    tls_cert         = var.metrics_tls_cert
+    tls_key          = var.metrics_tls_key
   }
 }
 

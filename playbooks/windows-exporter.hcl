@@ -2,6 +2,11 @@
 # collectors and port, and publish it to the cluster as WMCO does (the
 # windows-exporter Service, without selector, and an EndpointSlice of the
 # node's address) so Prometheus can scrape every Windows node through it.
+# With tls_cert and tls_key it serves HTTPS only, as WMCO runs it: the
+# certificate and key go to C:\k\tls (the key readable by SYSTEM and
+# Administrators only) and a web config naming them to WMCO's path, passed
+# as --web.config.file (the exporter reads the files at each handshake, so
+# a renewed certificate needs no restart).
 # A windows_exporter service someone else installed is left as it is.
 
 variable "kubeconfig" {
@@ -43,14 +48,74 @@ variable "publish" {
   description = "Publish the node's endpoint in the windows-exporter Service (needs cluster rights: false in a node-only join)."
 }
 
+variable "tls_cert" {
+  type        = string
+  default     = null
+  description = "PEM serving certificate (chain) windows_exporter presents: set with tls_key, it serves HTTPS only (--web.config.file); null: plain HTTP. Its names must include the ServiceMonitor's serverName (deploy/components/prometheus: windows-exporter.<metrics namespace>.svc)."
+}
+
+variable "tls_key" {
+  type        = string
+  default     = null
+  sensitive   = true
+  description = "PEM private key of tls_cert (from a Secret: spec.varsFrom); written readable by SYSTEM and Administrators only, never shown in a plan."
+}
+
 variable "service_recovery" {
   type        = bool
   default     = true
   description = "Set the service's recovery actions (restart on failure); false leaves them as they are."
 }
 
+locals {
+  tls        = var.tls_cert != null
+  tls_cert   = "C:\\k\\tls\\windows-exporter.crt"
+  tls_key    = "C:\\k\\tls\\windows-exporter.key"
+  web_config = "C:\\k\\tls\\windows-exporter-webconfig.yaml"
+}
+
 play "windows-exporter" {
   hosts = "windows"
+
+  task "exporter tls inputs" {
+    assert {
+      that         = [(var.tls_cert == null) == (var.tls_key == null)]
+      fail_message = "tls_cert and tls_key are set together or not at all."
+    }
+  }
+
+  task "exporter tls directory" {
+    when = local.tls
+    win_directory {
+      path = "C:\\k\\tls"
+    }
+  }
+
+  task "exporter certificate" {
+    when = local.tls
+    win_file {
+      path    = local.tls_cert
+      content = var.tls_cert
+    }
+  }
+
+  task "exporter key" {
+    when = local.tls
+    win_file {
+      path    = local.tls_key
+      content = var.tls_key
+      acl     = "administrators"
+    }
+  }
+
+  # The exporter toolkit's web config (Prometheus' --web.config.file).
+  task "exporter web config" {
+    when = local.tls
+    win_file {
+      path    = local.web_config
+      content = "tls_server_config:\n  cert_file: ${jsonencode(local.tls_cert)}\n  key_file: ${jsonencode(local.tls_key)}\n"
+    }
+  }
 
   task "exporter log directory" {
     win_directory {
@@ -62,12 +127,12 @@ play "windows-exporter" {
     win_service {
       name = "windows_exporter"
       path = "C:\\k\\windows_exporter.exe"
-      args = [
+      args = concat([
         "--collectors.enabled", join(",", var.collectors),
         "--web.listen-address", ":${var.port}",
         "--log.level", "info",
         "--log.file", "C:\\var\\log\\windows_exporter\\windows_exporter.log",
-      ]
+      ], local.tls ? ["--web.config.file", local.web_config] : [])
       start_mode      = "automatic"
       state           = "running"
       recovery        = var.service_recovery ? { restart_delays = [10, 30, 60], reset_period = 86400 } : null

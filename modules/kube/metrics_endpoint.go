@@ -52,7 +52,7 @@ func (MetricsEndpoint) Schema() modules.Schema {
 	return modules.Schema{
 		Name:    "k8s_metrics_endpoint",
 		Summary: "Publish a node's windows_exporter as an endpoint of the windows-exporter Service.",
-		Description: "Makes the Service `service` in `namespace` exist without a selector, with one port " +
+		Description: "Makes the Service `service` in `namespace` exist without a selector, headless (as WMCO's), with one port " +
 			"named `metrics` (`port`, TCP), and an EndpointSlice `<service>-<node_name>` listing " +
 			"`address` for the node, so Prometheus (a ServiceMonitor or `endpointslice` discovery) can " +
 			"scrape every Windows node's exporter through one Service, as WMCO publishes it. Each node has " +
@@ -179,10 +179,13 @@ func (t metricsTarget) result() cty.Value {
 	})
 }
 
+// wantService is the Service: headless, as WMCO's (Prometheus scrapes each
+// endpoint, never a virtual IP). A Service created with a cluster IP before
+// keeps it: the field is immutable, and nothing reads it.
 func (t metricsTarget) wantService() *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: t.svc, Namespace: t.ns, Labels: map[string]string{managedByLabel: ManagedBy, "name": t.svc}},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{
 			Name: metricsPortName, Protocol: corev1.ProtocolTCP, Port: t.port, TargetPort: intstr.FromInt32(t.port),
 		}}},
 	}

@@ -43,6 +43,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	svc, err := c.Client.CoreV1().Services(ns).Get(ctx, "windows-exporter", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, svc.Spec.Selector, "no selector: the slices say where the exporters are")
+	assert.Equal(t, corev1.ClusterIPNone, svc.Spec.ClusterIP, "headless, as WMCO's")
 	require.Len(t, svc.Spec.Ports, 1)
 	assert.Equal(t, int32(9182), svc.Spec.Ports[0].Port)
 	assert.Equal(t, "metrics", svc.Spec.Ports[0].Name)
