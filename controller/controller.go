@@ -36,8 +36,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/kube"
@@ -54,7 +56,7 @@ const (
 	DefaultDriftInterval  = 10 * time.Minute
 	DefaultBackoff        = 10 * time.Second
 	DefaultMaxBackoff     = 10 * time.Minute
-	DefaultNodeReadyCheck = 10 * time.Second
+	DefaultNodeReadyCheck = time.Minute
 	DefaultPayloadCheck   = time.Minute
 )
 
@@ -120,7 +122,8 @@ type Options struct {
 	// MaxBackoff.
 	Backoff, MaxBackoff time.Duration
 	// NodeReadyCheck is how often a joined instance whose Node is not
-	// Ready yet is looked at again.
+	// Ready yet is looked at again though its Node did not change: a
+	// safety net, as the Node's watch wakes it at once when it does.
 	NodeReadyCheck time.Duration
 	// MaxUnavailable bounds the instances taken out of service at once
 	// (upgraded or removed), across all instances: a number, or a
@@ -277,6 +280,11 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Named("windowsinstance").
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentRuns}).
 		Watches(nodeObject(), nodeToInstances(mgr.GetClient(), o.Namespace)).
+		// A rollout slot freed wakes the instances waiting for one
+		// (rollout.go): a Node's mark cleared, or a slot of this process
+		// given back.
+		Watches(nodeObject(), slotFreed(ir.rollouts)).
+		WatchesRawSource(source.Channel(ir.rollouts.wake, &handler.EnqueueRequestForObject{})).
 		// The global pause (pause.go).
 		Watches(configMapObject(), settingsToInstances(mgr.GetClient(), o.Namespace), onlySettings(o.Namespace)).
 		// The key Secrets, metadata only (keywatch.go).

@@ -377,7 +377,10 @@ func nodeVersion(node *corev1.Node) string {
 
 // nodeName is the Node the host registers as: the node_name variable when
 // set, else its host name lower-cased, as the kubelet registers.
-func (r *InstanceReconciler) nodeName(wi *wsuv1.WindowsInstance) string {
+func (r *InstanceReconciler) nodeName(wi *wsuv1.WindowsInstance) string { return instanceNodeName(wi) }
+
+// instanceNodeName is InstanceReconciler.nodeName, for the Node watch.
+func instanceNodeName(wi *wsuv1.WindowsInstance) string {
 	if n := wi.Spec.Vars["node_name"]; n != "" {
 		return strings.Trim(n, `"`)
 	}
@@ -418,7 +421,7 @@ func (r *InstanceReconciler) deconfigure(ctx context.Context, wi *wsuv1.WindowsI
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		return ctrl.Result{RequeueAfter: r.Options.NodeReadyCheck}, nil
+		return ctrl.Result{RequeueAfter: r.slotRecheck()}, nil
 	}
 	defer r.rollouts.release(wi)
 	if err := r.markNode(ctx, wi, unavailableRemove); err != nil {

@@ -169,7 +169,7 @@ func (r *InstanceReconciler) rotateKeyIfPending(ctx context.Context, orig, wi *w
 		return ctrl.Result{}, true, err
 	}
 	if !ok {
-		res, err := r.done(ctx, orig, wi, wi.Status.Phase, r.Options.NodeReadyCheck)
+		res, err := r.done(ctx, orig, wi, wi.Status.Phase, r.slotRecheck())
 		return res, true, err
 	}
 	defer r.rollouts.release(wi)

@@ -10,9 +10,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/kube"
@@ -52,21 +57,75 @@ const (
 // rolloutLimit holds the slots taken in this process (instances by
 // NAMESPACE/NAME) until their run ends; its lock makes counting and taking
 // one step.
+//
+// An instance refused a slot waits for one to free, not for a timer: it
+// is remembered (waiting) and woken when a slot of this process is given
+// back (release, through wake) or a Node loses its mark or goes
+// (slotFreed). A restarted controller's waiters are remembered again at
+// their first reconcile, which every instance gets at the start.
 type rolloutLimit struct {
-	mu   sync.Mutex
-	held map[string]bool
+	mu      sync.Mutex
+	held    map[string]bool
+	waiting map[string]types.NamespacedName
+	// wake carries the waiters woken by a release to the instance
+	// controller's queue (a channel source); buffered, never blocking: a
+	// waiter it cannot take stays waiting.
+	wake chan event.GenericEvent
 }
 
-func newRolloutLimit() *rolloutLimit { return &rolloutLimit{held: map[string]bool{}} }
+func newRolloutLimit() *rolloutLimit {
+	return &rolloutLimit{held: map[string]bool{}, waiting: map[string]types.NamespacedName{}, wake: make(chan event.GenericEvent, 256)}
+}
 
 func instanceKey(wi *wsuv1.WindowsInstance) string { return wi.Namespace + "/" + wi.Name }
 
 // release gives back wi's slot in this process (its Node's mark, if any,
-// stays until the Node is back).
+// stays until the Node is back) and wakes the instances waiting for one.
 func (l *rolloutLimit) release(wi *wsuv1.WindowsInstance) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.held, instanceKey(wi))
+	for k, name := range l.waiting {
+		select {
+		case l.wake <- event.GenericEvent{Object: &wsuv1.WindowsInstance{ObjectMeta: metav1.ObjectMeta{Namespace: name.Namespace, Name: name.Name}}}:
+			delete(l.waiting, k)
+		default:
+			return // the queue is behind; the rest stay waiting
+		}
+	}
+}
+
+// wakeAll hands every waiting instance to q (a Node lost its mark).
+func (l *rolloutLimit) wakeAll(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k, name := range l.waiting {
+		q.Add(reconcile.Request{NamespacedName: name})
+		delete(l.waiting, k)
+	}
+}
+
+// slotRecheck is when an instance refused a slot looks again though no
+// wake came: a safety net (a percentage limit grown with the instances
+// frees a slot without an event), at the drift interval.
+func (r *InstanceReconciler) slotRecheck() time.Duration { return r.driftRequeue() }
+
+// slotFreed wakes the instances waiting for a rollout slot when a Node
+// loses its out-of-service mark or goes with it.
+func slotFreed(l *rolloutLimit) handler.EventHandler {
+	marked := func(o client.Object) bool { return o != nil && o.GetLabels()[UnavailableLabel] != "" }
+	return handler.Funcs{
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if marked(e.ObjectOld) && !marked(e.ObjectNew) {
+				l.wakeAll(q)
+			}
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if marked(e.Object) {
+				l.wakeAll(q)
+			}
+		},
+	}
 }
 
 // takeSlot takes a rollout slot for wi if fewer than maxUnavailable
@@ -96,8 +155,10 @@ func (r *InstanceReconciler) takeSlot(ctx context.Context, wi *wsuv1.WindowsInst
 	}
 	self := instanceKey(wi)
 	if !out[self] && len(out) >= limit {
+		l.waiting[self] = types.NamespacedName{Namespace: wi.Namespace, Name: wi.Name}
 		return false, nil
 	}
+	delete(l.waiting, self)
 	l.held[self] = true
 	return true, nil
 }

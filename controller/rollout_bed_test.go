@@ -54,13 +54,8 @@ import (
 //     same when only the failed instance's Node is deleted.
 func TestRolloutLimitAcrossRestart(t *testing.T) {
 	t.Parallel()
-	cluster, _ := escalationBed(t)
+	cluster, admin, runs, opts, payloadDir := rolloutBed(t)
 	ctx := context.Background()
-	admin := hostVarsClient(t, cluster)
-	payloadDir := t.TempDir()
-	writePayloadVersion(t, payloadDir, "2.0.0")
-	runs := newRolloutRunner(cluster.Client, "2.0.0")
-	opts := controller.Options{Namespace: ns, StateDir: t.TempDir(), Vars: []string{"payload_dir=" + payloadDir}}
 
 	rolloutNode(t, cluster, "a", "1.0.0")
 	runs.holdUpgrade("a")
@@ -144,6 +139,51 @@ func TestRolloutLimitAcrossRestart(t *testing.T) {
 	waitUpToDate(t, admin, waiting, "4.0.0")
 }
 
+// TestRolloutSlotWakesWaiting is issue 28's "no fixed requeue where an
+// event will come": an upgrade waiting for a rollout slot starts when the
+// slot frees (the other upgrade ends and its Node's mark is cleared), not
+// at the next timed look. The timed looks are an hour apart here, so only
+// the wake can start it within the test's minute.
+func TestRolloutSlotWakesWaiting(t *testing.T) {
+	t.Parallel()
+	cluster, admin, runs, opts, _ := rolloutBed(t)
+	ctx := context.Background()
+	opts.NodeReadyCheck, opts.PayloadCheck = time.Hour, time.Hour
+
+	rolloutNode(t, cluster, "a", "1.0.0")
+	runs.holdUpgrade("a")
+	startRolloutController(t, cluster, opts, runs)
+	require.NoError(t, admin.Create(ctx, rolloutInstance("a")))
+	runs.waitStarted(t, "a", "wsu:upgrade.hcl", 1)
+
+	rolloutNode(t, cluster, "b", "1.0.0")
+	require.NoError(t, admin.Create(ctx, rolloutInstance("b")))
+	eventually(t, time.Minute, "b waits for a rollout slot", func() (bool, string) {
+		wi := getInstance(t, admin, "b")
+		c := meta.FindStatusCondition(wi.Status.Conditions, wsuv1.ConditionUpToDate)
+		return c != nil && c.Reason == controller.ReasonRolloutWait, describe(wi)
+	})
+	require.Zero(t, runs.started("b", "wsu:upgrade.hcl"))
+
+	runs.release("a")
+	waitUpToDate(t, admin, "a", "2.0.0")
+	waitUpToDate(t, admin, "b", "2.0.0")
+	assert.Greater(t, runs.startOf(t, "b", "wsu:upgrade.hcl", engine.ModeApply), runs.endOf(t, "a", "wsu:upgrade.hcl", engine.ModeApply),
+		"b's upgrade started after a's ended:\n%s", runs.describe())
+}
+
+// rolloutBed is a rollout test's set-up: a cluster, the admin's client, a
+// scripted runner whose upgrades reach payload 2.0.0, the controller's
+// options and its payload directory (at 2.0.0).
+func rolloutBed(t *testing.T) (*kubetest.Cluster, client.Client, *rolloutRunner, controller.Options, string) {
+	t.Helper()
+	cluster, _ := escalationBed(t)
+	payloadDir := t.TempDir()
+	writePayloadVersion(t, payloadDir, "2.0.0")
+	opts := controller.Options{Namespace: ns, StateDir: t.TempDir(), Vars: []string{"payload_dir=" + payloadDir}}
+	return cluster, hostVarsClient(t, cluster), newRolloutRunner(cluster.Client, "2.0.0"), opts, payloadDir
+}
+
 // oneFailedOneWaiting waits until one of two instances' upgrade failed
 // and the other waits for a rollout slot, and names them.
 func oneFailedOneWaiting(t *testing.T, c client.Client, one, other string) (failed, waiting string) {
@@ -173,7 +213,13 @@ func oneFailedOneWaiting(t *testing.T, c client.Client, one, other string) (fail
 func startRolloutController(t *testing.T, cluster *kubetest.Cluster, opts controller.Options, runner controller.Runner) func() {
 	t.Helper()
 	opts.Runner = runner
-	opts.NodeReadyCheck, opts.PayloadCheck, opts.DriftInterval = time.Second, time.Second, time.Hour
+	if opts.NodeReadyCheck == 0 {
+		opts.NodeReadyCheck = time.Second
+	}
+	if opts.PayloadCheck == 0 {
+		opts.PayloadCheck = time.Second
+	}
+	opts.DriftInterval = time.Hour
 	opts.Backoff, opts.MaxBackoff = time.Second, 2*time.Second
 	mo, err := controller.ManagerConfig(opts, controller.ManagerOptions{MetricsAddr: "0", ProbeAddr: "0"})
 	require.NoError(t, err)

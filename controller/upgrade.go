@@ -93,7 +93,7 @@ func (r *InstanceReconciler) upgrade(ctx context.Context, orig, wi *wsuv1.Window
 	if !ok {
 		setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionFalse, ReasonRolloutWait,
 			fmt.Sprintf("payload %s waits for a rollout slot (at most %s instance(s) out of service at once; kubectl get nodes -l %s shows them)", want, r.Options.MaxUnavailable.String(), UnavailableLabel))
-		return r.done(ctx, orig, wi, wsuv1.PhaseJoined, r.Options.NodeReadyCheck)
+		return r.done(ctx, orig, wi, wsuv1.PhaseJoined, r.slotRecheck())
 	}
 	defer r.rollouts.release(wi)
 	rr, err := r.runRequest(ctx, wi, upgradePlaybook)

@@ -31,7 +31,7 @@ func nodeToInstances(c client.Client, namespace string) handler.EventHandler {
 		}
 		var out []reconcile.Request
 		for _, wi := range list.Items {
-			if wi.Status.NodeName == obj.GetName() || strings.EqualFold(wi.Status.Identity.Hostname, obj.GetName()) {
+			if wi.Status.NodeName == obj.GetName() || instanceNodeName(&wi) == obj.GetName() || strings.EqualFold(wi.Status.Identity.Hostname, obj.GetName()) {
 				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: wi.Namespace, Name: wi.Name}})
 			}
 		}

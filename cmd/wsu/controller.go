@@ -94,7 +94,7 @@ the workflows and a troubleshooting table.`,
 	f.DurationVar(&o.DriftInterval, "drift-interval", controller.DefaultDriftInterval, "how often joined instances are planned again")
 	f.DurationVar(&o.Backoff, "retry-backoff", controller.DefaultBackoff, "first retry delay after a failed run (doubles each time)")
 	f.DurationVar(&o.MaxBackoff, "max-retry-backoff", controller.DefaultMaxBackoff, "longest retry delay")
-	f.DurationVar(&o.NodeReadyCheck, "node-ready-check", controller.DefaultNodeReadyCheck, "how often a joined instance whose Node is not Ready is looked at")
+	f.DurationVar(&o.NodeReadyCheck, "node-ready-check", controller.DefaultNodeReadyCheck, "how often a joined instance whose Node is not Ready is looked at again though the Node did not change (a safety net: a Node change wakes it at once)")
 	f.BoolVar(&m.LeaderElection, "leader-elect", false, "elect a leader through a Lease, so only one replica acts")
 	f.StringVar(&m.LeaderElectionID, "leader-election-id", "", "name of the leader election Lease")
 	f.StringVar(&m.MetricsAddr, "metrics-bind-address", controller.DefaultMetricsAddr, "address of the Prometheus metrics endpoint, HTTPS, authenticated and authorized by the API server (\"0\" turns it off)")
