@@ -75,7 +75,7 @@ test: ## run every test tier (the README's test command)
 	$(GO) test -count=1 -timeout 30m ./...
 	cd test/capirender && $(GO) test -count=1 ./...  # Cluster API's own rendering, a module of its own
 
-kubetest: ## build and cache the etcd, kube-apiserver, kube-controller-manager and kube-scheduler the tests run
+kubetest: ## build and cache the etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl the tests run
 	./test/kubetest/build.sh
 
 lint: tools ## gofmt, go vet, staticcheck, and playbook formatting

@@ -27,8 +27,7 @@ import (
 // object in it. While installed, the only objects the overlay adds there
 // are its own Roles and RoleBindings, and WMCO's are untouched.
 func TestOpenShiftLeavesWMCOAlone(t *testing.T) {
-	kubectl, err := exec.LookPath("kubectl")
-	require.NoError(t, err, "the test runs the real kubectl")
+	kubectl := kubetest.KubectlBinary(t) // the real kubectl
 	ctx := context.Background()
 	c := kubetest.Start(t)
 	prepareOpenShift(ctx, t, c)

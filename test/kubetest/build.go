@@ -30,6 +30,9 @@ const (
 	KubeAPIServer         = "kube-apiserver"
 	KubeControllerManager = "kube-controller-manager"
 	KubeScheduler         = "kube-scheduler"
+	// Kubectl is the client, not a control-plane part: what the tests and
+	// the controller demo run where an admin runs kubectl.
+	Kubectl = "kubectl"
 )
 
 // wrapper is one of the nested modules that build a control-plane binary.
@@ -48,6 +51,7 @@ var wrappers = []wrapper{
 	{name: KubeAPIServer, module: "k8s.io/kubernetes", stamp: kubeVersionFlags},
 	{name: KubeControllerManager, module: "k8s.io/kubernetes", stamp: kubeVersionFlags},
 	{name: KubeScheduler, module: "k8s.io/kubernetes", stamp: kubeVersionFlags},
+	{name: Kubectl, module: "k8s.io/kubectl", stamp: stagingVersionFlags},
 }
 
 // legacyPair is what the first layout cached together under one key.
@@ -75,6 +79,13 @@ func kubeVersionFlags(v string) []string {
 			"-X", pkg+".gitTreeState=clean")
 	}
 	return flags
+}
+
+// stagingVersionFlags stamps a binary built from a staging module
+// (k8s.io/kubectl v0.X.Y) with the Kubernetes release it belongs to
+// (v1.X.Y), as `kubectl version` reports it.
+func stagingVersionFlags(v string) []string {
+	return kubeVersionFlags("v1" + strings.TrimPrefix(v, "v0"))
 }
 
 // sourceDir is this package's directory, which holds the wrapper modules.

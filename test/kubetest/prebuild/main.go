@@ -1,6 +1,6 @@
 // Command prebuild builds and caches the kubetest control plane (etcd,
-// kube-apiserver, kube-controller-manager and kube-scheduler) ahead of the
-// tests, which would otherwise build each binary on first use. It prints
+// kube-apiserver, kube-controller-manager and kube-scheduler) and kubectl
+// ahead of the tests, which would otherwise build each binary on first use. It prints
 // the path of each binary.
 package main
 
