@@ -127,7 +127,9 @@ func (r *InstanceReconciler) applyUpgrade(ctx context.Context, orig, wi *wsuv1.W
 	r.event(wi, corev1.EventTypeNormal, ReasonUpgrading, "upgrading node %s from payload %q to %s (plan %s)", r.nodeName(wi), from, want, plan.Hash)
 	r.setStatusPhase(ctx, orig, wi, wsuv1.PhaseUpgrading)
 	orig = wi.DeepCopy()
-	rr.Expect = plan.Plan
+	// Held to the approved plan: in process by the plan itself, in a Job
+	// (which reports only its plan's hash) by the hash.
+	rr.Expect, rr.ExpectHash = plan.Plan, plan.Hash
 	out := r.run(ctx, wi, &rr, engine.ModeApply)
 	if interrupted(ctx, out) {
 		return ctrl.Result{}, nil
