@@ -477,8 +477,12 @@ func (r *InstanceReconciler) runOnce(ctx context.Context, rr RunRequest, mode en
 	if out.Pending {
 		return out // counted when its result is read
 	}
-	r.metrics.observeRun(rr.Playbook, mode, out, time.Since(start))
-	log.FromContext(ctx).Info("run", "playbook", rr.Playbook, "mode", mode, "failed", out.Failed, "changed", out.Changed, "seconds", time.Since(start).Seconds())
+	took := time.Since(start)
+	if out.Took > 0 {
+		took = out.Took
+	}
+	r.metrics.observeRun(rr.Playbook, mode, out, took)
+	log.FromContext(ctx).Info("run", "playbook", rr.Playbook, "mode", mode, "failed", out.Failed, "changed", out.Changed, "seconds", took.Seconds())
 	return out
 }
 

@@ -299,7 +299,27 @@ func (j *JobRunner) read(ctx context.Context, job *batchv1.Job, why string, req 
 		}
 	}
 	log.FromContext(ctx).Info("run finished as a Job", "job", job.Name, "mode", req.Mode, "failed", res.Failed)
-	return res.outcome(), nil
+	out := res.outcome()
+	out.Took = jobTook(job)
+	return out, nil
+}
+
+// jobTook is how long a finished Job ran: its start to its completion, or
+// to its Failed condition; 0 when its status does not say.
+func jobTook(job *batchv1.Job) time.Duration {
+	if job.Status.StartTime == nil {
+		return 0
+	}
+	end := job.Status.CompletionTime
+	for _, c := range job.Status.Conditions {
+		if end == nil && c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			end = &c.LastTransitionTime
+		}
+	}
+	if end == nil {
+		return 0
+	}
+	return end.Sub(job.Status.StartTime.Time)
 }
 
 // instanceJobs are the Jobs wi controls whose result is not recorded yet,

@@ -116,7 +116,7 @@ func TestJobResultFromOwnedPod(t *testing.T) {
 // a request changed since waits for the instance's Job still going (never
 // two runs on one host); at most MaxRunning run Jobs are unfinished at
 // once, a run beyond them waiting with a retry; a finished Job's result is
-// read once, and the Job marked recorded.
+// read once (with the Job's own run time), and the Job marked recorded.
 func TestJobRunnerOneRunPerHost(t *testing.T) {
 	scheme, err := NewScheme()
 	require.NoError(t, err)
@@ -160,6 +160,9 @@ func TestJobRunnerOneRunPerHost(t *testing.T) {
 		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: JobContainer,
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: `{"hash":"h1","changed":2}`}}}}}}
 	require.NoError(t, c.Create(ctx, pod))
+	started := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	ended := metav1.NewTime(started.Add(42 * time.Second))
+	first.Status.StartTime, first.Status.CompletionTime = &started, &ended
 	first.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
 	require.NoError(t, c.Status().Update(ctx, &first))
 
@@ -167,6 +170,7 @@ func TestJobRunnerOneRunPerHost(t *testing.T) {
 	require.False(t, out.Pending)
 	assert.Equal(t, "h1", out.Hash)
 	assert.Equal(t, 2, out.Changed)
+	assert.Equal(t, 42*time.Second, out.Took, "the run's time is the Job's, not the reading pass's")
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(&first), &first))
 	assert.Equal(t, "true", first.Annotations[JobRecordedAnnotation])
 	assert.True(t, j.Run(ctx, request("a")).Pending, "read once: asked again, a new run")

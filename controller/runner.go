@@ -112,6 +112,9 @@ type RunOutcome struct {
 	// and is asked for again after it.
 	Pending    bool
 	RetryAfter time.Duration
+	// Took is how long the run took where it ran (a Job's start to its
+	// end), when the runner knows it better than the caller's clock.
+	Took time.Duration
 }
 
 // holdTo holds an apply to plan: in process by the plan itself, in a Job
