@@ -358,6 +358,21 @@ func (j *JobRunner) running(ctx context.Context, ns string) (int, error) {
 	return n, nil
 }
 
+// unfinishedApplies are the namespace's apply Jobs not finished yet.
+func (j *JobRunner) unfinishedApplies(ctx context.Context, ns string) ([]batchv1.Job, error) {
+	list := &batchv1.JobList{}
+	if err := j.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{JobModeLabel: string(engine.ModeApply)}); err != nil {
+		return nil, fmt.Errorf("listing the apply Jobs: %w", err)
+	}
+	var out []batchv1.Job
+	for _, job := range list.Items {
+		if finished, _ := jobFinished(&job); !finished && job.Labels[JobRunLabel] != "" {
+			out = append(out, job)
+		}
+	}
+	return out, nil
+}
+
 func (j *JobRunner) retry() time.Duration {
 	if j.Options.Retry > 0 {
 		return j.Options.Retry
