@@ -27,7 +27,9 @@ import (
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -235,6 +237,9 @@ func (o *Options) runner(cfg *rest.Config) error {
 	case o.Runner != nil:
 		return nil
 	case o.RunMode == RunModeJob:
+		if o.Job.MaxRunning == 0 {
+			o.Job.MaxRunning = o.MaxConcurrentRuns
+		}
 		jr, err := NewJobRunner(cfg, o.Job)
 		if err != nil {
 			return err
@@ -275,7 +280,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &wsuv1.WindowsInstance{}, keySecretIndex, indexKeySecret(o.BYOHNamespace)); err != nil {
 		return fmt.Errorf("controller: indexing instances by key Secret: %w", err)
 	}
-	err = ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&wsuv1.WindowsInstance{}).
 		Named("windowsinstance").
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.MaxConcurrentRuns}).
@@ -288,9 +293,14 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		// The global pause (pause.go).
 		Watches(configMapObject(), settingsToInstances(mgr.GetClient(), o.Namespace), onlySettings(o.Namespace)).
 		// The key Secrets, metadata only (keywatch.go).
-		Watches(secretMetadata(), secretToInstances(mgr.GetClient()), builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
-		Complete(ir)
-	if err != nil {
+		Watches(secretMetadata(), secretToInstances(mgr.GetClient()), builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}))
+	if _, ok := o.Runner.(*JobRunner); ok {
+		// The runs' Jobs, metadata only: a Job's change (its completion)
+		// reconciles its instance, whose pass reads the result
+		// (jobrunner.go).
+		b = b.Owns(jobMetadata(), builder.OnlyMetadata)
+	}
+	if err := b.Complete(ir); err != nil {
 		return err
 	}
 	if err := setupRenewals(mgr, o, metrics); err != nil {
@@ -314,6 +324,14 @@ func Setup(mgr ctrl.Manager, o Options) error {
 			Name:              o.ConfigMap,
 			DefaultApproval:   o.DefaultApproval,
 		})
+}
+
+// jobMetadata is a run's Job, as the metadata-only watch of the Jobs
+// the instances own sees it.
+func jobMetadata() client.Object {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("Job"))
+	return m
 }
 
 // eventRecorder records core/v1 Events, which `kubectl describe` shows and

@@ -219,7 +219,7 @@ func (r *InstanceReconciler) converge(ctx context.Context, orig, wi *wsuv1.Windo
 	defer keepConnections(&rr)()
 	plan := r.run(ctx, wi, &rr, engine.ModePlan)
 	if interrupted(ctx, plan) {
-		return ctrl.Result{}, nil
+		return resumeAfter(plan), nil
 	}
 	r.recordReach(wi, plan)
 	if plan.Failed {
@@ -272,10 +272,10 @@ func (r *InstanceReconciler) awaitApproval(ctx context.Context, orig, wi *wsuv1.
 func (r *InstanceReconciler) apply(ctx context.Context, orig, wi *wsuv1.WindowsInstance, rr RunRequest, plan RunOutcome) (ctrl.Result, error) {
 	r.setStatusPhase(ctx, orig, wi, wsuv1.PhaseJoining)
 	orig = wi.DeepCopy()
-	rr.Expect, rr.ExpectHash = plan.Plan, plan.Hash
+	rr.holdTo(plan)
 	out := r.run(ctx, wi, &rr, engine.ModeApply)
 	if interrupted(ctx, out) {
-		return ctrl.Result{}, nil
+		return resumeAfter(out), nil
 	}
 	r.recordReach(wi, out)
 	wi.Status.LastApply = &wsuv1.RunSummary{Playbook: rr.Playbook, Result: runResult(out), Changed: out.Changed, Time: metav1.Now()}
@@ -435,7 +435,7 @@ func (r *InstanceReconciler) deconfigure(ctx context.Context, wi *wsuv1.WindowsI
 	}
 	out := r.run(ctx, wi, &rr, engine.ModeApply)
 	if interrupted(ctx, out) {
-		return ctrl.Result{}, nil
+		return resumeAfter(out), nil
 	}
 	r.recordReach(wi, out)
 	if out.Failed {
@@ -477,15 +477,31 @@ func (r *InstanceReconciler) runOnce(ctx context.Context, rr RunRequest, mode en
 	rr.Mode = mode
 	start := time.Now()
 	out := r.Options.Runner.Run(ctx, rr)
-	r.metrics.observeRun(rr.Playbook, mode, out, time.Since(start))
-	log.FromContext(ctx).Info("run", "playbook", rr.Playbook, "mode", mode, "failed", out.Failed, "changed", out.Changed, "seconds", time.Since(start).Seconds())
+	if out.Pending {
+		return out // counted when its result is read
+	}
+	took := time.Since(start)
+	if out.Took > 0 {
+		took = out.Took
+	}
+	r.metrics.observeRun(rr.Playbook, mode, out, took)
+	log.FromContext(ctx).Info("run", "playbook", rr.Playbook, "mode", mode, "failed", out.Failed, "changed", out.Changed, "seconds", took.Seconds())
 	return out
 }
 
-// interrupted says a run was cut short because the controller is stopping
-// (its context ended, SIGTERM): not the host's failure, so nothing is
-// recorded, and the next controller starts over from status.
-func interrupted(ctx context.Context, out RunOutcome) bool { return out.Failed && ctx.Err() != nil }
+// interrupted says the pass stops at a run without recording anything:
+// the run goes on in a Job (Pending), whose completion reconciles the
+// instance again, or it was cut short because the controller is stopping
+// (its context ended, SIGTERM), not the host's failure, and the next
+// controller starts over from status (and the Jobs).
+func interrupted(ctx context.Context, out RunOutcome) bool {
+	return out.Pending || out.Failed && ctx.Err() != nil
+}
+
+// resumeAfter is the result of a pass stopped at a run: a run waiting for
+// room among the running Jobs is asked for again after RetryAfter; a Job's
+// completion needs no requeue (the controller watches its Jobs).
+func resumeAfter(out RunOutcome) ctrl.Result { return ctrl.Result{RequeueAfter: out.RetryAfter} }
 
 // recordReach records whether the host could be reached and what it said
 // of itself.

@@ -81,12 +81,12 @@ func TestJobMode(t *testing.T) {
 		Data:       map[string][]byte{kubeinv.KeySecretKey: key},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	bindRBAC(t, env, jobServiceAccount, "../deploy/rbac/wsu-cluster-role.yaml")
+	bindRBAC(t, env.Cluster, jobServiceAccount, "../deploy/rbac/wsu-cluster-role.yaml")
 	// The controller runs as its own ServiceAccount with its generated
 	// RBAC (real authorization): Job mode needs no Secret written.
-	bindRBAC(t, env, controllerServiceAccount, "../deploy/rbac/controller/role.yaml")
+	bindRBAC(t, env.Cluster, controllerServiceAccount, "../deploy/rbac/controller/role.yaml")
 	// and Job mode's Role (deploy/components/job-mode), bound only with it.
-	bindRBAC(t, env, controllerServiceAccount, "../deploy/components/job-mode/rbac.yaml")
+	bindRBAC(t, env.Cluster, controllerServiceAccount, "../deploy/components/job-mode/rbac.yaml")
 	asController := rest.CopyConfig(env.Cluster.Config)
 	asController.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + controllerServiceAccount,
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
@@ -109,7 +109,7 @@ func TestJobMode(t *testing.T) {
 	opts := controller.Options{
 		Namespace: ns, VarFiles: []string{varFile}, StateDir: t.TempDir(), AddressHostVars: simHostVars(t, env),
 		RunMode: controller.RunModeJob,
-		Job: controller.JobOptions{Image: wsuImage, ServiceAccount: jobServiceAccount, TTL: 5 * time.Second, Poll: 250 * time.Millisecond,
+		Job: controller.JobOptions{Image: wsuImage, ServiceAccount: jobServiceAccount, TTL: 5 * time.Second,
 			Template: payloadTemplate(env)},
 		NodeReadyCheck: time.Second, Backoff: 2 * time.Second, DriftInterval: time.Hour,
 	}
@@ -396,10 +396,10 @@ func wsuImageFile(t *testing.T, env *harness.Env) string {
 // RBAC file (its Roles in the namespaces this cluster has): the Jobs' to
 // deploy/rbac/wsu-cluster-role.yaml, the playbooks' rules; the
 // controller's to deploy/rbac/controller/role.yaml, its own.
-func bindRBAC(t *testing.T, env *harness.Env, sa, file string) {
+func bindRBAC(t *testing.T, cluster *kubetest.Cluster, sa, file string) {
 	t.Helper()
 	ctx := context.Background()
-	cs := env.Cluster.Client
+	cs := cluster.Client
 	_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
 	if !apierrors.IsAlreadyExists(err) {
 		require.NoError(t, err)
@@ -439,5 +439,5 @@ func bindRBAC(t *testing.T, env *harness.Env, sa, file string) {
 			require.NoError(t, err)
 		}
 	}
-	require.NoError(t, env.Cluster.AwaitRBAC(ctx), "the authorizer has seen the bindings")
+	require.NoError(t, cluster.AwaitRBAC(ctx), "the authorizer has seen the bindings")
 }

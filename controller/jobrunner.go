@@ -2,10 +2,13 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -13,10 +16,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
@@ -51,8 +57,13 @@ type JobOptions struct {
 	// TTL-after-finished controller deletes it, and the garbage collector
 	// its pod). Default DefaultJobTTL.
 	TTL time.Duration
-	// Poll is how often a running Job is looked at (default 2s).
-	Poll time.Duration
+	// MaxRunning bounds the run Jobs not finished in the namespace: a run
+	// beyond it waits (Pending) and is tried again after Retry. 0: no
+	// bound. The controller sets it to --max-concurrent-runs.
+	MaxRunning int
+	// Retry is how soon a run waiting for room among the running Jobs is
+	// tried again (default DefaultJobRetry).
+	Retry time.Duration
 }
 
 // Defaults of JobOptions.
@@ -66,6 +77,9 @@ const (
 	// DefaultJobServiceAccount is the Jobs' own ServiceAccount
 	// (deploy/components/job-mode).
 	DefaultJobServiceAccount = "wsu-run"
+	// DefaultJobRetry is how soon a run waiting for room among the
+	// running Jobs (MaxRunning) is tried again.
+	DefaultJobRetry = 5 * time.Second
 )
 
 // checkJobOptions refuses Job options that would run Jobs with more than
@@ -103,6 +117,21 @@ const (
 	JobInstanceLabel = "wsu.dev/instance"
 	// JobModeLabel is the run's mode (plan or apply).
 	JobModeLabel = "wsu.dev/mode"
+	// JobRunLabel identifies the run (runIdentity): a hash of its
+	// instance's UID and generation, its playbook and the Secret items it
+	// mounts.
+	JobRunLabel = "wsu.dev/run"
+	// JobPlaybookLabel is the run's playbook (wsu:join.hcl is join.hcl).
+	JobPlaybookLabel = "wsu.dev/playbook"
+	// JobPlanLabel is the plan hash an apply is held to.
+	JobPlanLabel = "wsu.dev/plan-hash"
+	// JobPlanAnnotation is, on an apply's Job, the plan it carries out (a
+	// jobResult): a pass that finds the Job records that plan without
+	// planning again.
+	JobPlanAnnotation = "wsu.dev/plan"
+	// JobRecordedAnnotation marks a finished Job whose result the
+	// controller read.
+	JobRecordedAnnotation = "wsu.dev/recorded"
 )
 
 // JobRunner runs each playbook run as a Kubernetes Job from wsu's own
@@ -110,11 +139,21 @@ const (
 // (an annotation of the Job's pod template, through a downwardAPI volume)
 // and the Secrets it names (the instance's key Secret and varsFrom
 // Secrets, mounted by reference: the runner writes no Secret, so the
-// controller needs no right to), runs it through package setup as InProcess does, and
-// writes the result to its termination message (jobResult, at most 4 KiB),
-// which the runner reads back. backoffLimit is 0: retries are the
-// controller's, with its per-instance backoff. Finished Jobs are deleted by
-// the cluster's TTL-after-finished controller after TTL.
+// controller needs no right to), runs it through package setup as
+// InProcess does, and writes the result to its termination message
+// (jobResult, at most 4 KiB), which the runner reads back.
+//
+// It never waits for a Job. A run starts a Job controlled by the instance
+// (labelled with the run's identity: instance, playbook, mode, plan hash
+// and a hash of the request) and returns Pending; the controller watches
+// the Jobs it owns, so the Job's completion reconciles the instance, whose
+// pass asks for the same run again and gets the Job's result. The Jobs are
+// the state: a restarted controller, or a new leader, finds the Jobs a
+// previous one started and waits for them or reads their results instead
+// of starting a second run on the host. A Job is never deleted by the
+// controller: backoffLimit is 0 (retries are the controller's, with its
+// per-instance backoff), and finished Jobs are deleted by the cluster's
+// TTL-after-finished controller after TTL.
 type JobRunner struct {
 	Client  client.Client
 	Options JobOptions
@@ -136,7 +175,10 @@ func NewJobRunner(cfg *rest.Config, o JobOptions) (*JobRunner, error) {
 	return &JobRunner{Client: c, Options: o}, nil
 }
 
-// Run implements Runner.
+// Run implements Runner. It never waits for a Job: a run not finished yet
+// is Pending, and the Job's completion (the controller owns and watches its
+// Jobs) reconciles the instance again, whose next pass asks for the same
+// run and gets its result.
 func (j *JobRunner) Run(ctx context.Context, req RunRequest) RunOutcome {
 	out, err := j.run(ctx, req)
 	if err != nil {
@@ -154,29 +196,100 @@ func (j *JobRunner) run(ctx context.Context, req RunRequest) (RunOutcome, error)
 	if err := j.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, wi); err != nil {
 		return RunOutcome{}, fmt.Errorf("reading the instance: %w", err)
 	}
-	jr, mounts, err := newJobRequest(req)
+	jr, data, mounts, err := jobRequestOf(req)
 	if err != nil {
 		return RunOutcome{}, err
+	}
+	id, err := identify(wi, jr, req)
+	if err != nil {
+		return RunOutcome{}, err
+	}
+	jobs, err := j.instanceJobs(ctx, wi)
+	if err != nil {
+		return RunOutcome{}, err
+	}
+	if out, found, err := j.resume(ctx, jobs, id, req); found || err != nil {
+		return out, err
+	}
+	if n, err := j.running(ctx, wi.Namespace); err != nil || (j.Options.MaxRunning > 0 && n >= j.Options.MaxRunning) {
+		return RunOutcome{Pending: true, RetryAfter: j.retry()}, err
+	}
+	keyFile := mounts.file(req.Secrets.Key, jobKeyFile)
+	tmpl := j.podTemplate(wi, req.Mode, string(data), keyFile, mounts)
+	job, err := j.createJob(ctx, wi, id, tmpl)
+	if err != nil {
+		return RunOutcome{}, err
+	}
+	log.FromContext(ctx).Info("run started as a Job", "job", job.Name, "mode", req.Mode, "playbook", req.Playbook)
+	return RunOutcome{Pending: true}, nil
+}
+
+// jobRequestOf is req as a Job's pod receives it, that request's JSON
+// (the pod template's annotation) and the Secret volumes it names.
+func jobRequestOf(req RunRequest) (*jobRequest, []byte, *secretMounts, error) {
+	jr, mounts, err := newJobRequest(req)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	data, err := json.Marshal(jr)
 	if err != nil {
-		return RunOutcome{}, err
+		return nil, nil, nil, err
 	}
 	if len(data) > maxJobRequest {
-		return RunOutcome{}, fmt.Errorf("the run request is %d bytes, over the %d a Job's annotation can carry (a large site playbook or var file: run in process)", len(data), maxJobRequest)
+		return nil, nil, nil, fmt.Errorf("the run request is %d bytes, over the %d a Job's annotation can carry (a large site playbook or var file: run in process)", len(data), maxJobRequest)
 	}
 	if req.Secrets.Key.Secret == "" {
-		return RunOutcome{}, errors.New("the run names no key Secret to mount")
+		return nil, nil, nil, errors.New("the run names no key Secret to mount")
 	}
-	keyFile := mounts.file(req.Secrets.Key, jobKeyFile)
-	job, err := j.createJob(ctx, wi, req.Mode, j.podTemplate(wi, req.Mode, string(data), keyFile, mounts))
-	if err != nil {
+	return jr, data, mounts, nil
+}
+
+// resume finds the run among the instance's Jobs not recorded yet, which
+// this controller or a previous leader started: its result once it
+// finished (the Job is then marked recorded), Pending while it runs. A plan
+// whose apply Job was already started is that apply's plan (kept on the
+// Job), so a pass that resumes an apply does not plan again. Any other run
+// of the instance still going is waited for (never two runs on one host at
+// once); one finished that no pass asks for (its instance changed since,
+// or a run with the key Secret's other key, keyrotation.go's tryOtherKey,
+// whose result the pass after next reads) is left to the TTL.
+func (j *JobRunner) resume(ctx context.Context, jobs []batchv1.Job, id runIdentity, req RunRequest) (RunOutcome, bool, error) {
+	for i := range jobs {
+		job := &jobs[i]
+		if !id.is(job) {
+			continue
+		}
+		finished, why := jobFinished(job)
+		if !finished {
+			return RunOutcome{Pending: true}, true, nil
+		}
+		out, err := j.read(ctx, job, why, req)
+		return out, true, err
+	}
+	if req.Mode == engine.ModePlan {
+		for i := range jobs {
+			if out, ok := id.planOf(&jobs[i]); ok {
+				return out, true, nil
+			}
+		}
+	}
+	for i := range jobs {
+		if finished, _ := jobFinished(&jobs[i]); !finished {
+			log.FromContext(ctx).Info("waiting for the instance's other run to finish", "job", jobs[i].Name)
+			return RunOutcome{Pending: true}, true, nil
+		}
+	}
+	return RunOutcome{}, false, nil
+}
+
+// read reads a finished Job's result and marks the Job recorded.
+func (j *JobRunner) read(ctx context.Context, job *batchv1.Job, why string, req RunRequest) (RunOutcome, error) {
+	res, rerr := j.result(ctx, job, why)
+	if err := j.markRecorded(ctx, job); err != nil {
 		return RunOutcome{}, err
 	}
-	log.FromContext(ctx).Info("run started as a Job", "job", job.Name, "mode", req.Mode)
-	res, err := j.wait(ctx, job)
-	if err != nil {
-		return RunOutcome{}, fmt.Errorf("the Job %s: %w", job.Name, err)
+	if rerr != nil {
+		return RunOutcome{}, fmt.Errorf("the Job %s: %w", job.Name, rerr)
 	}
 	// A host key the Job trusted on first use is pinned from the
 	// controller's own known_hosts file, as after an in-process run.
@@ -185,11 +298,186 @@ func (j *JobRunner) run(ctx context.Context, req RunRequest) (RunOutcome, error)
 			return RunOutcome{}, err
 		}
 	}
-	return res.outcome(), nil
+	log.FromContext(ctx).Info("run finished as a Job", "job", job.Name, "mode", req.Mode, "failed", res.Failed)
+	out := res.outcome()
+	out.Took = jobTook(job)
+	return out, nil
 }
 
-func instanceOwnerRef(wi *wsuv1.WindowsInstance, controller bool) metav1.OwnerReference {
-	return metav1.OwnerReference{APIVersion: wsuv1.GroupVersion.String(), Kind: "WindowsInstance", Name: wi.Name, UID: wi.UID, Controller: ptr.To(controller)}
+// jobTook is how long a finished Job ran: its start to its completion, or
+// to its Failed condition; 0 when its status does not say.
+func jobTook(job *batchv1.Job) time.Duration {
+	if job.Status.StartTime == nil {
+		return 0
+	}
+	end := job.Status.CompletionTime
+	for _, c := range job.Status.Conditions {
+		if end == nil && c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			end = &c.LastTransitionTime
+		}
+	}
+	if end == nil {
+		return 0
+	}
+	return end.Sub(job.Status.StartTime.Time)
+}
+
+// instanceJobs are the Jobs wi controls whose result is not recorded yet,
+// read from the API server (not a cache, which may not hold a Job just
+// created: a second run must never start beside it).
+func (j *JobRunner) instanceJobs(ctx context.Context, wi *wsuv1.WindowsInstance) ([]batchv1.Job, error) {
+	list := &batchv1.JobList{}
+	if err := j.Client.List(ctx, list, client.InNamespace(wi.Namespace), client.MatchingLabels{JobInstanceLabel: wi.Name}); err != nil {
+		return nil, fmt.Errorf("listing the instance's Jobs: %w", err)
+	}
+	var out []batchv1.Job
+	for _, job := range list.Items {
+		if metav1.IsControlledBy(&job, wi) && job.Annotations[JobRecordedAnnotation] == "" && job.DeletionTimestamp.IsZero() {
+			out = append(out, job)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].CreationTimestamp.Before(&out[b].CreationTimestamp) })
+	return out, nil
+}
+
+// running counts the namespace's run Jobs not finished yet.
+func (j *JobRunner) running(ctx context.Context, ns string) (int, error) {
+	if j.Options.MaxRunning <= 0 {
+		return 0, nil
+	}
+	list := &batchv1.JobList{}
+	if err := j.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: runJobSelector()}); err != nil {
+		return 0, fmt.Errorf("listing the running Jobs: %w", err)
+	}
+	n := 0
+	for i := range list.Items {
+		if finished, _ := jobFinished(&list.Items[i]); !finished {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// unfinishedApplies are the namespace's apply Jobs not finished yet.
+func (j *JobRunner) unfinishedApplies(ctx context.Context, ns string) ([]batchv1.Job, error) {
+	list := &batchv1.JobList{}
+	if err := j.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{JobModeLabel: string(engine.ModeApply)}); err != nil {
+		return nil, fmt.Errorf("listing the apply Jobs: %w", err)
+	}
+	var out []batchv1.Job
+	for _, job := range list.Items {
+		if finished, _ := jobFinished(&job); !finished && job.Labels[JobRunLabel] != "" {
+			out = append(out, job)
+		}
+	}
+	return out, nil
+}
+
+func (j *JobRunner) retry() time.Duration {
+	if j.Options.Retry > 0 {
+		return j.Options.Retry
+	}
+	return DefaultJobRetry
+}
+
+// markRecorded marks a finished Job whose result was read (or dropped), so
+// no later pass reads it again; the TTL-after-finished controller deletes
+// it later.
+func (j *JobRunner) markRecorded(ctx context.Context, job *batchv1.Job) error {
+	patch := client.MergeFrom(job.DeepCopy())
+	if job.Annotations == nil {
+		job.Annotations = map[string]string{}
+	}
+	job.Annotations[JobRecordedAnnotation] = "true"
+	if err := j.Client.Patch(ctx, job, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("marking the Job %s recorded: %w", job.Name, err)
+	}
+	return nil
+}
+
+// runIdentity says which run a Job is: its instance (UID) at its spec's
+// generation, its playbook and the Secret items it mounts (the key it logs
+// in with: keyrotation.go's tryOtherKey tries the other one as a run of its
+// own), hashed; its mode; the plan hash an apply is held to. Not the whole
+// request: between the pass that starts a run and the one that reads it,
+// the request changes with what the run itself recorded (a host key trusted
+// on first use is pinned), and a new controller's known_hosts file is not
+// its predecessor's. What a spec changed since would have asked for is
+// guarded by the plan hash: an apply whose fresh plan is not the one it was
+// held to applies nothing.
+type runIdentity struct {
+	run      string
+	mode     engine.Mode
+	playbook string
+	hash     string
+	plan     *RunOutcome
+}
+
+func identify(wi *wsuv1.WindowsInstance, jr *jobRequest, req RunRequest) (runIdentity, error) {
+	data, err := json.Marshal(struct {
+		UID        string     `json:"uid"`
+		Generation int64      `json:"generation"`
+		Playbook   string     `json:"playbook"`
+		Secrets    RunSecrets `json:"secrets"`
+	}{string(wi.UID), wi.Generation, req.Playbook, req.Secrets})
+	if err != nil {
+		return runIdentity{}, err
+	}
+	sum := sha256.Sum256(data)
+	return runIdentity{run: hex.EncodeToString(sum[:])[:32], mode: jr.Mode, playbook: jr.Playbook, hash: jr.ExpectHash, plan: req.Planned}, nil
+}
+
+func (id runIdentity) labels(instance string) map[string]string {
+	l := map[string]string{JobInstanceLabel: instance, JobModeLabel: string(id.mode), JobRunLabel: id.run, JobPlaybookLabel: labelValue(id.playbook)}
+	if id.hash != "" {
+		l[JobPlanLabel] = id.hash
+	}
+	return l
+}
+
+// is says whether job is this run.
+func (id runIdentity) is(job *batchv1.Job) bool {
+	l := job.Labels
+	return l[JobRunLabel] == id.run && l[JobModeLabel] == string(id.mode) && l[JobPlanLabel] == id.hash
+}
+
+// planOf is the plan an apply Job of this run carries out, when job is
+// one.
+func (id runIdentity) planOf(job *batchv1.Job) (RunOutcome, bool) {
+	if job.Labels[JobRunLabel] != id.run || job.Labels[JobModeLabel] != string(engine.ModeApply) {
+		return RunOutcome{}, false
+	}
+	var res jobResult
+	if err := json.Unmarshal([]byte(job.Annotations[JobPlanAnnotation]), &res); err != nil || res.Hash == "" || res.Hash != job.Labels[JobPlanLabel] {
+		return RunOutcome{}, false
+	}
+	return res.outcome(), true
+}
+
+// runJobSelector selects the Jobs of runs (those with JobRunLabel).
+func runJobSelector() labels.Selector {
+	req, err := labels.NewRequirement(JobRunLabel, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant key
+	}
+	return labels.NewSelector().Add(*req)
+}
+
+// labelValue makes s a label value: the characters a label allows, at
+// most 63, starting and ending with one that is alphanumeric.
+func labelValue(s string) string {
+	s = strings.TrimPrefix(s, "wsu:")
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			b[i] = '_'
+		}
+	}
+	s = string(b)
+	if len(s) > 63 {
+		s = s[:63]
+	}
+	return strings.Trim(s, "-_.")
 }
 
 func runLabels(wi *wsuv1.WindowsInstance, mode engine.Mode) map[string]string {
@@ -207,8 +495,10 @@ func jobNamePrefix(instance string) string {
 	return p + "-"
 }
 
-// createJob creates the run's Job.
-func (j *JobRunner) createJob(ctx context.Context, wi *wsuv1.WindowsInstance, mode engine.Mode, tmpl corev1.PodTemplateSpec) (*batchv1.Job, error) {
+// createJob creates the run's Job, controlled by its instance (so its
+// changes reconcile the instance, and it goes with the instance) and
+// labelled with the run's identity.
+func (j *JobRunner) createJob(ctx context.Context, wi *wsuv1.WindowsInstance, id runIdentity, tmpl corev1.PodTemplateSpec) (*batchv1.Job, error) {
 	ttl, deadline := j.Options.TTL, j.Options.ActiveDeadline
 	if ttl <= 0 {
 		ttl = DefaultJobTTL
@@ -217,16 +507,23 @@ func (j *JobRunner) createJob(ctx context.Context, wi *wsuv1.WindowsInstance, mo
 		deadline = DefaultJobActiveDeadline
 	}
 	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: jobNamePrefix(wi.Name), Namespace: wi.Namespace, Labels: runLabels(wi, mode),
-			OwnerReferences: []metav1.OwnerReference{instanceOwnerRef(wi, true)},
-		},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: jobNamePrefix(wi.Name), Namespace: wi.Namespace, Labels: id.labels(wi.Name)},
 		Spec: batchv1.JobSpec{
 			BackoffLimit:            ptr.To[int32](0),
 			ActiveDeadlineSeconds:   ptr.To(int64(deadline / time.Second)),
 			TTLSecondsAfterFinished: ptr.To(int32(ttl / time.Second)),
 			Template:                tmpl,
 		},
+	}
+	if id.mode == engine.ModeApply && id.plan != nil {
+		data, err := encodeResult(resultOf(*id.plan, ""))
+		if err != nil {
+			return nil, err
+		}
+		job.Annotations = map[string]string{JobPlanAnnotation: string(data)}
+	}
+	if err := controllerutil.SetControllerReference(wi, job, j.Client.Scheme()); err != nil {
+		return nil, err
 	}
 	if err := j.Client.Create(ctx, job); err != nil {
 		return nil, fmt.Errorf("creating the run's Job: %w", err)
@@ -326,37 +623,6 @@ func restrictContainer(c *corev1.Container) {
 	sc.AppArmorProfile = nil
 	sc.SELinuxOptions = nil
 	sc.WindowsOptions = nil
-}
-
-// wait waits for the Job to finish and reads its result. A cancelled wait
-// (the controller stops) deletes the Job, so its run stops too.
-func (j *JobRunner) wait(ctx context.Context, job *batchv1.Job) (jobResult, error) {
-	poll := j.Options.Poll
-	if poll <= 0 {
-		poll = 2 * time.Second
-	}
-	tick := time.NewTicker(poll)
-	defer tick.Stop()
-	key := client.ObjectKeyFromObject(job)
-	for {
-		select {
-		case <-ctx.Done():
-			bg := metav1.DeletePropagationBackground
-			_ = j.Client.Delete(context.WithoutCancel(ctx), job, &client.DeleteOptions{PropagationPolicy: &bg})
-			return jobResult{}, fmt.Errorf("cancelled: %w", ctx.Err())
-		case <-tick.C:
-		}
-		cur := &batchv1.Job{}
-		if err := j.Client.Get(ctx, key, cur); err != nil {
-			if apierrors.IsNotFound(err) {
-				return jobResult{}, errors.New("the Job was deleted before it finished")
-			}
-			continue // a passing API error: look again
-		}
-		if finished, why := jobFinished(cur); finished {
-			return j.result(ctx, cur, why)
-		}
-	}
 }
 
 // jobFinished reports whether a Job is Complete or Failed, and the

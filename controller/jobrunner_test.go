@@ -10,11 +10,14 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/engine"
+	"github.com/wsu-project/wsu/inventory"
 )
 
 // TestJobPodRestricted (issue 26, finding 7): whatever the template says,
@@ -61,13 +64,15 @@ func TestJobPodRestricted(t *testing.T) {
 	assert.Error(t, checkJobOptions(JobOptions{Image: "wsu", ServiceAccount: "default"}), "the namespace's default ServiceAccount is refused")
 	assert.NoError(t, checkJobOptions(JobOptions{Image: "wsu", ServiceAccount: "site-runner"}))
 
-	c := fake.NewClientBuilder().Build()
+	scheme, err := NewScheme()
+	require.NoError(t, err)
+	c := fake.NewClientBuilder().WithScheme(scheme).Build()
 	j = &JobRunner{Client: c, Options: JobOptions{Image: "wsu", ActiveDeadline: 90 * time.Second}}
-	job, err := j.createJob(context.Background(), wi, engine.ModePlan, tmpl)
+	job, err := j.createJob(context.Background(), wi, runIdentity{mode: engine.ModePlan}, tmpl)
 	require.NoError(t, err)
 	assert.Equal(t, int64(90), *job.Spec.ActiveDeadlineSeconds)
 	j.Options.ActiveDeadline = 0
-	job, err = j.createJob(context.Background(), wi, engine.ModePlan, tmpl)
+	job, err = j.createJob(context.Background(), wi, runIdentity{mode: engine.ModePlan}, tmpl)
 	require.NoError(t, err)
 	assert.Equal(t, int64(DefaultJobActiveDeadline/time.Second), *job.Spec.ActiveDeadlineSeconds, "a deadline by default")
 }
@@ -105,4 +110,107 @@ func TestJobResultFromOwnedPod(t *testing.T) {
 	j = &JobRunner{Client: c}
 	_, err = j.result(context.Background(), job, "")
 	assert.ErrorContains(t, err, "without a result", "no pod of the Job: no result, whatever others say")
+}
+
+// TestJobRunnerOneRunPerHost: a run never waits for its Job (Pending), and
+// asking again finds the same Job rather than starting another; a run of
+// a request changed since waits for the instance's Job still going (never
+// two runs on one host); at most MaxRunning run Jobs are unfinished at
+// once, a run beyond them waiting with a retry; a finished Job's result is
+// read once (with the Job's own run time), and the Job marked recorded.
+func TestJobRunnerOneRunPerHost(t *testing.T) {
+	scheme, err := NewScheme()
+	require.NoError(t, err)
+	a := &wsuv1.WindowsInstance{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", UID: "uid-a"}}
+	b := &wsuv1.WindowsInstance{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns", UID: "uid-b"}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(a, b).WithStatusSubresource(&batchv1.Job{}).Build()
+	j := &JobRunner{Client: c, Options: JobOptions{Image: "wsu", MaxRunning: 1}}
+	ctx := context.Background()
+	request := func(instance string, playbook ...string) RunRequest {
+		inv, diags := inventory.ParseWindowsInstances("windowsinstance/ns/"+instance, map[string]string{instance: "username=Administrator"})
+		require.False(t, diags.HasErrors())
+		pb := "wsu:join.hcl"
+		if len(playbook) > 0 {
+			pb = playbook[0]
+		}
+		return RunRequest{Instance: "ns/" + instance, Mode: engine.ModePlan, Playbook: pb, Inventory: inv,
+			Secrets: RunSecrets{Key: SecretItem{Secret: "key", Key: "private-key.pem"}}}
+	}
+	jobs := func() []batchv1.Job {
+		list := &batchv1.JobList{}
+		require.NoError(t, c.List(ctx, list))
+		return list.Items
+	}
+
+	out := j.Run(ctx, request("a"))
+	require.True(t, out.Pending, out.Message)
+	require.Len(t, jobs(), 1)
+	first := jobs()[0]
+	assert.True(t, metav1.IsControlledBy(&first, a))
+	assert.True(t, j.Run(ctx, request("a")).Pending)
+	assert.Len(t, jobs(), 1, "asked again: the same Job")
+	assert.True(t, j.Run(ctx, request("a", "wsu:remove.hcl")).Pending)
+	assert.Len(t, jobs(), 1, "another run of the instance waits for the one still going")
+	out = j.Run(ctx, request("b"))
+	assert.True(t, out.Pending)
+	assert.Equal(t, DefaultJobRetry, out.RetryAfter, "beyond MaxRunning: tried again later")
+	assert.Len(t, jobs(), 1)
+
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: map[string]string{batchv1.JobNameLabel: first.Name},
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(&first, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: JobContainer,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: `{"hash":"h1","changed":2}`}}}}}}
+	require.NoError(t, c.Create(ctx, pod))
+	started := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	ended := metav1.NewTime(started.Add(42 * time.Second))
+	first.Status.StartTime, first.Status.CompletionTime = &started, &ended
+	first.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+	require.NoError(t, c.Status().Update(ctx, &first))
+
+	out = j.Run(ctx, request("a"))
+	require.False(t, out.Pending)
+	assert.Equal(t, "h1", out.Hash)
+	assert.Equal(t, 2, out.Changed)
+	assert.Equal(t, 42*time.Second, out.Took, "the run's time is the Job's, not the reading pass's")
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(&first), &first))
+	assert.Equal(t, "true", first.Annotations[JobRecordedAnnotation])
+	assert.True(t, j.Run(ctx, request("a")).Pending, "read once: asked again, a new run")
+	assert.Len(t, jobs(), 2)
+}
+
+// TestJobRolloutSlots: in Job mode a pass does not hold its rollout slot
+// while its run goes on in a Job, so an unfinished upgrade, removal or key
+// rotation Job counts its instance out of service (whoever started it); a
+// join's Job, or a finished one, does not.
+func TestJobRolloutSlots(t *testing.T) {
+	scheme, err := NewScheme()
+	require.NoError(t, err)
+	inst := func(name string) *wsuv1.WindowsInstance {
+		return &wsuv1.WindowsInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+	}
+	job := func(name, instance, playbook string, finished bool) *batchv1.Job {
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{
+			JobInstanceLabel: instance, JobModeLabel: string(engine.ModeApply), JobRunLabel: "r", JobPlaybookLabel: labelValue(playbook)}}}
+		if finished {
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+		}
+		return j
+	}
+	a, b, c := inst("a"), inst("b"), inst("c")
+	cl := fake.NewClientBuilder().WithScheme(scheme).WithObjects(a, b, c,
+		job("join-b", "b", "wsu:join.hcl", false), job("rotate-c-old", "c", "wsu:rotate-key.hcl", true)).Build()
+	r := &InstanceReconciler{Client: cl, Options: Options{MaxUnavailable: intstr.FromInt32(1), Runner: &JobRunner{Client: cl}}, rollouts: newRolloutLimit()}
+	ctx := context.Background()
+	take := func(wi *wsuv1.WindowsInstance) bool {
+		ok, err := r.takeSlot(ctx, wi)
+		require.NoError(t, err)
+		r.rollouts.release(wi) // as a pass that started its Job returns
+		return ok
+	}
+	assert.True(t, take(b), "a join's Job and a finished rotation's take no slot")
+	require.NoError(t, cl.Create(ctx, job("rotate-a", "a", "wsu:rotate-key.hcl", false)))
+	assert.False(t, take(b), "a's rotation runs in a Job: b waits")
+	assert.True(t, take(a), "a holds its slot: it resumes")
+	r.Options.MaxUnavailable = intstr.FromInt32(2)
+	assert.True(t, take(c), "a larger limit has room")
 }

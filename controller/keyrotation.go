@@ -196,7 +196,7 @@ func (r *InstanceReconciler) rotateKeyIfPending(ctx context.Context, orig, wi *w
 	out := r.run(ctx, wi, &rr, engine.ModeApply)
 	r.recordReach(wi, out)
 	if interrupted(ctx, out) {
-		return ctrl.Result{}, true, nil
+		return resumeAfter(out), true, nil
 	}
 	if out.Failed {
 		rotationFailed(wi, keys, out)
@@ -235,7 +235,7 @@ func (r *InstanceReconciler) rotated(ctx context.Context, orig, wi *wsuv1.Window
 func (r *InstanceReconciler) planRotation(ctx context.Context, orig, wi *wsuv1.WindowsInstance, rr *RunRequest, keys instanceKeys) (res ctrl.Result, done bool, err error) {
 	plan := r.run(ctx, wi, rr, engine.ModePlan)
 	if interrupted(ctx, plan) {
-		return ctrl.Result{}, true, nil
+		return resumeAfter(plan), true, nil
 	}
 	r.recordReach(wi, plan)
 	if wi.Status.Identity.KeyFingerprint == keys.nextFP {
@@ -251,7 +251,7 @@ func (r *InstanceReconciler) planRotation(ctx context.Context, orig, wi *wsuv1.W
 		res, err := r.awaitApproval(ctx, orig, wi, plan)
 		return res, true, err
 	}
-	rr.Expect, rr.ExpectHash = plan.Plan, plan.Hash
+	rr.holdTo(plan)
 	return ctrl.Result{}, false, nil
 }
 
@@ -288,6 +288,9 @@ func (r *InstanceReconciler) tryOtherKey(ctx context.Context, wi *wsuv1.WindowsI
 	}
 	was := setLoginKey(rr, other, item)
 	second := r.runOnce(ctx, *rr, mode)
+	if second.Pending {
+		return second // in a Job: a later pass reads its result
+	}
 	if loginRefused(second) || second.Unreachable {
 		setLoginKey(rr, was.key, was.item)
 		return out

@@ -124,6 +124,9 @@ func ManagerConfig(o Options, m ManagerOptions) (ctrl.Options, error) {
 			&wsuv1.WindowsInstance{}: {Namespaces: map[string]cache.Config{o.Namespace: {}}},
 			// The key Secret watch caches metadata only (keywatch.go).
 			secretMetadata(): {Namespaces: o.cacheNamespaces(kubeinv.KeySecret)},
+			// Job mode's watch of the runs' Jobs: the controller's
+			// namespace, the Jobs it labelled.
+			jobMetadata(): {Namespaces: map[string]cache.Config{o.Namespace: {}}, Label: runJobSelector()},
 		}},
 		// Secrets' contents are read when a run needs its key, never
 		// cached.

@@ -164,7 +164,8 @@ func (r *InstanceReconciler) takeSlot(ctx context.Context, wi *wsuv1.WindowsInst
 }
 
 // outOfService are the instances of namespace (by NAMESPACE/NAME) whose
-// recorded Node carries the mark.
+// recorded Node carries the mark, and in Job mode those whose upgrade,
+// removal or key rotation runs in a Job.
 func (r *InstanceReconciler) outOfService(ctx context.Context, namespace string, instances []wsuv1.WindowsInstance) (map[string]bool, error) {
 	nodes := &corev1.NodeList{}
 	if err := r.Client.List(ctx, nodes, client.HasLabels{UnavailableLabel}); err != nil {
@@ -176,7 +177,10 @@ func (r *InstanceReconciler) outOfService(ctx context.Context, namespace string,
 			byUID[uid] = instanceKey(&instances[i])
 		}
 	}
-	out := map[string]bool{}
+	out, err := r.applyingInJobs(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		if k, ok := byUID[string(n.UID)]; ok {
@@ -189,6 +193,39 @@ func (r *InstanceReconciler) outOfService(ctx context.Context, namespace string,
 		}
 		if k != "" {
 			out[k] = true
+		}
+	}
+	return out, nil
+}
+
+// takesSlot says whether a run Job's playbook label is one of the runs
+// that take a rollout slot.
+func takesSlot(label string) bool {
+	for _, p := range []string{upgradePlaybook, "wsu:remove.hcl", "wsu:" + rotateKeyPlaybook} {
+		if label == labelValue(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// applyingInJobs are, in Job mode, the instances of namespace whose apply
+// of a playbook that takes a slot runs in a Job not finished yet: a pass no
+// longer holds its slot while the run goes on (jobrunner.go), and a Job
+// a previous leader started counts as well.
+func (r *InstanceReconciler) applyingInJobs(ctx context.Context, namespace string) (map[string]bool, error) {
+	out := map[string]bool{}
+	jr, ok := r.Options.Runner.(*JobRunner)
+	if !ok {
+		return out, nil
+	}
+	jobs, err := jr.unfinishedApplies(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	for _, job := range jobs {
+		if takesSlot(job.Labels[JobPlaybookLabel]) {
+			out[namespace+"/"+job.Labels[JobInstanceLabel]] = true
 		}
 	}
 	return out, nil

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
@@ -55,6 +56,10 @@ type RunRequest struct {
 	// is dialled once (engine.Connections). In-process only: a Job's run
 	// is a process of its own. Never part of a Job's request.
 	Connections *engine.Connections
+	// Planned is the outcome of the plan an apply carries out (its hash
+	// is ExpectHash): a JobRunner keeps it on the apply's Job, so a pass
+	// that resumes the apply records that plan without planning again.
+	Planned *RunOutcome
 	// Secrets say which Secrets the run's secret inputs come from, so a
 	// runner that must not copy them (JobRunner) hands them over by
 	// reference; the in-process runner uses the values in Inventory and
@@ -101,6 +106,22 @@ type RunOutcome struct {
 	Failed bool
 	// Message is the first error, already scrubbed of secrets.
 	Message string
+	// Pending: the run goes on in a Job (JobRunner) and reports nothing
+	// yet; the Job's completion reconciles the instance again, or, when
+	// RetryAfter is set, the run waits for room among the running Jobs
+	// and is asked for again after it.
+	Pending    bool
+	RetryAfter time.Duration
+	// Took is how long the run took where it ran (a Job's start to its
+	// end), when the runner knows it better than the caller's clock.
+	Took time.Duration
+}
+
+// holdTo holds an apply to plan: in process by the plan itself, in a Job
+// (which reports only its plan's hash) by the hash, which the Job checks
+// against a fresh plan before applying.
+func (req *RunRequest) holdTo(plan RunOutcome) {
+	req.Expect, req.ExpectHash, req.Planned = plan.Plan, plan.Hash, &plan
 }
 
 // confine is where a run may read files: anywhere for a stock playbook;

@@ -103,7 +103,7 @@ func (r *InstanceReconciler) upgrade(ctx context.Context, orig, wi *wsuv1.Window
 	defer keepConnections(&rr)()
 	plan := r.run(ctx, wi, &rr, engine.ModePlan)
 	if interrupted(ctx, plan) {
-		return ctrl.Result{}, nil
+		return resumeAfter(plan), nil
 	}
 	r.recordReach(wi, plan)
 	if plan.Failed {
@@ -127,10 +127,10 @@ func (r *InstanceReconciler) applyUpgrade(ctx context.Context, orig, wi *wsuv1.W
 	r.event(wi, corev1.EventTypeNormal, ReasonUpgrading, "upgrading node %s from payload %q to %s (plan %s)", r.nodeName(wi), from, want, plan.Hash)
 	r.setStatusPhase(ctx, orig, wi, wsuv1.PhaseUpgrading)
 	orig = wi.DeepCopy()
-	rr.Expect = plan.Plan
+	rr.holdTo(plan)
 	out := r.run(ctx, wi, &rr, engine.ModeApply)
 	if interrupted(ctx, out) {
-		return ctrl.Result{}, nil
+		return resumeAfter(out), nil
 	}
 	r.recordReach(wi, out)
 	wi.Status.LastApply = &wsuv1.RunSummary{Playbook: rr.Playbook, Result: runResult(out), Changed: out.Changed, Time: metav1.Now()}

@@ -177,10 +177,13 @@ func controllerAccess(o Overlay) []access {
 	if o.JobMode {
 		list = append(list,
 			allow("create", "batch", "jobs", ns, "", "Job mode: each run's Job"),
-			allow("delete", "batch", "jobs", ns, "", "Job mode: a run the controller stops"),
+			allow("watch", "batch", "jobs", ns, "", "Job mode: a Job's completion reconciles its instance"),
+			allow("list", "batch", "jobs", ns, "", "Job mode: a new leader finds the runs a previous one started"),
+			allow("patch", "batch", "jobs", ns, "", "Job mode: a Job whose result was read is marked recorded"),
+			deny("delete", "batch", "jobs", ns, "", "Job mode: finished Jobs go by their TTL, never by the controller"),
 			allow("list", "", "pods", ns, "", "Job mode: the result of the pod its Job controls"),
 			deny("create", "batch", "jobs", "default", "", "Job mode: in its namespace only"),
-			deny("update", "batch", "jobs", ns, "", "Job mode: never changes a Job"))
+			deny("update", "batch", "jobs", ns, "", "Job mode: only patches the recorded mark"))
 	} else {
 		list = append(list,
 			deny("create", "batch", "jobs", ns, "", "no Job rights without Job mode"),
