@@ -42,7 +42,7 @@ import (
 )
 
 // The names the test's overlays give the shipped images, as an admin's
-// `kustomize edit set image localhost/wsu=…` would.
+// `kustomize edit set image ghcr.io/wsu-project/wsu=…` would.
 const (
 	testImage        = "test.local/wsu:deploy-test"
 	testPayloadImage = "test.local/wsu-payload:deploy-test"
@@ -205,8 +205,8 @@ func render(t *testing.T, overlays []string, patches ...overlayPatch) []*unstruc
 		"apiVersion": "kustomize.config.k8s.io/v1beta1",
 		"kind":       "Kustomization",
 		"images": []map[string]string{
-			{"name": "localhost/wsu", "newName": strings.Split(testImage, ":")[0], "newTag": strings.Split(testImage, ":")[1]},
-			{"name": "localhost/wsu-payload", "newName": strings.Split(testPayloadImage, ":")[0], "newTag": strings.Split(testPayloadImage, ":")[1]},
+			{"name": ImageRepository, "newName": strings.Split(testImage, ":")[0], "newTag": strings.Split(testImage, ":")[1]},
+			{"name": PayloadImageRepository, "newName": strings.Split(testPayloadImage, ":")[0], "newTag": strings.Split(testPayloadImage, ":")[1]},
 		},
 	}
 	var resources []string

@@ -14,7 +14,23 @@ import (
 
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/wsu-project/wsu/version"
 )
+
+// The images deploy/ names by default (deploy/base, components/job-mode):
+// the registry a release publishes to, tagged with the source's version
+// (ImageTag), never a mutable :latest. A site points them at its own
+// registry, by digest where it knows it: kustomize's images: in its
+// overlay, or the chart's image values (docs/install.md).
+const (
+	ImageRepository        = "ghcr.io/wsu-project/wsu"
+	PayloadImageRepository = "ghcr.io/wsu-project/wsu-payload"
+)
+
+// ImageTag is the tag deploy/ gives both images: "v" and the source's
+// version (package version, without the Makefile's -ldflags).
+func ImageTag() string { return "v" + version.Version }
 
 // Overlay is one kustomization rendered into rendered/Name.yaml.
 type Overlay struct {
