@@ -20,7 +20,7 @@ CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
 FUZZTIME ?= 30s
 
-.PHONY: help build agents generate test kubetest lint docs docs-modules demo fuzz bench bench-fleet bench-smoke bench-engine clean tools image image-context payload-image dockerfile manifests
+.PHONY: help build agents generate test kubetest lint docs docs-modules demo fuzz bench bench-fleet bench-smoke bench-engine clean tools image image-context payload-image dockerfile manifests chart helm
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -65,8 +65,14 @@ payload-image: image ## build bin/wsu-payload-image.tar: the wsu image plus PAYL
 dockerfile: ## regenerate the Dockerfile from build/image's file list
 	$(GO) run ./build/image/wsu-image dockerfile > Dockerfile
 
-manifests: ## render deploy/overlays into deploy/rendered (kustomize)
+manifests: chart ## render deploy/overlays into deploy/rendered (kustomize), and the Helm chart
 	$(GO) test -count=1 ./deploy -run TestRendered -update
+
+chart: ## regenerate the Helm chart deploy/helm/wsu from the kustomize overlays
+	$(GO) test -count=1 ./deploy -run 'TestChart$$' -update
+
+helm: ## build the helm the chart's tests run (helm.sh/helm/v3, cached in ~/.cache/wsu/tools) and print its path
+	$(GO) run ./test/helmtool/ensure-helm
 
 # The first run builds the Kubernetes test bed (kube-apiserver, etcd, and for the
 # workload tests kube-controller-manager and kube-scheduler; several
