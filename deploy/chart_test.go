@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -253,4 +256,29 @@ func testChartValues(t *testing.T) {
 		"--set", "image.registry=registry.example.com", "--set", "payloadImage.registry=registry.example.com")
 	assert.NotContains(t, string(all), ImageRepository)
 	assert.NotContains(t, string(all), PayloadImageRepository)
+}
+
+// TestImagesPinned: every image deploy/ names — containers', the Job
+// mode's --job-image and the Jobs' pod template — in every rendered
+// overlay and in the chart's default render (Job mode) is the release's,
+// tagged with the version, never a mutable :latest or a localhost name.
+func TestImagesPinned(t *testing.T) {
+	wsu := ImageRepository + ":" + ImageTag()
+	payload := PayloadImageRepository + ":" + ImageTag()
+	assert.Regexp(t, `^v\d+\.\d+\.\d+`, ImageTag())
+	imageRE := regexp.MustCompile(`(?m)(?:image: |--job-image=)(\S+)`)
+	renders := map[string][]byte{}
+	for _, o := range Overlays() {
+		data, err := os.ReadFile(filepath.Join("rendered", o.Name+".yaml"))
+		require.NoError(t, err)
+		renders[o.Name] = data
+	}
+	renders["helm runMode=job"] = runHelm(t, "template", "wsu", ChartDir, "--set", "runMode=job")
+	for name, data := range renders {
+		refs := imageRE.FindAllStringSubmatch(string(data), -1)
+		require.NotEmpty(t, refs, name)
+		for _, m := range refs {
+			assert.Contains(t, []string{wsu, payload}, m[1], "%s names %s", name, m[1])
+		}
+	}
 }
