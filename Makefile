@@ -52,7 +52,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 IMAGE_FLAGS = -version $(VERSION) -revision $(REVISION) -source-date-epoch $(SOURCE_DATE_EPOCH) -context bin/image/context
 
-image: ## build bin/wsu-image.tar (OCI layout + docker-archive) and print its digest
+image: ## build bin/wsu-image.tar (OCI layout + docker-archive), print its digest, and write its SBOM bin/wsu-image.spdx.json
 	$(GO) run ./build/image/wsu-image build $(IMAGE_FLAGS) -o bin/wsu-image.tar
 
 image-context: ## stage bin/image/context, the build context of the Dockerfile
