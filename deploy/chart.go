@@ -115,6 +115,10 @@ func ChartFiles(dir string) (map[string][]byte, error) {
 			return nil, fmt.Errorf("chart: two objects make %s", name)
 		}
 		seen[name] = true
+		text = pullPolicies(text, img, payload)
+		if strings.Contains(text, "IfNotPresent") {
+			return nil, fmt.Errorf("chart: %s: an imagePullPolicy not right after its image", name)
+		}
 		out[name] = []byte(repl.Replace(text))
 	}
 	return out, nil
@@ -562,10 +566,24 @@ func (g *chartGen) replacer(img, payload imageRef) *strings.Replacer {
 	return strings.NewReplacer(
 		img.String(), `{{ include "wsu.image" .Values.image }}`,
 		payload.String(), `{{ include "wsu.image" .Values.payloadImage }}`,
-		"imagePullPolicy: IfNotPresent", "imagePullPolicy: {{ .Values.image.pullPolicy }}",
 		"--metrics-bind-address=:8443", "--metrics-bind-address={{ .Values.controller.metricsBindAddress }}",
 		"--health-probe-bind-address=:8081", "--health-probe-bind-address={{ .Values.controller.healthProbeBindAddress }}",
 	)
+}
+
+// pullPolicies templates each container's image and pull policy (the
+// line after it, as the marshaller sorts keys and deploy/ writes them):
+// the image's own pullPolicy value, or by default IfNotPresent for a
+// digest or a version tag and Always for :latest (wsu.pullPolicy).
+func pullPolicies(text string, img, payload imageRef) string {
+	for _, im := range []struct {
+		ref   imageRef
+		value string
+	}{{img, ".Values.image"}, {payload, ".Values.payloadImage"}} {
+		re := regexp.MustCompile(`(image: )` + regexp.QuoteMeta(im.ref.String()) + `\n(\s*)imagePullPolicy: IfNotPresent\n`)
+		text = re.ReplaceAllString(text, fmt.Sprintf("${1}{{ include \"wsu.image\" %s }}\n${2}imagePullPolicy: {{ include \"wsu.pullPolicy\" %s }}\n", im.value, im.value))
+	}
+	return text
 }
 
 // imageRef is an image reference split as the chart's values are.
@@ -643,14 +661,14 @@ namespace:
   create: false
 
 # The wsu image (make image): registry/repository:tag, or @digest when
-# digest is set (preferred: it is immutable). pullPolicy applies to both
-# images; IfNotPresent suits an immutable tag or a digest only.
+# digest is set (preferred: it is immutable). pullPolicy "" is
+# IfNotPresent for a digest or a version tag, Always for latest.
 image:
   registry: %s
   repository: %s
   tag: %s
   digest: ""
-  pullPolicy: IfNotPresent
+  pullPolicy: ""
 
 # The payload image (make payload-image PAYLOAD=DIR): the kubelet,
 # containerd and the rest the hosts get. Build and push your own.
@@ -659,6 +677,7 @@ payloadImage:
   repository: %s
   tag: %s
   digest: ""
+  pullPolicy: ""
 
 # Where playbooks run: in-process (in the controller's pod), or job (one
 # Kubernetes Job per run, as ServiceAccount wsu-run; docs/controller.md,
@@ -720,6 +739,14 @@ registry/repository:tag, or registry/repository@digest when digest is set.
 {{- if .registry }}{{ $repo = printf "%s/%s" .registry .repository }}{{ end -}}
 {{- if .digest }}{{ printf "%s@%s" $repo .digest }}{{ else }}{{ printf "%s:%s" $repo (required "an image needs a tag or a digest" .tag) }}{{ end -}}
 {{- end -}}
+{{/*
+wsu.pullPolicy is an image value's pullPolicy, or else IfNotPresent for a
+digest or a tag other than latest (a version is never moved), Always for
+latest.
+*/}}
+{{- define "wsu.pullPolicy" -}}
+{{- if .pullPolicy }}{{ .pullPolicy }}{{ else if or .digest (ne .tag "latest") }}IfNotPresent{{ else }}Always{{ end -}}
+{{- end -}}
 `
 
 const notesTXT = `wsu's controller runs in {{ .Release.Namespace }} ({{ .Values.runMode }} runs).
@@ -772,7 +799,7 @@ const valuesSchema = `{
         "repository": {"type": "string", "minLength": 1},
         "tag": {"type": "string"},
         "digest": {"type": "string", "pattern": "^(|sha256:[0-9a-f]{64})$"},
-        "pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]}
+        "pullPolicy": {"enum": ["", "Always", "IfNotPresent", "Never"]}
       }
     }
   }

@@ -245,11 +245,30 @@ func testChartValues(t *testing.T) {
 	inits, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "initContainers")
 	require.Len(t, inits, 1)
 	assert.Equal(t, payload, inits[0].(map[string]any)["image"])
-	assert.Equal(t, "Always", inits[0].(map[string]any)["imagePullPolicy"])
+	assert.Equal(t, "IfNotPresent", inits[0].(map[string]any)["imagePullPolicy"], "a version tag")
 
 	data, _, _ := unstructured.NestedString(tmpl.Object, "data", "template.yaml")
-	assert.Contains(t, data, "image: "+payload, "the Jobs' payload image")
-	assert.Contains(t, data, "imagePullPolicy: Always")
+	assert.Contains(t, data, "image: "+payload+"\n    imagePullPolicy: IfNotPresent\n", "the Jobs' payload image")
+
+	// A latest tag is pulled every time, unless pullPolicy says otherwise.
+	for set, want := range map[string]string{"": "Always", "payloadImage.pullPolicy=Never": "Never"} {
+		args := []string{"runMode=job", "payloadImage.tag=latest"}
+		if set != "" {
+			args = append(args, set)
+		}
+		for _, u := range helmTemplate(t, KubernetesNamespace, args...) {
+			if u.GetKind() == "ConfigMap" && u.GetName() == "wsu-job-template" {
+				data, _, _ := unstructured.NestedString(u.Object, "data", "template.yaml")
+				assert.Contains(t, data, "imagePullPolicy: "+want, set)
+			}
+			if u.GetKind() == "Deployment" {
+				inits, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "initContainers")
+				assert.Equal(t, want, inits[0].(map[string]any)["imagePullPolicy"], set)
+				cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+				assert.Equal(t, "IfNotPresent", cs[0].(map[string]any)["imagePullPolicy"], "the wsu image keeps its version tag")
+			}
+		}
+	}
 
 	// Nothing names the default images any more.
 	all := runHelm(t, "template", "wsu", ChartDir, "--set", "runMode=job",

@@ -5,7 +5,8 @@
 // -k` would apply, for review and for `kubectl apply -f`); a test renders
 // them again and fails when a file is stale (make manifests rewrites them),
 // and the install tests apply them to a real kube-apiserver and check their
-// RBAC with its authorizer.
+// RBAC with its authorizer. The Helm chart helm/wsu is generated from the
+// same renders (chart.go; make chart), checked the same way.
 package deploy
 
 import (

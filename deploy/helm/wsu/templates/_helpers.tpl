@@ -8,3 +8,11 @@ registry/repository:tag, or registry/repository@digest when digest is set.
 {{- if .registry }}{{ $repo = printf "%s/%s" .registry .repository }}{{ end -}}
 {{- if .digest }}{{ printf "%s@%s" $repo .digest }}{{ else }}{{ printf "%s:%s" $repo (required "an image needs a tag or a digest" .tag) }}{{ end -}}
 {{- end -}}
+{{/*
+wsu.pullPolicy is an image value's pullPolicy, or else IfNotPresent for a
+digest or a tag other than latest (a version is never moved), Always for
+latest.
+*/}}
+{{- define "wsu.pullPolicy" -}}
+{{- if .pullPolicy }}{{ .pullPolicy }}{{ else if or .digest (ne .tag "latest") }}IfNotPresent{{ else }}Always{{ end -}}
+{{- end -}}
