@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,9 +15,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/wsu-project/wsu/test/helmtool"
+	"github.com/wsu-project/wsu/test/kubetest"
 )
 
 // TestChart generates the Helm chart from the kustomize renders and
@@ -299,5 +304,65 @@ func TestImagesPinned(t *testing.T) {
 		for _, m := range refs {
 			assert.Contains(t, []string{wsu, payload}, m[1], "%s names %s", name, m[1])
 		}
+	}
+}
+
+// TestHelmInstall installs the chart with the real helm into the test
+// bed's kube-apiserver as docs/install.md says (the namespace first), in
+// Job mode: every object the chart renders is there, owned by the
+// release; an upgrade to in-process runs takes Job mode's objects away;
+// helm uninstall deletes the rest but the CRD (helm.sh/resource-policy:
+// keep), so the WindowsInstances survive it.
+func TestHelmInstall(t *testing.T) {
+	ctx := context.Background()
+	c := kubetest.Start(t)
+	require.NoError(t, c.EnsureNamespace(ctx, KubernetesNamespace))
+	a := newApplier(t, c.Config)
+	helm := func(args ...string) {
+		runHelm(t, append(args, "--kubeconfig", c.Kubeconfig, "--namespace", KubernetesNamespace)...)
+	}
+	get := func(u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		gvk := u.GroupVersionKind()
+		m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		require.NoError(t, err, "%s", gvk)
+		ri := a.dyn.Resource(m.Resource)
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			return ri.Namespace(u.GetNamespace()).Get(ctx, u.GetName(), metav1.GetOptions{})
+		}
+		return ri.Get(ctx, u.GetName(), metav1.GetOptions{})
+	}
+
+	helm("install", "wsu", ChartDir, "--set", "runMode=job")
+	jobMode := helmTemplate(t, KubernetesNamespace, "runMode=job")
+	for _, u := range jobMode {
+		got, err := get(u)
+		if assert.NoError(t, err, "%s %s/%s installed", u.GetKind(), u.GetNamespace(), u.GetName()) {
+			assert.Equal(t, "wsu", got.GetAnnotations()["meta.helm.sh/release-name"], "%s %s owned by the release", u.GetKind(), u.GetName())
+		}
+	}
+
+	helm("upgrade", "wsu", ChartDir, "--set", "runMode=in-process")
+	inProcess := byKey(t, helmTemplate(t, KubernetesNamespace))
+	for _, u := range jobMode {
+		_, err := get(u)
+		if _, ok := inProcess[u.GetKind()+"/"+u.GetNamespace()+"/"+u.GetName()]; ok {
+			assert.NoError(t, err, "%s %s kept", u.GetKind(), u.GetName())
+		} else {
+			assert.True(t, apierrors.IsNotFound(err), "%s %s (Job mode only) deleted by the upgrade: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+	dep, err := c.Client.AppsV1().Deployments(KubernetesNamespace).Get(ctx, "wsu-controller", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotContains(t, dep.Spec.Template.Spec.Containers[0].Args, "--run-mode=job")
+
+	helm("uninstall", "wsu")
+	for _, u := range jobMode {
+		_, err := get(u)
+		if u.GetKind() == "CustomResourceDefinition" {
+			assert.NoError(t, err, "helm uninstall keeps the CRD")
+			continue
+		}
+		// Deletion is immediate for all of these: none has a finalizer.
+		assert.True(t, apierrors.IsNotFound(err), "%s %s deleted by helm uninstall: %v", u.GetKind(), u.GetName(), err)
 	}
 }
