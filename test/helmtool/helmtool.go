@@ -70,6 +70,9 @@ func Ensure(ctx context.Context) (string, error) {
 			"fix: make helm (or GOBIN=%s go install %s@%s) on a machine that reaches the Go module proxy",
 			Version, err, out, dir, Module, Version)
 	}
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp's is 0700
+		return "", err
+	}
 	// Another build may have finished first: either binary is the same.
 	if err := os.Rename(tmp, dir); err != nil {
 		if _, serr := os.Stat(bin); serr != nil {
