@@ -20,7 +20,7 @@ CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
 FUZZTIME ?= 30s
 
-.PHONY: help build agents generate test kubetest lint docs docs-modules demo fuzz bench bench-fleet bench-smoke bench-engine clean tools image image-context payload-image dockerfile manifests
+.PHONY: help build agents generate test kubetest lint docs docs-modules demo fuzz bench bench-fleet bench-smoke bench-engine clean tools image image-context payload-image dockerfile manifests chart helm
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -52,7 +52,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 IMAGE_FLAGS = -version $(VERSION) -revision $(REVISION) -source-date-epoch $(SOURCE_DATE_EPOCH) -context bin/image/context
 
-image: ## build bin/wsu-image.tar (OCI layout + docker-archive) and print its digest
+image: ## build bin/wsu-image.tar (OCI layout + docker-archive), print its digest, and write its SBOM bin/wsu-image.spdx.json
 	$(GO) run ./build/image/wsu-image build $(IMAGE_FLAGS) -o bin/wsu-image.tar
 
 image-context: ## stage bin/image/context, the build context of the Dockerfile
@@ -65,8 +65,14 @@ payload-image: image ## build bin/wsu-payload-image.tar: the wsu image plus PAYL
 dockerfile: ## regenerate the Dockerfile from build/image's file list
 	$(GO) run ./build/image/wsu-image dockerfile > Dockerfile
 
-manifests: ## render deploy/overlays into deploy/rendered (kustomize)
+manifests: chart ## render deploy/overlays into deploy/rendered (kustomize), and the Helm chart
 	$(GO) test -count=1 ./deploy -run TestRendered -update
+
+chart: ## regenerate the Helm chart deploy/helm/wsu from the kustomize overlays
+	$(GO) test -count=1 ./deploy -run 'TestChart$$' -update
+
+helm: ## build the helm the chart's tests run (helm.sh/helm/v3, cached in ~/.cache/wsu/tools) and print its path
+	$(GO) run ./test/helmtool/ensure-helm
 
 # The first run builds the Kubernetes test bed (kube-apiserver, etcd, and for the
 # workload tests kube-controller-manager and kube-scheduler; several

@@ -42,7 +42,7 @@ import (
 )
 
 // The names the test's overlays give the shipped images, as an admin's
-// `kustomize edit set image localhost/wsu=…` would.
+// `kustomize edit set image ghcr.io/wsu-project/wsu=…` would.
 const (
 	testImage        = "test.local/wsu:deploy-test"
 	testPayloadImage = "test.local/wsu-payload:deploy-test"
@@ -76,7 +76,8 @@ const (
 func TestShipped(t *testing.T) {
 	require.NoError(t, podrunner.CheckPrivileges())
 	imgs := buildShippedImage(t)
-	t.Run("controller Deployment joins the BYOH host", func(t *testing.T) { testDeployment(t, imgs) })
+	t.Run("controller Deployment joins the BYOH host", func(t *testing.T) { testDeployment(t, imgs, kustomizeInstall) })
+	t.Run("controller Deployment from the Helm chart joins the BYOH host", func(t *testing.T) { testDeployment(t, imgs, helmInstall) })
 	t.Run("join Job joins the BYOH host", func(t *testing.T) { testJoinJob(t, imgs) })
 }
 
@@ -205,8 +206,8 @@ func render(t *testing.T, overlays []string, patches ...overlayPatch) []*unstruc
 		"apiVersion": "kustomize.config.k8s.io/v1beta1",
 		"kind":       "Kustomization",
 		"images": []map[string]string{
-			{"name": "localhost/wsu", "newName": strings.Split(testImage, ":")[0], "newTag": strings.Split(testImage, ":")[1]},
-			{"name": "localhost/wsu-payload", "newName": strings.Split(testPayloadImage, ":")[0], "newTag": strings.Split(testPayloadImage, ":")[1]},
+			{"name": ImageRepository, "newName": strings.Split(testImage, ":")[0], "newTag": strings.Split(testImage, ":")[1]},
+			{"name": PayloadImageRepository, "newName": strings.Split(testPayloadImage, ":")[0], "newTag": strings.Split(testPayloadImage, ":")[1]},
 		},
 	}
 	var resources []string
@@ -262,9 +263,10 @@ func (b *shippedBed) install(t *testing.T, objs []*unstructured.Unstructured, be
 	a.applyAll(ctx, t, rest)
 }
 
-func testDeployment(t *testing.T, imgs shippedImage) {
-	b := startShippedBed(t, imgs)
-	ctx := context.Background()
+// kustomizeInstall is the kubernetes overlay under a site's
+// kustomization: the test's images, the controller's ports on
+// 127.0.0.1:0 and the host's variables.
+func kustomizeInstall(t *testing.T, b *shippedBed) []*unstructured.Unstructured {
 	args := "/spec/template/spec/containers/0/args"
 	ops := []patchOp{
 		{Op: "test", Path: args + "/3", Value: "--metrics-bind-address=:8443"},
@@ -275,7 +277,38 @@ func testDeployment(t *testing.T, imgs shippedImage) {
 	for _, a := range b.hostVarArgs(t) {
 		ops = append(ops, patchOp{Op: "add", Path: args + "/-", Value: a})
 	}
-	objs := render(t, []string{"overlays/kubernetes"}, overlayPatch{"Deployment", "wsu-controller", ops})
+	return render(t, []string{"overlays/kubernetes"}, overlayPatch{"Deployment", "wsu-controller", ops})
+}
+
+// helmInstall is the Helm chart rendered by the real helm with a site's
+// values file saying the same as kustomizeInstall's kustomization.
+func helmInstall(t *testing.T, b *shippedBed) []*unstructured.Unstructured {
+	image := func(ref string) map[string]string {
+		repo, tag, _ := strings.Cut(ref, ":")
+		registry, repo, _ := strings.Cut(repo, "/")
+		return map[string]string{"registry": registry, "repository": repo, "tag": tag}
+	}
+	values := map[string]any{
+		"namespace":    map[string]any{"create": true},
+		"image":        image(testImage),
+		"payloadImage": image(testPayloadImage),
+		"controller": map[string]any{
+			"metricsBindAddress":     "127.0.0.1:0",
+			"healthProbeBindAddress": "127.0.0.1:0",
+			"extraArgs":              b.hostVarArgs(t),
+		},
+	}
+	data, err := yaml.Marshal(values)
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "values.yaml")
+	require.NoError(t, os.WriteFile(file, data, 0o644))
+	return decodeObjects(t, runHelm(t, "template", "wsu", ChartDir, "--namespace", KubernetesNamespace, "--values", file))
+}
+
+func testDeployment(t *testing.T, imgs shippedImage, objects func(*testing.T, *shippedBed) []*unstructured.Unstructured) {
+	b := startShippedBed(t, imgs)
+	ctx := context.Background()
+	objs := objects(t, b)
 	b.install(t, objs)
 
 	name := strings.ToLower(b.address) // the instance the ConfigMap entry becomes

@@ -5,7 +5,8 @@
 // -k` would apply, for review and for `kubectl apply -f`); a test renders
 // them again and fails when a file is stale (make manifests rewrites them),
 // and the install tests apply them to a real kube-apiserver and check their
-// RBAC with its authorizer.
+// RBAC with its authorizer. The Helm chart helm/wsu is generated from the
+// same renders (chart.go; make chart), checked the same way.
 package deploy
 
 import (
@@ -14,7 +15,23 @@ import (
 
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/wsu-project/wsu/version"
 )
+
+// The images deploy/ names by default (deploy/base, components/job-mode):
+// the registry a release publishes to, tagged with the source's version
+// (ImageTag), never a mutable :latest. A site points them at its own
+// registry, by digest where it knows it: kustomize's images: in its
+// overlay, or the chart's image values (docs/install.md).
+const (
+	ImageRepository        = "ghcr.io/wsu-project/wsu"
+	PayloadImageRepository = "ghcr.io/wsu-project/wsu-payload"
+)
+
+// ImageTag is the tag deploy/ gives both images: "v" and the source's
+// version (package version, without the Makefile's -ldflags).
+func ImageTag() string { return "v" + version.Version }
 
 // Overlay is one kustomization rendered into rendered/Name.yaml.
 type Overlay struct {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -151,6 +152,8 @@ func TestImage(t *testing.T) {
 			assert.Contains(t, string(out), "statically linked")
 		}
 	})
+
+	t.Run("SBOM lists the modules the image's wsu links", func(t *testing.T) { testSBOM(t, b) })
 
 	t.Run("reproducible", func(t *testing.T) {
 		again := buildOnce(t, t.TempDir())
@@ -319,4 +322,77 @@ func fileSHA(t *testing.T, path string) string {
 	_, err = io.Copy(h, f)
 	require.NoError(t, err)
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// testSBOM checks the SBOM make image writes against go version -m of the
+// image's wsu (the toolchain's own reading of its build information, not
+// the SBOM's code): every module it links, at the version linked, and the
+// Go toolchain; each one a package the image's executable depends on; the
+// same bytes for the same build.
+func testSBOM(t *testing.T, b built) {
+	data, err := SBOM(b.context, WSU(), b.meta)
+	require.NoError(t, err)
+	again, err := SBOM(b.context, WSU(), b.meta)
+	require.NoError(t, err)
+	assert.Equal(t, string(data), string(again), "reproducible")
+
+	out, err := exec.Command("go", "version", "-m", filepath.Join(b.context, CtxWSU)).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	var want []string
+	goVersion := ""
+	for i, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case i == 0 && len(f) == 2:
+			goVersion = f[1]
+		case len(f) >= 3 && f[0] == "dep":
+			want = append(want, f[1]+"@"+f[2])
+		case len(f) >= 3 && f[0] == "=>": // the replacement is what was linked
+			want[len(want)-1] = f[1] + "@" + f[2]
+		}
+	}
+	require.NotEmpty(t, want, "go version -m lists the binary's modules:\n%s", out)
+	require.NotEmpty(t, goVersion)
+	want = append(want, "stdlib@"+goVersion, "github.com/wsu-project/wsu@"+b.meta.Version)
+	sort.Strings(want)
+	got, err := SBOMModules(data)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	assert.Contains(t, want, "sigs.k8s.io/controller-runtime@"+moduleVersion(t, "sigs.k8s.io/controller-runtime"),
+		"a module go.mod requires, at its version")
+
+	var doc struct {
+		SPDXVersion   string                   `json:"spdxVersion"`
+		Created       struct{ Created string } `json:"creationInfo"`
+		Packages      []struct{ SPDXID, Name string }
+		Relationships []struct {
+			Element string `json:"spdxElementId"`
+			Type    string `json:"relationshipType"`
+			Related string `json:"relatedSpdxElement"`
+		}
+	}
+	require.NoError(t, json.Unmarshal(data, &doc))
+	assert.Equal(t, "SPDX-2.3", doc.SPDXVersion)
+	assert.Equal(t, "2023-11-14T22:13:20Z", doc.Created.Created, "the commit's time")
+	ids := map[string]string{"SPDXRef-DOCUMENT": "document"}
+	for _, p := range doc.Packages {
+		assert.NotContains(t, ids, p.SPDXID, "unique SPDXIDs")
+		ids[p.SPDXID] = p.Name
+	}
+	depends := 0
+	for _, r := range doc.Relationships {
+		assert.Contains(t, ids, r.Element)
+		assert.Contains(t, ids, r.Related)
+		if r.Type == "DEPENDS_ON" && ids[r.Element] == WSUPath {
+			depends++
+		}
+	}
+	assert.Equal(t, len(want), depends, "wsu depends on each module")
+}
+
+// moduleVersion is the version go.mod selects for a module.
+func moduleVersion(t *testing.T, path string) string {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", path).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return strings.TrimSpace(string(out))
 }

@@ -3,7 +3,8 @@
 // payload-image and dockerfile targets run it.
 //
 //	wsu-image context -context DIR              stage the build context (static wsu, CA bundle, passwd, group)
-//	wsu-image build -context DIR -o FILE        stage it and build the wsu image archive
+//	wsu-image build -context DIR -o FILE        stage it and build the wsu image archive, and its SBOM
+//	                                            (FILE without .tar, .spdx.json)
 //	wsu-image payload -context DIR -payload DIR -o FILE
 //	                                            the payload image: the wsu image plus a verified payload
 //	wsu-image dockerfile                        print the Dockerfile rendered from the same file list
@@ -72,7 +73,10 @@ func run(ctx context.Context, args []string) error {
 		if err := stage(ctx, o); err != nil {
 			return err
 		}
-		return build(o, "localhost/wsu", func(m image.Meta) (v1.Image, error) { return image.Build(o.contextDir, m) })
+		if err := build(o, "localhost/wsu", func(m image.Meta) (v1.Image, error) { return image.Build(o.contextDir, m) }); err != nil {
+			return err
+		}
+		return sbom(o)
 	case "payload":
 		if o.payloadDir == "" {
 			return fmt.Errorf("payload: -payload DIR is required")
@@ -119,6 +123,25 @@ func build(o options, repo string, make func(image.Meta) (v1.Image, error)) erro
 		return err
 	}
 	fmt.Printf("%s %s (%s)\n", o.out, digest, strings.Join(tags, ", "))
+	return nil
+}
+
+// sbom writes the wsu image's SBOM beside its archive: FILE.tar's is
+// FILE.spdx.json.
+func sbom(o options) error {
+	created, err := parseEpoch(o.epoch)
+	if err != nil {
+		return err
+	}
+	data, err := image.SBOM(o.contextDir, image.WSU(), image.Meta{Version: o.version, Revision: o.revision, Created: created})
+	if err != nil {
+		return err
+	}
+	path := strings.TrimSuffix(o.out, ".tar") + ".spdx.json"
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("%s (SPDX 2.3 SBOM)\n", path)
 	return nil
 }
 
