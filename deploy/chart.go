@@ -263,6 +263,19 @@ var fileNameRE = regexp.MustCompile(`[^a-z0-9.-]+`)
 
 var sentinelRE = regexp.MustCompile(`__helm_(\d+)__`)
 
+// helmLiteral escapes the action delimiter in an object's own text (the
+// PrometheusRule's annotations are Prometheus templates, {{ $value }}),
+// so Helm renders them as written instead of evaluating them. Only "{{"
+// opens an action: a "}}" outside one is text (and a flow map's
+// "emptyDir: {}}" must stay as it is).
+var helmLiteral = strings.NewReplacer("{{", "{{`{{`}}")
+
+// templateLine is a marshalled object's line as template text: its own
+// "{{" escaped, then the release namespace's token templated.
+func templateLine(l string) string {
+	return strings.ReplaceAll(helmLiteral.Replace(l), releaseNamespaceToken, "{{ .Release.Namespace }}")
+}
+
 func (g *chartGen) sentinel(block func(indent string) string) string {
 	g.blocks = append(g.blocks, block)
 	return fmt.Sprintf("__helm_%d__", len(g.blocks)-1)
@@ -275,7 +288,7 @@ func guarded(cond, yamlText string) func(string) string {
 		var b strings.Builder
 		fmt.Fprintf(&b, "%s{{- if %s }}\n", indent, cond)
 		for _, l := range strings.Split(strings.TrimRight(yamlText, "\n"), "\n") {
-			b.WriteString(indent + l + "\n")
+			b.WriteString(indent + templateLine(l) + "\n")
 		}
 		fmt.Fprintf(&b, "%s{{- end }}", indent)
 		return b.String()
@@ -516,7 +529,7 @@ func (g *chartGen) template(o *object) (string, error) {
 		fmt.Fprintf(&b, "{{- if %s }}\n", cond)
 	}
 	for _, l := range lines {
-		b.WriteString(g.expand(l) + "\n")
+		b.WriteString(g.expand(templateLine(l)) + "\n")
 	}
 	if cond != "" {
 		b.WriteString("{{- end }}\n")
@@ -543,6 +556,10 @@ func (g *chartGen) expand(line string) string {
 	return line[:m[0]] + g.blocks[i](indent) + line[m[1]:]
 }
 
+// releaseNamespaceToken stands for the release's namespace in a
+// marshalled object until its template text goes in.
+const releaseNamespaceToken = "__helm_release_namespace__"
+
 // releaseNamespace replaces the overlay's namespace, wherever it is a
 // value, by the release's.
 func (g *chartGen) releaseNamespace(v any) any {
@@ -561,7 +578,7 @@ func (g *chartGen) releaseNamespace(v any) any {
 		return out
 	case string:
 		if x == KubernetesNamespace {
-			return "{{ .Release.Namespace }}"
+			return releaseNamespaceToken // templated after helmLiteral
 		}
 	}
 	return v
@@ -728,9 +745,10 @@ controller:
   metricsBindAddress: ":8443"
   healthProbeBindAddress: ":8081"
 
-# A ServiceMonitor for the Prometheus Operator (its CRD must be installed)
-# and the metrics reader binding of its Prometheus, as
-# deploy/components/prometheus.
+# deploy/components/prometheus, for the Prometheus Operator (its CRDs must
+# be installed): ServiceMonitors for the controller and the nodes'
+# windows_exporter, the PrometheusRule with wsu's alerts, and the metrics
+# reader binding of its Prometheus.
 serviceMonitor:
   enabled: false
 `, chartSource, chartSource, img.registry, img.repository, img.tag,
