@@ -136,9 +136,9 @@ bench: build ## wsu against the floor, one table (docs/performance.md)
 	$(GO) build -o bin/wsu-bench ./test/bench
 	bin/wsu-bench --wsu $(BIN) $(BENCH_FLAGS)
 
-bench-fleet: build ## make bench plus the 100-host row set (small payload): tens of minutes
+bench-fleet: build ## make bench plus the 100-host row sets (small payload; the CLI's, the controller's): tens of minutes
 	$(GO) build -o bin/wsu-bench ./test/bench
-	bin/wsu-bench --wsu $(BIN) --fleet 100 $(BENCH_FLAGS)
+	bin/wsu-bench --wsu $(BIN) --fleet 100 --controller-fleet 100 $(BENCH_FLAGS)
 
 bench-smoke: build ## the bench, short (CI): fails only when something fails to run
 	$(GO) build -o bin/wsu-bench ./test/bench

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -83,7 +84,7 @@ func measureController(ctx context.Context, c config, env *harness.Env, fresh *h
 			return nil, err
 		}
 	}
-	stop, err := startController(ctx, env, o)
+	stop, err := startController(ctx, env.Cluster.Config, o)
 	if err != nil {
 		return nil, err
 	}
@@ -210,12 +211,12 @@ func prepareCluster(ctx context.Context, env *harness.Env) (client.WithWatch, er
 
 // startController starts the controller's manager as `wsu controller` does
 // (no metrics or probe listeners); stop ends it and waits.
-func startController(ctx context.Context, env *harness.Env, o controller.Options) (stop func(), err error) {
+func startController(ctx context.Context, cfg *rest.Config, o controller.Options) (stop func(), err error) {
 	mo, err := controller.ManagerConfig(o, controller.ManagerOptions{MetricsAddr: "0", ProbeAddr: "0"})
 	if err != nil {
 		return nil, err
 	}
-	mgr, err := ctrl.NewManager(env.Cluster.Config, mo)
+	mgr, err := ctrl.NewManager(cfg, mo)
 	if err != nil {
 		return nil, err
 	}
@@ -283,10 +284,15 @@ func joinedReady(wi *wsuv1.WindowsInstance) bool {
 // satisfies ok (a watch, not polling: its cost stays out of the CPU
 // measured), failing on a Degraded instance or after five minutes.
 func waitInstances(ctx context.Context, cl client.WithWatch, names []string, ok func(*wsuv1.WindowsInstance) bool) error {
+	return waitInstancesFor(ctx, cl, names, ok, 5*time.Minute)
+}
+
+// waitInstancesFor is waitInstances failing after timeout.
+func waitInstancesFor(ctx context.Context, cl client.WithWatch, names []string, ok func(*wsuv1.WindowsInstance) bool, timeout time.Duration) error {
 	if len(names) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	w, err := cl.Watch(ctx, &wsuv1.WindowsInstanceList{}, client.InNamespace(benchNamespace))
 	if err != nil {

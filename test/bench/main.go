@@ -64,6 +64,10 @@ type config struct {
 	controller string
 	// nodeOnly measures a node-only join on a kubeadm set-up of its own.
 	nodeOnly bool
+	// controllerFleet is the host count of the controller fleet set-up (0:
+	// none): that many ConfigMap entries joined by the controller, then its
+	// steady state.
+	controllerFleet int
 }
 
 func main() {
@@ -78,6 +82,7 @@ func main() {
 	flag.StringVar(&c.events, "events", "", "directory: keep every wsu run's JSON events there")
 	flag.BoolVar(&c.verbose, "v", false, "print progress")
 	flag.IntVar(&c.fleet, "fleet", 0, "also measure this many hosts (up to 100) in a set-up of their own with the small payload: the fleet rows (make bench-fleet: 100)")
+	flag.IntVar(&c.controllerFleet, "controller-fleet", 0, "also measure the controller joining this many hosts (up to 100) listed in one BYOH ConfigMap, then its steady state over two 1-minute drift intervals, in a set-up of its own (make bench-fleet: 100)")
 	flag.IntVar(&c.forks, "forks", 0, "wsu --forks, and the floors' concurrency (default: the host count, at most 50)")
 	flag.BoolVar(&c.nodeOnly, "node-only", true, "also measure a node-only join (bootstrap token, no kubeconfig) on a kubeadm set-up of its own with the hostprocess network")
 	flag.BoolVar(&c.split, "split", true, "split the joins' wall time with wsu's hidden --timings (false: for a wsu built before it)")
@@ -97,7 +102,7 @@ func main() {
 		}
 	}
 	var err error
-	if c.hosts, err = parseHosts(*hosts); err == nil && (c.fleet < 0 || c.fleet > maxHosts || slices.ContainsFunc(c.hosts, func(n int) bool { return n > maxHosts })) {
+	if c.hosts, err = parseHosts(*hosts); err == nil && (c.fleet < 0 || c.fleet > maxHosts || c.controllerFleet < 0 || c.controllerFleet > maxHosts || slices.ContainsFunc(c.hosts, func(n int) bool { return n > maxHosts })) {
 		err = fmt.Errorf("at most %d hosts per row set", maxHosts)
 	}
 	if err == nil && c.size != "realistic" && c.size != "small" {
@@ -204,6 +209,16 @@ func bench(ctx context.Context, c config) error {
 			}
 			r = merge(r, f)
 		}
+		if c.controllerFleet > 0 && ctx.Err() == nil {
+			cf, err := measureControllerFleet(ctx, c, wsu, c.controllerFleet)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("run %d, controller fleet: %w", i, err))
+			}
+			if r == nil {
+				r = &runResult{}
+			}
+			r.controllerFleet = cf
+		}
 		if c.nodeOnly && ctx.Err() == nil {
 			n, err := measureNodeOnly(ctx, c, wsu)
 			if err != nil {
@@ -251,6 +266,8 @@ type runResult struct {
 	winrm        []*winrmResult
 	controller   *controllerResult
 	nodeOnly     *nodeOnlyResult
+	// controllerFleet is the controller fleet set-up's (--controller-fleet).
+	controllerFleet *controllerFleetResult
 }
 
 // hostsResult is one host count's measurements.

@@ -148,6 +148,9 @@ func printTable(w io.Writer, c config, runs []*runResult) {
 	rows = append(rows, kubeadm...)
 	notes = append(notes, kubeadmNotes...)
 	rows = append(rows, controllerRows(c, runs)...)
+	fleetRows, fleetNotes := controllerFleetRows(c, runs)
+	rows = append(rows, fleetRows...)
+	notes = append(notes, fleetNotes...)
 	var winrm [][]*winrmResult
 	for _, r := range runs {
 		if len(r.winrm) > 0 {
@@ -209,6 +212,59 @@ func controllerRows(c config, runs []*runResult) [][]string {
 			secs(median(sweeps, func(r *controllerResult) time.Duration { return r.sweep.cpu })), "", "", "", "", "", "", "— (one plan per host)", "info"})
 	}
 	return rows
+}
+
+// controllerFleetRows are the controller fleet set-up's: N ConfigMap
+// entries to N Ready Nodes beside the CLI's N-host cold join (when the
+// fleet rows measured one of that size), and the steady state; a note
+// gives what the steady state cost per instance per drift interval.
+func controllerFleetRows(c config, runs []*runResult) ([][]string, []string) {
+	var fs []*controllerFleetResult
+	var cli []time.Duration
+	for _, r := range runs {
+		if r.controllerFleet == nil {
+			continue
+		}
+		fs = append(fs, r.controllerFleet)
+		for _, sc := range r.scenarios {
+			if sc != nil && sc.hosts == r.controllerFleet.hosts && sc.cold != nil {
+				cli = append(cli, sc.cold.wall)
+			}
+		}
+	}
+	if len(fs) == 0 {
+		return nil, nil
+	}
+	n := fs[0].hosts
+	var rows [][]string
+	if joins := filter(fs, func(r *controllerFleetResult) bool { return r.join.wall > 0 }); len(joins) > 0 {
+		wall := median(joins, func(r *controllerFleetResult) time.Duration { return r.join.wall })
+		floor, rat := "", "—"
+		if len(cli) > 0 {
+			f := median(cli, func(d time.Duration) time.Duration { return d })
+			floor, rat = secs(f), ratio(wall, f)
+		}
+		rss := median(joins, func(r *controllerFleetResult) time.Duration { return time.Duration(r.peakRSS) })
+		rows = append(rows, []string{fmt.Sprintf("controller: %d ConfigMap entries → %d Ready Nodes", n, n), secs(wall), "",
+			secs(median(joins, func(r *controllerFleetResult) time.Duration { return r.join.cpu })), "", "", "", mb(int64(rss)),
+			floor, rat, fmt.Sprintf("— (floor: the CLI's cold join, %s)", hostCount(n)), "info"})
+	}
+	steady := filter(fs, func(r *controllerFleetResult) bool { return r.window > 0 })
+	if len(steady) == 0 {
+		return rows, nil
+	}
+	per := func(f func(r *controllerFleetResult) int64) float64 {
+		return medianFloat(steady, func(r *controllerFleetResult) float64 { return r.perInstanceInterval(f(r)) })
+	}
+	rows = append(rows, []string{fmt.Sprintf("controller: steady state, %d instances, %d × %s drift interval", n, fleetSteadyIntervals, fleetDriftInterval),
+		secs(median(steady, func(r *controllerFleetResult) time.Duration { return r.window })), "",
+		secs(median(steady, func(r *controllerFleetResult) time.Duration { return r.cpu })), "", "", "", "", "", "",
+		"— (one plan per instance per interval, no status write in sync)", "info"})
+	note := fmt.Sprintf("controller steady state, per instance per drift interval (%s, nothing to change): %.2f plans, %.2f applies, %.1f API requests, %.2f status writes; CPU %.1f ms",
+		fleetDriftInterval, per(func(r *controllerFleetResult) int64 { return r.plans }), per(func(r *controllerFleetResult) int64 { return r.applies }),
+		per(func(r *controllerFleetResult) int64 { return r.requests }), per(func(r *controllerFleetResult) int64 { return r.statusWrites }),
+		per(func(r *controllerFleetResult) int64 { return r.cpu.Milliseconds() }))
+	return rows, []string{note}
 }
 
 // splitCell is the median of each phase of the runs' wall time.
