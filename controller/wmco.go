@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -114,23 +116,30 @@ func (r *InstanceReconciler) checkWMCO(ctx context.Context, wi *wsuv1.WindowsIns
 		if err := r.Client.Status().Patch(ctx, wi, statusPatch(orig)); err != nil {
 			return ctrl.Result{}, true, client.IgnoreNotFound(err)
 		}
-		r.event(wi, corev1.EventTypeNormal, ReasonWMCOStopped, "WMCO's operator (Deployment %s/%s) stopped: wsu manages the host again", r.Options.BYOHNamespace, WMCODeployment)
+		if r.Events != nil {
+			r.Events.Eventf(wi, corev1.EventTypeNormal, ReasonWMCOStopped, "WMCO's operator (Deployment %s/%s) stopped: wsu manages the host again", r.Options.BYOHNamespace, WMCODeployment)
+		}
 		return ctrl.Result{}, false, nil
 	}
 	msg := wmcoMessage(r.Options.BYOHNamespace, r.Options.ConfigMap)
 	meta.SetStatusCondition(&wi.Status.Conditions, metav1.Condition{Type: wsuv1.ConditionConfigMapManaged,
 		Status: metav1.ConditionFalse, Reason: ReasonWMCORunning, Message: msg, ObservedGeneration: wi.Generation})
-	if was == nil {
-		r.event(wi, corev1.EventTypeWarning, ReasonWMCORunning, "%s", msg)
+	if was == nil && r.Events != nil {
+		// On the instance only: the ConfigMap reconciler tells the
+		// ConfigMap once, not once per instance.
+		r.Events.Eventf(wi, corev1.EventTypeWarning, ReasonWMCORunning, "%s", msg)
 	}
 	res, err := r.done(ctx, orig, wi, wsuv1.PhasePaused, 0)
 	return res, true, err
 }
 
 // leaveToWMCO is the ConfigMap reconciler's check: while WMCO runs it
-// records the Warning event on the ConfigMap (when there is one), with the
-// number of entries it leaves to WMCO, and reports that nothing is to be
-// done.
+// reports that nothing is to be done, and records the Warning event on the
+// ConfigMap when there is news for an admin: entries whose instance wsu
+// would make or delete, or instances not told yet (their reconciles set
+// the condition). Not on every pass: the recorder's spam filter shares one
+// budget among all of an object's events, and a quiet fleet beside WMCO
+// must not use up the budget of the ConfigMap's other warnings.
 func (r *ConfigMapReconciler) leaveToWMCO(ctx context.Context) (bool, error) {
 	if r.IgnoreWMCO {
 		return false, nil
@@ -140,11 +149,64 @@ func (r *ConfigMapReconciler) leaveToWMCO(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	cm := &corev1.ConfigMap{}
-	err = r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: r.Name}, cm)
-	if err == nil && r.Events != nil {
-		r.Events.Eventf(cm, corev1.EventTypeWarning, ReasonWMCORunning, "%s (%d entries left to WMCO)", wmcoMessage(r.Namespace, r.Name), len(cm.Data))
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: r.Name}, cm); err != nil {
+		return true, client.IgnoreNotFound(err)
 	}
-	return true, client.IgnoreNotFound(err)
+	list := &wsuv1.WindowsInstanceList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(r.instanceNamespace()), client.MatchingLabels{wsuv1.SourceLabel: wsuv1.SourceConfigMap}); err != nil {
+		return true, err
+	}
+	added, removed, told := waitingEntries(cm, list.Items)
+	if r.Events != nil && (len(added) > 0 || len(removed) > 0 || (!told && len(list.Items) > 0)) {
+		r.Events.Eventf(cm, corev1.EventTypeWarning, ReasonWMCORunning, "%s%s", wmcoMessage(r.Namespace, r.Name), waitingText(added, removed))
+	}
+	return true, nil
+}
+
+// waitingEntries are the entries of cm with no instance yet (added), the
+// instances whose entry is gone (removed), by name, and whether some
+// instance already shows the condition (told).
+func waitingEntries(cm *corev1.ConfigMap, items []wsuv1.WindowsInstance) (added, removed []string, told bool) {
+	entries := map[string]bool{}
+	for key := range cm.Data {
+		entries[InstanceName(key)] = true
+	}
+	have := map[string]bool{}
+	for i := range items {
+		wi := &items[i]
+		have[wi.Name] = true
+		if !entries[wi.Name] && wi.DeletionTimestamp.IsZero() {
+			removed = append(removed, wi.Name)
+		}
+		told = told || meta.FindStatusCondition(wi.Status.Conditions, wsuv1.ConditionConfigMapManaged) != nil
+	}
+	for name := range entries {
+		if !have[name] {
+			added = append(added, name)
+		}
+	}
+	slices.Sort(added)
+	slices.Sort(removed)
+	return added, removed, told
+}
+
+// waitingText lists what waits for WMCO to stop, at most ten names each.
+func waitingText(added, removed []string) string {
+	out := ""
+	if len(added) > 0 {
+		out += fmt.Sprintf("; new entries waiting (%d): %s", len(added), names(added))
+	}
+	if len(removed) > 0 {
+		out += fmt.Sprintf("; entries taken out, their instances kept (%d): %s", len(removed), names(removed))
+	}
+	return out
+}
+
+func names(list []string) string {
+	if len(list) > 10 {
+		return strings.Join(list[:10], ", ") + ", …"
+	}
+	return strings.Join(list, ", ")
 }
 
 // wmcoDeploymentObject is what the WMCO watches see.

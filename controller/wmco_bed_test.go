@@ -82,15 +82,16 @@ func TestWMCORunningLeavesConfigMapAlone(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "a Warning event on the instance", warningEvent(t, cluster, "10.1.43.1", controller.ReasonWMCORunning, "--wmco-check=false"))
 
-	// An entry added, one taken out: the ConfigMap's event counting the
-	// new entries shows the reconciler saw this version, and left it.
+	// Entries added, one taken out: the ConfigMap's event naming them
+	// shows the reconciler saw this version, and left it.
 	cur := &corev1.ConfigMap{}
 	require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(cm), cur))
 	delete(cur.Data, "10.1.43.4")
 	cur.Data["10.1.43.2"] = "username=Administrator"
 	cur.Data["10.1.43.3"] = "username=Administrator"
 	require.NoError(t, admin.Update(ctx, cur))
-	eventually(t, time.Minute, "a Warning event on the ConfigMap", configMapEvent(t, cluster, controller.ReasonWMCORunning, "(3 entries left to WMCO)"))
+	eventually(t, time.Minute, "a Warning event on the ConfigMap naming what waits", configMapEvent(t, cluster, controller.ReasonWMCORunning,
+		"; new entries waiting (2): 10.1.43.2, 10.1.43.3; entries taken out, their instances kept (1): 10.1.43.4"))
 	assert.Nil(t, get("10.1.43.2"), "no instance made while WMCO runs")
 	assert.Nil(t, get("10.1.43.3"), "no instance made while WMCO runs")
 	gone := get("10.1.43.4")
