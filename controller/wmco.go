@@ -31,7 +31,8 @@ import (
 //
 //   - the ConfigMap reconciler creates, changes and deletes no instance
 //     (a removed entry's host is WMCO's to deconfigure), and records a
-//     Warning event WMCORunning on the ConfigMap;
+//     Warning event WMCORunning on the ConfigMap when WMCO starts and
+//     while entries wait, naming them;
 //   - each instance made from it shows ConfigMapManaged=False (reason
 //     WMCORunning) and phase Paused, and runs nothing on its host — no
 //     join, drift plan, upgrade, key rotation or removal — as under the
