@@ -29,7 +29,9 @@ import (
 // it and the other entries go on. An entry that goes away deletes its
 // instance (whose finalizer deconfigures the host); a deleted ConfigMap
 // deletes them all, under the same rollout limit as any removal — unless
-// wsu is being uninstalled (uninstall.go): then nothing is deleted.
+// wsu is being uninstalled (uninstall.go): then nothing is deleted. While
+// WMCO's operator runs against the ConfigMap nothing at all is done
+// (wmco.go).
 //
 // The ConfigMap may be in another namespace than the instances (WMCO's on
 // OpenShift, wsu's own beside it): the instances then carry no owner
@@ -47,6 +49,9 @@ type ConfigMapReconciler struct {
 	// DefaultApproval is a new instance's spec.approval ("": the CRD's
 	// default, Auto); an existing instance's is the admin's.
 	DefaultApproval wsuv1.Approval
+	// IgnoreWMCO turns off the check that leaves the ConfigMap to WMCO's
+	// operator while it runs (wmco.go).
+	IgnoreWMCO bool
 }
 
 func (r *ConfigMapReconciler) reader() client.Reader {
@@ -68,6 +73,9 @@ const ReasonInvalidEntry = "InvalidEntry"
 
 // Reconcile implements reconcile.Reconciler.
 func (r *ConfigMapReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if wmco, err := r.leaveToWMCO(ctx); wmco || err != nil { // wmco.go
+		return ctrl.Result{}, err
+	}
 	cm := &corev1.ConfigMap{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: r.Name}, cm)
 	switch {

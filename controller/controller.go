@@ -84,6 +84,10 @@ type Options struct {
 	// instance after): Manual for a cautious fleet, whose hosts then join
 	// only once an admin approved each plan. "": Auto, the CRD's default.
 	DefaultApproval wsuv1.Approval
+	// IgnoreWMCO turns off the check that leaves the BYOH ConfigMap and
+	// its instances alone while WMCO's operator runs in the BYOH namespace
+	// (wmco.go): for an admin who runs both, on different ConfigMaps.
+	IgnoreWMCO bool
 	// MaxConcurrentRuns bounds the playbook runs at once.
 	MaxConcurrentRuns int
 	// Vars and VarFiles are playbook variables for every run (the
@@ -294,6 +298,10 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Watches(configMapObject(), settingsToInstances(mgr.GetClient(), o.Namespace), onlySettings(o.Namespace)).
 		// The key Secrets, metadata only (keywatch.go).
 		Watches(secretMetadata(), secretToInstances(mgr.GetClient()), builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}))
+	if o.checksWMCO() {
+		// WMCO's operator starting or stopping (wmco.go).
+		b = b.Watches(wmcoDeploymentObject(), wmcoToInstances(mgr.GetClient(), o.Namespace), onlyWMCO(o.BYOHNamespace))
+	}
 	if _, ok := o.Runner.(*JobRunner); ok {
 		// The runs' Jobs, metadata only: a Job's change (its completion)
 		// reconciles its instance, whose pass reads the result
@@ -309,21 +317,25 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if o.ConfigMap == "" {
 		return nil
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	cb := ctrl.NewControllerManagedBy(mgr).
 		Named("byoh-configmap").
 		For(configMapObject(), onlyConfigMap(o.BYOHNamespace, o.ConfigMap)).
 		// Its instances, which have no owner reference to it in another
 		// namespace: by their source label.
-		Watches(&wsuv1.WindowsInstance{}, byohInstanceToConfigMap(o.BYOHNamespace, o.ConfigMap)).
-		Complete(&ConfigMapReconciler{
-			Client:            mgr.GetClient(),
-			Reader:            mgr.GetAPIReader(),
-			Events:            eventRecorder(mgr),
-			Namespace:         o.BYOHNamespace,
-			InstanceNamespace: o.Namespace,
-			Name:              o.ConfigMap,
-			DefaultApproval:   o.DefaultApproval,
-		})
+		Watches(&wsuv1.WindowsInstance{}, byohInstanceToConfigMap(o.BYOHNamespace, o.ConfigMap))
+	if o.checksWMCO() {
+		cb = cb.Watches(wmcoDeploymentObject(), wmcoToConfigMap(o.BYOHNamespace, o.ConfigMap), onlyWMCO(o.BYOHNamespace))
+	}
+	return cb.Complete(&ConfigMapReconciler{
+		Client:            mgr.GetClient(),
+		Reader:            mgr.GetAPIReader(),
+		Events:            eventRecorder(mgr),
+		Namespace:         o.BYOHNamespace,
+		InstanceNamespace: o.Namespace,
+		Name:              o.ConfigMap,
+		DefaultApproval:   o.DefaultApproval,
+		IgnoreWMCO:        o.IgnoreWMCO,
+	})
 }
 
 // jobMetadata is a run's Job, as the metadata-only watch of the Jobs

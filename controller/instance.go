@@ -106,6 +106,9 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if res, paused, err := r.checkPaused(ctx, wi); paused || err != nil { // pause.go
 		return res, err
 	}
+	if res, wmco, err := r.checkWMCO(ctx, wi); wmco || err != nil { // wmco.go
+		return res, err
+	}
 	if controllerutil.AddFinalizer(wi, wsuv1.Finalizer) {
 		if err := r.Client.Update(ctx, wi); err != nil {
 			return ctrl.Result{}, err
@@ -401,6 +404,9 @@ func (r *InstanceReconciler) deconfigure(ctx context.Context, wi *wsuv1.WindowsI
 		return ctrl.Result{}, err
 	}
 	if res, paused, err := r.checkPaused(ctx, wi); paused || err != nil {
+		return res, err
+	}
+	if res, wmco, err := r.checkWMCO(ctx, wi); wmco || err != nil {
 		return res, err
 	}
 	orig := wi.DeepCopy()

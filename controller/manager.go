@@ -127,6 +127,10 @@ func ManagerConfig(o Options, m ManagerOptions) (ctrl.Options, error) {
 			// Job mode's watch of the runs' Jobs: the controller's
 			// namespace, the Jobs it labelled.
 			jobMetadata(): {Namespaces: map[string]cache.Config{o.Namespace: {}}, Label: runJobSelector()},
+			// WMCO's operator Deployment, by name, in the BYOH namespace
+			// (wmco.go).
+			wmcoDeploymentObject(): {Namespaces: map[string]cache.Config{o.BYOHNamespace: {
+				FieldSelector: fields.OneTermEqualSelector("metadata.name", WMCODeployment)}}},
 		}},
 		// Secrets' contents are read when a run needs its key, never
 		// cached.

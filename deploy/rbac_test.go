@@ -203,6 +203,16 @@ func controllerAccess(o Overlay) []access {
 			allow("create", "", "events", byoh, "", "events about the BYOH ConfigMap's entries"),
 			allow("get", "", "namespaces", byoh, byoh, "a BYOH ConfigMap gone with WMCO's namespace removes no host"))
 	}
+	// WMCO's operator Deployment, by name, where the BYOH ConfigMap is:
+	// while it runs wsu leaves the ConfigMap to it (controller/wmco.go).
+	wmco := byohNamespace(o)
+	list = append(list,
+		allow("get", "apps", "deployments", wmco, "windows-machine-config-operator", "WMCO's operator Deployment, by name"),
+		allow("watch", "apps", "deployments", wmco, "windows-machine-config-operator", "its watch, by a metadata.name field selector"),
+		allow("list", "apps", "deployments", wmco, "windows-machine-config-operator", "its cache, by a metadata.name field selector"),
+		deny("list", "apps", "deployments", wmco, "", "no other Deployment"),
+		deny("get", "apps", "deployments", wmco, "other", "no other Deployment"),
+		deny("patch", "apps", "deployments", wmco, "windows-machine-config-operator", "never scales or edits WMCO"))
 	return append(list, flavourAccess(o)...)
 }
 

@@ -191,6 +191,11 @@ const (
 	// instance keeps its last good spec and is not removed. Absent while
 	// the entry is good, and on instances not made from the ConfigMap.
 	ConditionConfigMapEntryValid = "ConfigMapEntryValid"
+	// ConditionConfigMapManaged: False while WMCO's operator runs against
+	// the BYOH ConfigMap an instance was made from (reason WMCORunning):
+	// wsu then creates, changes and removes no instance of that ConfigMap
+	// and runs nothing on their hosts (phase Paused). Absent otherwise.
+	ConditionConfigMapManaged = "ConfigMapManaged"
 )
 
 // Phases summarise the conditions for `kubectl get`.

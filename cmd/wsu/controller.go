@@ -27,6 +27,7 @@ func (a *app) controllerCommand() *cobra.Command {
 	m := controller.ManagerOptions{}
 	var hostVars, addressHostVars []string
 	var kubeconfig, kubeContext, maxUnavailable, jobTemplate, defaultApproval string
+	var wmcoCheck bool
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Keep WindowsInstances joined to the cluster (the in-cluster face)",
@@ -53,6 +54,7 @@ the workflows and a troubleshooting table.`,
 				return fmt.Errorf("--default-approval: %w", err)
 			}
 			o.Kubeconfig = kubeconfig
+			o.IgnoreWMCO = !wmcoCheck
 			switch o.RunMode {
 			case controller.RunModeInProcess:
 				o.Runner = controller.InProcess{Agents: a.agentSource(), Sources: setup.NewSourceHashes()}
@@ -81,6 +83,7 @@ the workflows and a troubleshooting table.`,
 	f.StringVar(&o.BYOHNamespace, "byoh-namespace", "", "namespace of the BYOH ConfigMap and the default key Secret (cloud-private-key), read there by name only (default: --namespace; on OpenShift WMCO's, openshift-windows-machine-config-operator)")
 	f.StringVar(&o.ConfigMap, "configmap", controller.DefaultConfigMap, "BYOH ConfigMap to turn into WindowsInstances (\"\" to turn it off)")
 	f.StringVar(&defaultApproval, "default-approval", string(wsuv1.ApprovalAuto), "approval of the WindowsInstances made from the BYOH ConfigMap, set when each is created: Auto, or Manual (each plan applied only once an admin approved its hash)")
+	f.BoolVar(&wmcoCheck, "wmco-check", true, "leave the BYOH ConfigMap and its instances alone while WMCO's operator (Deployment windows-machine-config-operator in the BYOH namespace) runs: false only when WMCO and wsu use different ConfigMaps")
 	f.IntVar(&o.MaxConcurrentRuns, "max-concurrent-runs", controller.DefaultMaxRuns, "playbook runs at once")
 	f.StringVar(&maxUnavailable, "max-unavailable", controller.DefaultMaxUnavailable.String(), "instances out of service at once for upgrades and removals, across all instances: a number or a percentage (\"25%\")")
 	f.DurationVar(&o.PayloadCheck, "payload-check", controller.DefaultPayloadCheck, "how often joined nodes' versions are compared with the payload's (a payload changed in place is rolled out)")
