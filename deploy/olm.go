@@ -63,8 +63,13 @@ const (
 // CSVName is the ClusterServiceVersion's name: the package and the version.
 func CSVName() string { return BundlePackage + ".v" + version.Version }
 
-// BundleOptions are what a release build knows beyond the source.
+// BundleOptions are what a release or a site's build knows beyond the
+// source.
 type BundleOptions struct {
+	// ImageRepository and PayloadImageRepository (registry/repository)
+	// replace the images' repositories (a site's own payload image, a
+	// mirror); empty keeps the overlay's.
+	ImageRepository, PayloadImageRepository string
 	// ImageDigest and PayloadImageDigest (sha256:…) pin the images by
 	// digest, in the Deployment and relatedImages; empty keeps the tag.
 	ImageDigest, PayloadImageDigest string
@@ -292,7 +297,8 @@ var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 // relatedImage is one of spec.relatedImages.
 type relatedImage struct{ name, image string }
 
-// pinImages puts the digests opts knows into the Deployment's images, and
+// pinImages puts the repositories and digests opts gives into the
+// Deployment's images, and
 // returns the images it runs, for relatedImages: the wsu image (the
 // controller) and the payload image (its init container).
 func pinImages(dep map[string]any, opts BundleOptions) ([]relatedImage, error) {
@@ -310,30 +316,31 @@ func pinImages(dep map[string]any, opts BundleOptions) ([]relatedImage, error) {
 	if init == nil {
 		return nil, fmt.Errorf("bundle: the Deployment has no init container named payload")
 	}
-	pin := func(c map[string]any, digest string) (string, error) {
-		img := fmt.Sprint(c["image"])
-		if digest == "" {
-			return img, nil
-		}
-		if !digestRE.MatchString(digest) {
-			return "", fmt.Errorf("bundle: %q is not a sha256 digest", digest)
-		}
-		ref, err := parseImage(img)
+	pin := func(c map[string]any, repo, digest string) (string, error) {
+		ref, err := parseImage(fmt.Sprint(c["image"]))
 		if err != nil {
 			return "", err
 		}
-		repo := ref.repository
-		if ref.registry != "" {
-			repo = ref.registry + "/" + repo
+		if repo == "" {
+			repo = ref.registry + "/" + ref.repository
+		} else if strings.ContainsAny(repo, "@") || strings.Contains(repo[strings.LastIndex(repo, "/")+1:], ":") {
+			return "", fmt.Errorf("bundle: %q is a repository, without a tag or digest", repo)
 		}
-		c["image"] = repo + "@" + digest
+		switch {
+		case digest == "":
+			c["image"] = repo + ":" + ref.tag
+		case digestRE.MatchString(digest):
+			c["image"] = repo + "@" + digest
+		default:
+			return "", fmt.Errorf("bundle: %q is not a sha256 digest", digest)
+		}
 		return c["image"].(string), nil
 	}
-	wsu, err := pin(ctr, opts.ImageDigest)
+	wsu, err := pin(ctr, opts.ImageRepository, opts.ImageDigest)
 	if err != nil {
 		return nil, err
 	}
-	payload, err := pin(init, opts.PayloadImageDigest)
+	payload, err := pin(init, opts.PayloadImageRepository, opts.PayloadImageDigest)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,9 @@ import (
 )
 
 var (
-	bundleOut           = flag.String("bundle-out", "", "make bundle-release: write the bundle here instead (with the digests below)")
+	bundleOut           = flag.String("bundle-out", "", "make bundle-release: write the bundle here instead (with the images below)")
+	bundleImage         = flag.String("bundle-image", "", "make bundle-release: the wsu image's registry/repository")
+	bundlePayloadImage  = flag.String("bundle-payload-image", "", "make bundle-release: the payload image's registry/repository")
 	bundleImageDigest   = flag.String("bundle-image-digest", "", "make bundle-release: the wsu image's digest")
 	bundlePayloadDigest = flag.String("bundle-payload-image-digest", "", "make bundle-release: the payload image's digest")
 )
@@ -25,7 +27,10 @@ var (
 // elsewhere).
 func TestBundle(t *testing.T) {
 	if *bundleOut != "" {
-		got, err := BundleFiles(".", BundleOptions{ImageDigest: *bundleImageDigest, PayloadImageDigest: *bundlePayloadDigest})
+		got, err := BundleFiles(".", BundleOptions{
+			ImageRepository: *bundleImage, PayloadImageRepository: *bundlePayloadImage,
+			ImageDigest: *bundleImageDigest, PayloadImageDigest: *bundlePayloadDigest,
+		})
 		require.NoError(t, err)
 		for name, data := range got {
 			p := filepath.Join(*bundleOut, name)
@@ -252,9 +257,10 @@ func isBound(roleKey string, render []*unstructured.Unstructured) bool {
 	return false
 }
 
-// TestBundleDigests: a release's bundle (make bundle-release) names both
-// images by the digests given, in the Deployment and in relatedImages,
-// and refuses what is not a sha256 digest.
+// TestBundleDigests: a release's or a site's bundle (make bundle-release)
+// names the images by the repositories and digests given, in the
+// Deployment and in relatedImages, and refuses what is not a sha256
+// digest or a bare repository.
 func TestBundleDigests(t *testing.T) {
 	d1 := "sha256:" + strings.Repeat("a", 64)
 	d2 := "sha256:" + strings.Repeat("b", 64)
@@ -278,4 +284,16 @@ func TestBundleDigests(t *testing.T) {
 
 	_, err = BundleFiles(".", BundleOptions{ImageDigest: "latest"})
 	assert.ErrorContains(t, err, "not a sha256 digest")
+
+	// A site's own payload image, by tag: the repository changes, the
+	// version tag stays; the wsu image is left as it was.
+	files, err = BundleFiles(".", BundleOptions{PayloadImageRepository: "registry.example.com/wsu/wsu-payload"})
+	require.NoError(t, err)
+	objs = decodeObjects(t, files["bundle/manifests/"+BundlePackage+".clusterserviceversion.yaml"])
+	assert.Equal(t, []any{
+		map[string]any{"name": "wsu", "image": ImageRepository + ":" + ImageTag()},
+		map[string]any{"name": "wsu-payload", "image": "registry.example.com/wsu/wsu-payload:" + ImageTag()},
+	}, nested(t, objs[0].Object, "spec", "relatedImages"))
+	_, err = BundleFiles(".", BundleOptions{ImageRepository: "registry.example.com/wsu/wsu:v1"})
+	assert.ErrorContains(t, err, "without a tag or digest")
 }
