@@ -53,6 +53,8 @@ the workflows and a troubleshooting table.`,
 				return fmt.Errorf("--default-approval: %w", err)
 			}
 			o.Kubeconfig = kubeconfig
+			// Installed by OLM: report Upgradeable (controller/upgradeable.go).
+			o.OperatorCondition = envValue(a.env, controller.OperatorConditionNameEnv)
 			switch o.RunMode {
 			case controller.RunModeInProcess:
 				o.Runner = controller.InProcess{Agents: a.agentSource(), Sources: setup.NewSourceHashes()}
