@@ -20,7 +20,7 @@ CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
 FUZZTIME ?= 30s
 
-.PHONY: help build agents generate test kubetest lint docs docs-modules demo fuzz bench bench-fleet bench-smoke bench-engine clean tools image image-context payload-image dockerfile manifests chart helm
+.PHONY: help build agents generate test kubetest lint docs docs-modules demo fuzz bench bench-fleet bench-smoke bench-engine clean tools image image-context payload-image dockerfile manifests chart helm bundle bundle-release olm-validate
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -65,11 +65,27 @@ payload-image: image ## build bin/wsu-payload-image.tar: the wsu image plus PAYL
 dockerfile: ## regenerate the Dockerfile from build/image's file list
 	$(GO) run ./build/image/wsu-image dockerfile > Dockerfile
 
-manifests: chart ## render deploy/overlays into deploy/rendered (kustomize), and the Helm chart
+manifests: chart bundle ## render deploy/overlays into deploy/rendered (kustomize), the Helm chart and the OLM bundle
 	$(GO) test -count=1 ./deploy -run TestRendered -update
 
 chart: ## regenerate the Helm chart deploy/helm/wsu from the kustomize overlays
 	$(GO) test -count=1 ./deploy -run 'TestChart$$' -update
+
+bundle: ## regenerate the OLM bundle deploy/olm from the openshift overlay
+	$(GO) test -count=1 ./deploy -run 'TestBundle$$' -update
+
+# A release's or a site's bundle into BUNDLE_OUT (an absolute path): the
+# images' repositories (IMAGE=, PAYLOAD_IMAGE=, registry/repository) and
+# digests (IMAGE_DIGEST=, PAYLOAD_IMAGE_DIGEST=; make image prints the wsu
+# image's), each optional; then build it with its bundle.Dockerfile.
+BUNDLE_OUT ?= $(CURDIR)/bin/olm
+bundle-release: ## write the OLM bundle with IMAGE=, PAYLOAD_IMAGE=, IMAGE_DIGEST=, PAYLOAD_IMAGE_DIGEST= into BUNDLE_OUT (bin/olm)
+	$(GO) test -count=1 ./deploy -run 'TestBundle$$' -bundle-out=$(BUNDLE_OUT) \
+	  -bundle-image=$(IMAGE) -bundle-payload-image=$(PAYLOAD_IMAGE) \
+	  -bundle-image-digest=$(IMAGE_DIGEST) -bundle-payload-image-digest=$(PAYLOAD_IMAGE_DIGEST)
+
+olm-validate: ## run the operator framework's bundle validators on deploy/olm/bundle (test/olmvalidate)
+	cd test/olmvalidate && $(GO) test -count=1 ./...
 
 helm: ## build the helm the chart's tests run (helm.sh/helm/v3, cached in ~/.cache/wsu/tools) and print its path
 	$(GO) run ./test/helmtool/ensure-helm
@@ -80,6 +96,7 @@ helm: ## build the helm the chart's tests run (helm.sh/helm/v3, cached in ~/.cac
 test: ## run every test tier (the README's test command)
 	$(GO) test -count=1 -timeout 30m ./...
 	cd test/capirender && $(GO) test -count=1 ./...  # Cluster API's own rendering, a module of its own
+	cd test/olmvalidate && $(GO) test -count=1 ./...  # the operator framework's bundle validation, likewise
 
 kubetest: ## build and cache the etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl the tests run
 	./test/kubetest/build.sh

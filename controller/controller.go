@@ -77,6 +77,10 @@ type Options struct {
 	// the controller then reads those two objects there by name and
 	// nothing else.
 	BYOHNamespace string
+	// OperatorCondition is the OperatorCondition OLM names in
+	// OPERATOR_CONDITION_NAME; "" (not installed by OLM) reports nothing
+	// (upgradeable.go).
+	OperatorCondition string
 	// ConfigMap is the BYOH ConfigMap's name; "" turns the BYOH source off.
 	ConfigMap string
 	// DefaultApproval is the approval of the instances made from the BYOH
@@ -312,6 +316,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	if err := setupRenewals(mgr, o, metrics); err != nil {
+		return err
+	}
+	if err := setupUpgradeable(mgr, o); err != nil {
 		return err
 	}
 	if o.ConfigMap == "" {

@@ -55,6 +55,8 @@ the workflows and a troubleshooting table.`,
 			}
 			o.Kubeconfig = kubeconfig
 			o.IgnoreWMCO = !wmcoCheck
+			// Installed by OLM: report Upgradeable (controller/upgradeable.go).
+			o.OperatorCondition = envValue(a.env, controller.OperatorConditionNameEnv)
 			switch o.RunMode {
 			case controller.RunModeInProcess:
 				o.Runner = controller.InProcess{Agents: a.agentSource(), Sources: setup.NewSourceHashes()}
