@@ -50,6 +50,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -140,11 +141,33 @@ func New(ctx context.Context, logf func(string, ...any), opts ...Option) (*Clust
 		c.Stop()
 		return nil, fmt.Errorf("kubetest: %w", err)
 	}
+	if err := c.waitKubernetesService(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
 	if err := c.startComponents(ctx, bins, o); err != nil {
 		c.Stop()
 		return nil, err
 	}
 	return c, nil
+}
+
+// waitKubernetesService waits for the Service default/kubernetes, which
+// the API server's own controller creates shortly after it serves: every
+// cluster has it, and code under test reads the cluster's addresses from
+// it (the CSR checks), so the bed is up only once it exists.
+func (c *Cluster) waitKubernetesService(ctx context.Context) error {
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Client.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		return fmt.Errorf("kubetest: the Service default/kubernetes never appeared: %w", err)
+	}
+	return nil
 }
 
 // Stop stops the API server, then etcd (the other order hangs the API
