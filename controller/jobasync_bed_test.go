@@ -66,7 +66,15 @@ func TestJobModeAdoptsRuns(t *testing.T) {
 	jobs := func() []batchv1.Job {
 		list, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: controller.JobInstanceLabel + "=win-a"})
 		require.NoError(t, err)
-		sort.Slice(list.Items, func(a, b int) bool { return list.Items[a].CreationTimestamp.Before(&list.Items[b].CreationTimestamp) })
+		// Oldest first. Creation times have a second's resolution: within
+		// one second, a run's plan comes before its apply.
+		sort.SliceStable(list.Items, func(a, b int) bool {
+			ja, jb := &list.Items[a], &list.Items[b]
+			if !ja.CreationTimestamp.Equal(&jb.CreationTimestamp) {
+				return ja.CreationTimestamp.Before(&jb.CreationTimestamp)
+			}
+			return ja.Labels[controller.JobModeLabel] == "plan" && jb.Labels[controller.JobModeLabel] != "plan"
+		})
 		return list.Items
 	}
 	waitJobs := func(n int, what string) []batchv1.Job {
