@@ -135,8 +135,19 @@ func (g *chartGen) templateFile(o *object, img, payload imageRef, repl *strings.
 // WriteChart writes the chart's files under dir/ChartDir, removing the
 // files it no longer makes.
 func WriteChart(dir string, files map[string][]byte) error {
-	root := filepath.Join(dir, ChartDir)
-	old, err := ChartOnDisk(dir)
+	return writeTree(filepath.Join(dir, ChartDir), files)
+}
+
+// ChartOnDisk reads the checked-in chart's files, by path relative to
+// ChartDir (none when it is absent).
+func ChartOnDisk(dir string) (map[string][]byte, error) {
+	return treeOnDisk(filepath.Join(dir, ChartDir))
+}
+
+// writeTree writes a generated tree's files under root, removing the
+// files it no longer has: the chart's and the bundle's.
+func writeTree(root string, files map[string][]byte) error {
+	old, err := treeOnDisk(root)
 	if err != nil {
 		return err
 	}
@@ -159,10 +170,9 @@ func WriteChart(dir string, files map[string][]byte) error {
 	return nil
 }
 
-// ChartOnDisk reads the checked-in chart's files, by path relative to
-// ChartDir (none when it is absent).
-func ChartOnDisk(dir string) (map[string][]byte, error) {
-	root := filepath.Join(dir, ChartDir)
+// treeOnDisk reads the files under root, by slash path relative to it
+// (none when root is absent).
+func treeOnDisk(root string) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 		if os.IsNotExist(err) && p == root {

@@ -30,7 +30,6 @@ package deploy
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -565,49 +564,11 @@ func outsideBundle(objs []*object) ([]byte, error) {
 // WriteBundle writes the bundle's files under dir/OLMDir, removing the
 // files it no longer makes.
 func WriteBundle(dir string, files map[string][]byte) error {
-	root := filepath.Join(dir, OLMDir)
-	old, err := BundleOnDisk(dir)
-	if err != nil {
-		return err
-	}
-	for name := range old {
-		if _, ok := files[name]; !ok {
-			if err := os.Remove(filepath.Join(root, name)); err != nil {
-				return err
-			}
-		}
-	}
-	for name, data := range files {
-		p := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeTree(filepath.Join(dir, OLMDir), files)
 }
 
 // BundleOnDisk reads the checked-in files under dir/OLMDir, by path
 // relative to it.
 func BundleOnDisk(dir string) (map[string][]byte, error) {
-	root := filepath.Join(dir, OLMDir)
-	out := map[string][]byte{}
-	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if os.IsNotExist(err) && p == root {
-			return filepath.SkipDir
-		}
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(root, p)
-		out[filepath.ToSlash(rel)] = data
-		return err
-	})
-	return out, err
+	return treeOnDisk(filepath.Join(dir, OLMDir))
 }
