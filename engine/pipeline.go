@@ -259,6 +259,14 @@ func (ti *taskInstance) connect(ctx context.Context) error {
 	}
 	ti.h = h
 	hs := ti.hs
+	if own := host.ContextMeter(ctx); own != nil {
+		// Instances running at once share the connection, whose totals
+		// mix them: this one counts its own calls.
+		if _, ok := h.(host.Metered); ok {
+			ti.ev.traffic = func() *Traffic { return trafficOf(own.Counters()) }
+		}
+		return nil
+	}
 	if before, ok := hs.counters(); ok {
 		ti.ev.traffic = func() *Traffic {
 			now, _ := hs.counters()
@@ -289,6 +297,10 @@ func (ti *taskInstance) attempts(ctx context.Context) (out outcome, ok bool) {
 		if lost(ti.h) && reconnects < maxReconnects && ctx.Err() == nil {
 			reconnects++
 			attempt--
+			if cur := ti.hs.conn; cur != nil && cur != ti.h && !lost(cur) {
+				ti.h = cur // an instance running beside this one reconnected
+				continue
+			}
 			h, err := ti.r.reconnect(ctx, ti.hs, ti.ev)
 			if err != nil {
 				ti.r.unreachable(ctx, ti.hs, ti.ev, err)
@@ -302,10 +314,12 @@ func (ti *taskInstance) attempts(ctx context.Context) (out outcome, ok bool) {
 			return outcome{}, false
 		}
 		ti.retrying(attempt, delay, diags)
-		select {
-		case <-ctx.Done():
-		case <-time.After(delay):
-		}
+		ti.hs.outsideGate(func() {
+			select {
+			case <-ctx.Done():
+			case <-time.After(delay):
+			}
+		})
 	}
 }
 
@@ -326,7 +340,16 @@ func (ti *taskInstance) retrying(n int, delay time.Duration, diags hcl.Diagnosti
 // then until (apply mode only) with self = this try's result.
 func (ti *taskInstance) attempt(ctx context.Context, n int) (cty.Value, *modules.Change, hcl.Diagnostics) {
 	t := ti.t
-	result, change, reconnect, diags := ti.r.planApply(ctx, ti.mod, ti.cfg, ti.h, ti.r.redialer(ti.hs), ti.hs.planned > 0)
+	var (
+		result    cty.Value
+		change    *modules.Change
+		reconnect bool
+		diags     hcl.Diagnostics
+	)
+	pending := ti.hs.planned > 0
+	ti.hs.outsideGate(func() {
+		result, change, reconnect, diags = ti.r.planApplyOn(ctx, ti.hs, ti.mod, ti.cfg, ti.h, pending)
+	})
 	if reconnect {
 		ti.freshConnection(ctx)
 	}
@@ -411,11 +434,44 @@ func shownMessage(s modules.Schema, result cty.Value) string {
 	return Render(mv)
 }
 
+// planApplyOn is planApply on hs. While a task's instances run at once
+// there (hostState.gate), a change that stops and starts services
+// (Change.Restarts) is planned again and applied alone: the others' checks
+// and changes would otherwise see the services stopped for a moment, or
+// start them again under it.
+func (r *runner) planApplyOn(ctx context.Context, hs *hostState, mod modules.Module, cfg modules.Config, h host.Host, pending bool) (cty.Value, *modules.Change, bool, hcl.Diagnostics) {
+	redial := r.redialer(hs)
+	ex := hs.exclusive
+	if ex == nil {
+		return r.planApply(ctx, mod, cfg, h, redial, pending)
+	}
+	ex.RLock()
+	pr := r.plan(ctx, mod, cfg, h, redial, pending)
+	if pr.Change == nil || len(pr.Change.Restarts) == 0 || pr.Diagnostics.HasErrors() || r.req.Mode == ModePlan {
+		defer ex.RUnlock()
+		return r.apply(ctx, mod, cfg, h, redial, pr)
+	}
+	ex.RUnlock()
+	ex.Lock()
+	defer ex.Unlock()
+	return r.planApply(ctx, mod, cfg, h, redial, pending)
+}
+
 // planApply asks the module for its plan and, when applying, applies it.
 // reconnect: the module says the host's connection no longer reaches it.
 func (r *runner) planApply(ctx context.Context, mod modules.Module, cfg modules.Config, h host.Host, redial modules.Redialer, pending bool) (_ cty.Value, _ *modules.Change, reconnect bool, _ hcl.Diagnostics) {
-	pr := mod.Plan(ctx, modules.PlanRequest{Config: cfg, Host: h, Pending: r.req.Mode == ModePlan && pending, Redial: redial,
+	return r.apply(ctx, mod, cfg, h, redial, r.plan(ctx, mod, cfg, h, redial, pending))
+}
+
+// plan asks the module for its plan.
+func (r *runner) plan(ctx context.Context, mod modules.Module, cfg modules.Config, h host.Host, redial modules.Redialer, pending bool) modules.PlanResponse {
+	return mod.Plan(ctx, modules.PlanRequest{Config: cfg, Host: h, Pending: r.req.Mode == ModePlan && pending, Redial: redial,
 		Diff: r.req.Mode == ModePlan || r.req.Diff})
+}
+
+// apply makes pr's change when applying; otherwise, or when there is none
+// or the plan failed, it returns the plan's answer.
+func (r *runner) apply(ctx context.Context, mod modules.Module, cfg modules.Config, h host.Host, redial modules.Redialer, pr modules.PlanResponse) (_ cty.Value, _ *modules.Change, reconnect bool, _ hcl.Diagnostics) {
 	if pr.Diagnostics.HasErrors() {
 		return cty.NilVal, pr.Change, false, pr.Diagnostics
 	}

@@ -4,6 +4,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
+	"sync"
 
 	"github.com/wsu-project/wsu/engine/playbook"
 	"github.com/wsu-project/wsu/host"
@@ -42,6 +43,25 @@ type hostState struct {
 	// connection kept from an earlier run (Connections) counts that run's
 	// traffic too.
 	connBase host.Counters
+	// gate, while a task's instances run at once on this host (its
+	// parallelism), is held by the instance doing the engine's work:
+	// evaluation, events, the recap, the connection. It is released only
+	// around a module's calls to the host (outsideGate), so only those
+	// overlap.
+	gate *sync.Mutex
+	// exclusive, with gate, is held shared by each instance's plan and
+	// apply, and alone by a change that restarts services (planApplyOn).
+	exclusive *sync.RWMutex
+}
+
+// outsideGate runs fn with the host's gate released, if instances are
+// running at once; fn must not touch the engine's state.
+func (hs *hostState) outsideGate(fn func()) {
+	if g := hs.gate; g != nil {
+		g.Unlock()
+		defer g.Lock()
+	}
+	fn()
 }
 
 // counters is the host's traffic so far, over all its connections; ok is

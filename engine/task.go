@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -171,10 +172,7 @@ func (r *runner) runTask(ctx context.Context, sc *scope, playVars map[string]cty
 		items = append(items, kv{k.AsString(), v})
 	}
 	sort.Slice(items, func(i, j int) bool { return items[i].key < items[j].key })
-	for _, item := range items {
-		if hs.failed || hs.unreachable || ctx.Err() != nil {
-			break // an unreachable host is counted once, not per instance
-		}
+	runOne := func(ctx context.Context, item kv) {
 		each := cty.ObjectVal(map[string]cty.Value{"key": cty.StringVal(item.key), "value": item.val})
 		ev := base
 		ev.Address = fmt.Sprintf("%s[%q]", addr, item.key)
@@ -182,6 +180,26 @@ func (r *runner) runTask(ctx context.Context, sc *scope, playVars map[string]cty
 		res, changed := r.runTaskInstance(ctx, sc, playVars, t, hs, map[string]cty.Value{playbook.RootEach: each}, ev)
 		results[item.key] = res
 		changedAny = changedAny || changed
+	}
+	stop := func() bool {
+		return hs.failed || hs.unreachable || ctx.Err() != nil // an unreachable host is counted once, not per instance
+	}
+	if n := r.parallelism(t); n > 1 && len(items) > 1 {
+		keys := make([]string, len(items))
+		byKey := make(map[string]kv, len(items))
+		for i, it := range items {
+			keys[i], byKey[it.key] = it.key, it
+		}
+		runAtOnce(hs, n, keys, stop, func(key string) {
+			runOne(host.WithMeter(ctx, &host.Meter{}), byKey[key])
+		})
+	} else {
+		for _, item := range items {
+			if stop() {
+				break
+			}
+			runOne(ctx, item)
+		}
 	}
 	if !t.Handler {
 		sc.tasks[t.Name] = cty.ObjectVal(results)
@@ -464,4 +482,50 @@ func friendly(v cty.Value) string {
 		return "null"
 	}
 	return strings.TrimSpace(v.Type().FriendlyName())
+}
+
+// parallelism is how many instances of t run at once on a host: its
+// parallelism in an apply, one in a plan (so a plan's tasks, events and
+// changes come in the same order every time).
+func (r *runner) parallelism(t *playbook.Task) int {
+	if r.req.Mode != ModeApply || t.Parallelism < 1 {
+		return 1
+	}
+	return t.Parallelism
+}
+
+// runAtOnce runs run(key) for each key in order, up to n at once, until
+// stop says the host is done (instances already running finish; no new
+// one starts). The host's gate (hostState.gate) serialises everything an
+// instance does except its module's calls to the host, so run needs no
+// locking of its own.
+func runAtOnce(hs *hostState, n int, keys []string, stop func() bool, run func(key string)) {
+	gate := &sync.Mutex{}
+	hs.gate, hs.exclusive = gate, &sync.RWMutex{}
+	defer func() { hs.gate, hs.exclusive = nil, nil }()
+	slots := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	gate.Lock()
+	for _, key := range keys {
+		if stop() {
+			break
+		}
+		gate.Unlock()
+		slots <- struct{}{} // a free slot, without holding the gate
+		gate.Lock()
+		if stop() {
+			<-slots
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			gate.Lock()
+			defer gate.Unlock()
+			run(key)
+		}()
+	}
+	gate.Unlock()
+	wg.Wait()
 }

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 )
@@ -106,4 +107,22 @@ func (m *Meter) Counters() Counters {
 		return true
 	})
 	return c
+}
+
+// meterKey is the context key of WithMeter.
+type meterKey struct{}
+
+// WithMeter returns ctx carrying m: a Metered host counts the calls made
+// with that context in m as well as in its connection's totals. The engine
+// gives each task instance that shares its connection with others running
+// at once (a task's for_each `parallelism`) its own Meter this way, since
+// the connection's totals then mix the instances.
+func WithMeter(ctx context.Context, m *Meter) context.Context {
+	return context.WithValue(ctx, meterKey{}, m)
+}
+
+// ContextMeter is the Meter WithMeter put in ctx, or nil.
+func ContextMeter(ctx context.Context) *Meter {
+	m, _ := ctx.Value(meterKey{}).(*Meter)
+	return m
 }

@@ -30,6 +30,10 @@ play "copy-payload" {
 
   task "payload" {
     for_each = local.components
+    # Files are planned and written four at a time: one file's checks and
+    # the agent's fsync and rename overlap the next file's stream. A binary
+    # replaced under a running service is still swapped alone.
+    parallelism = 4
     win_copy {
       src     = "${var.payload_dir}/${each.value.file}"
       dest    = each.value.destination

@@ -352,11 +352,20 @@ func (c *Client) roundTrip(ctx context.Context, op string, args any, upload io.R
 		return nil, err
 	}
 	c.meter.RPC(op)
+	own := host.ContextMeter(ctx)
+	if own != nil {
+		own.RPC(op)
+	}
 	if upload != nil {
 		// Only file content is payload; process stdin is not.
 		var sent func(int64)
 		if op == proto.OpWrite {
-			sent = c.meter.Sent
+			sent = func(n int64) {
+				c.meter.Sent(n)
+				if own != nil {
+					own.Sent(n)
+				}
+			}
 		}
 		if err := c.upload(ctx, id, cl, upload, sent); err != nil {
 			c.forget(id)

@@ -3,6 +3,7 @@ package playbook
 import (
 	"fmt"
 	"io/fs"
+	"math/big"
 	"path"
 	"path/filepath"
 	"strings"
@@ -415,8 +416,12 @@ func (l *Loader) decodePlay(block *hcl.Block, taskIndex *int) (*Play, hcl.Diagno
 // taskControls are the task arguments that are not the module's.
 var taskControls = []hcl.AttributeSchema{
 	{Name: "when"}, {Name: "for_each"}, {Name: "notify"}, {Name: "retries"}, {Name: "delay"},
-	{Name: "until"}, {Name: "ignore_errors"}, {Name: "tags"},
+	{Name: "until"}, {Name: "ignore_errors"}, {Name: "tags"}, {Name: "parallelism"},
 }
+
+// MaxParallelism bounds a task's parallelism: more instances at once on one
+// connection only queue behind each other in the transport.
+const MaxParallelism = 16
 
 func (l *Loader) decodeTask(block *hcl.Block, handler bool) (*Task, hcl.Diagnostics) {
 	kind := "task"
@@ -465,6 +470,11 @@ func (l *Loader) decodeTask(block *hcl.Block, handler bool) (*Task, hcl.Diagnost
 		tags, d := stringList(attr.Expr, "tags")
 		diags = append(diags, d...)
 		t.Tags = tags
+	}
+	if attr, ok := a["parallelism"]; ok {
+		n, d := parallelism(attr.AsHCLAttribute(), t.ForEach != nil)
+		diags = append(diags, d...)
+		t.Parallelism = n
 	}
 	switch len(body.Blocks) {
 	case 0:
@@ -760,4 +770,30 @@ func sortedAttrs(attrs hcl.Attributes) []*hcl.Attribute {
 		}
 	}
 	return out
+}
+
+// parallelism decodes a task's parallelism: a whole number from 1 to
+// MaxParallelism, written as a constant (it shapes the run, so it is known
+// before any host is touched), on a task with for_each.
+func parallelism(attr *hcl.Attribute, forEach bool) (int, hcl.Diagnostics) {
+	bad := func(detail string) (int, hcl.Diagnostics) {
+		return 1, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid parallelism", Detail: detail, Subject: attr.Expr.Range().Ptr()}}
+	}
+	if !forEach {
+		return bad("parallelism sets how many for_each instances of the task run at once on each host; this task has no for_each.")
+	}
+	v, d := attr.Expr.Value(nil)
+	if d.HasErrors() {
+		return bad(fmt.Sprintf("parallelism must be a constant whole number from 1 to %d, not an expression.", MaxParallelism))
+	}
+	n, err := convert.Convert(v, cty.Number)
+	if err != nil || n.IsNull() || !n.IsKnown() {
+		return bad(fmt.Sprintf("parallelism must be a whole number from 1 to %d.", MaxParallelism))
+	}
+	bf := n.AsBigFloat()
+	i, acc := bf.Int64()
+	if !bf.IsInt() || acc != big.Exact || i < 1 || i > MaxParallelism {
+		return bad(fmt.Sprintf("parallelism must be a whole number from 1 to %d, not %s.", MaxParallelism, bf.Text('g', -1)))
+	}
+	return int(i), nil
 }

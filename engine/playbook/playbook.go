@@ -122,6 +122,10 @@ type Task struct {
 	Notify       []string
 	NotifyRange  hcl.Range
 	Tags         []string
+	// Parallelism is how many of the task's for_each instances may run at
+	// once on one host in an apply (1: one after another, the default).
+	// A plan runs them in order whatever it is, so plans read the same.
+	Parallelism int
 	// Index is the task's position among the file's tasks (handlers: -1).
 	Index     int
 	DeclRange hcl.Range

@@ -13,6 +13,7 @@ import (
 	"path"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -277,6 +278,9 @@ func task(t *playbook.Task, c *comments, x exprText) Task {
 	}
 	if len(t.Tags) > 0 {
 		out.Controls = append(out.Controls, Pair{"tags", strings.Join(t.Tags, ", ")})
+	}
+	if t.Parallelism > 1 {
+		out.Controls = append(out.Controls, Pair{"parallelism", strconv.Itoa(t.Parallelism)})
 	}
 	return out
 }

@@ -171,6 +171,9 @@ func (h *Host) sftpUpload(ctx context.Context, path string, content io.Reader, m
 	}
 	n, err := putFile(sc, content, remote, perm, false)
 	u.sent.Add(n)
+	if own := host.ContextMeter(ctx); own != nil {
+		own.Sent(n)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("write %s over SFTP: %w", path, ctx.Err())
