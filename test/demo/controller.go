@@ -63,7 +63,8 @@ type controllerDemo struct {
 	env       *harness.Env
 	kubectl   string
 	client    client.Client
-	instance  string // the BYOH entry's address: the instance's name
+	instance  string            // the BYOH entry's address: the instance's name
+	before    map[string]string // the host before the join (harness.Env.Snapshot)
 	stopProcs []func() error
 }
 
@@ -251,7 +252,10 @@ func (d *controllerDemo) watch() error {
 }
 
 // join adds the BYOH entry, approves the plan and waits for a Ready Node.
-func (d *controllerDemo) join(ctx context.Context) error {
+func (d *controllerDemo) join(ctx context.Context) (err error) {
+	if d.before, err = d.env.Snapshot(d.env.Hosts[0]); err != nil {
+		return err
+	}
 	d.say("a BYOH entry for the simulated host")
 	if err := d.kube(ctx, "-n", demoNamespace, "create", "configmap", "windows-instances",
 		"--from-literal="+d.instance+"=username="+d.env.SSHUser); err != nil {
@@ -305,7 +309,15 @@ func (d *controllerDemo) remove(ctx context.Context) error {
 	if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("the Node %s is still there after the removal: %v", node, err)
 	}
+	after, err := d.env.Snapshot(d.env.Hosts[0])
+	if err != nil {
+		return err
+	}
+	if changed := snapshotDiff(d.before, after); len(changed) > 0 {
+		return fmt.Errorf("the host is not as before the join: %d differences, e.g. %s", len(changed), strings.Join(changed[:min(5, len(changed))], "; "))
+	}
 	d.printf("   instance %s removed: the host deconfigured, Node %s deleted\n", d.instance, node)
+	d.printf("   the host is as before the join: every file, service, registry value, HNS network and firewall rule\n")
 	return d.kube(ctx, "get", "nodes,windowsinstances", "-A")
 }
 
@@ -338,6 +350,25 @@ func (d *controllerDemo) await(ctx context.Context, what string, ok func(*wsuv1.
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// snapshotDiff names what differs between two snapshots, sorted.
+func snapshotDiff(before, after map[string]string) []string {
+	var out []string
+	for k, v := range before {
+		if w, ok := after[k]; !ok {
+			out = append(out, k+" gone")
+		} else if w != v {
+			out = append(out, k+" changed")
+		}
+	}
+	for k := range after {
+		if _, ok := before[k]; !ok {
+			out = append(out, k+" added")
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func describeInstance(wi *wsuv1.WindowsInstance) string {

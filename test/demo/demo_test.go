@@ -18,7 +18,8 @@ import (
 // TestControllerDemo runs `make demo-controller`'s demo and checks its key
 // lines: the manifests applied with kubectl, the instance awaiting
 // approval in the kubectl watch, the plan approved with wsu approve, the
-// instance Joined with its Node Ready, and the removal. The demo fails
+// instance Joined with its Node Ready, and the removal, after which the
+// host is as before the join. The demo fails
 // when a step does not happen within its deadline, and so does this test.
 func TestControllerDemo(t *testing.T) {
 	root, err := harness.ModuleRoot()
@@ -43,6 +44,7 @@ func TestControllerDemo(t *testing.T) {
 		`(?m)^\s+node/win-01\s+Ready\s`,
 		`(?m)^\s+watch \| win-01\s+win-01\s+win-01\s+Removing\s`,
 		`(?m)^\s+instance win-01 removed: the host deconfigured, Node win-01 deleted$`,
+		`(?m)^\s+the host is as before the join: every file, service, registry value, HNS network and firewall rule$`,
 		`(?m)^\s+stopped wsu controller \(pid \d+\)$`,
 	} {
 		assert.Regexp(t, regexp.MustCompile(line), text)
