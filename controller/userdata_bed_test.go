@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	gossh "golang.org/x/crypto/ssh"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -112,4 +113,49 @@ func TestUserDataSecretVanilla(t *testing.T) {
 		_, err := cluster.Client.CoreV1().Namespaces().Get(ctx, n, metav1.GetOptions{})
 		assert.True(t, apierrors.IsNotFound(err), "namespace %s not created: %v", n, err)
 	}
+}
+
+// TestUserDataSecretLeftToWMCO: while WMCO's operator runs, the pass (as
+// the controller's ServiceAccount) writes no user-data Secret, which is
+// WMCO's then; once WMCO is scaled to zero the same pass writes it.
+func TestUserDataSecretLeftToWMCO(t *testing.T) {
+	t.Parallel()
+	cluster := kubetest.Start(t)
+	ctx := context.Background()
+	for _, n := range append([]string{ns, wmcoNamespace}, controller.UserDataNamespaces()...) {
+		require.NoError(t, cluster.EnsureNamespace(ctx, n))
+	}
+	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/rbac/controller/role.yaml")
+	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/overlays/openshift/byoh.yaml")
+	key := privateKeyPEM(t)
+	_, err := cluster.Client.CoreV1().Secrets(wmcoNamespace).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: kubeinv.KeySecret},
+		Data:       map[string][]byte{kubeinv.KeySecretKey: key},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	wmco := wmcoDeployment(t, cluster.Client, 1)
+
+	scheme, err := controller.NewScheme()
+	require.NoError(t, err)
+	c, err := client.New(controllerIdentity(t, cluster), client.Options{Scheme: scheme})
+	require.NoError(t, err)
+	r := &controller.UserDataReconciler{Client: c, Reader: c, WMCO: c, WMCONamespace: wmcoNamespace,
+		Namespaces: controller.UserDataNamespaces(), KeySecret: types.NamespacedName{Namespace: wmcoNamespace, Name: kubeinv.KeySecret}}
+	_, err = r.Reconcile(ctx, reconcile.Request{NamespacedName: r.KeySecret})
+	require.NoError(t, err)
+	all, err := cluster.Client.CoreV1().Secrets("").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + userdata.SecretName})
+	require.NoError(t, err)
+	assert.Empty(t, all.Items, "no user-data Secret while WMCO runs")
+
+	// Scaled to zero: no replica wanted, and (the test plays the
+	// Deployment controller) none left.
+	wmco.Spec.Replicas = new(int32)
+	wmco, err = cluster.Client.AppsV1().Deployments(wmcoNamespace).Update(ctx, wmco, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	wmco.Status = appsv1.DeploymentStatus{ObservedGeneration: wmco.Generation}
+	_, err = cluster.Client.AppsV1().Deployments(wmcoNamespace).UpdateStatus(ctx, wmco, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = r.Reconcile(ctx, reconcile.Request{NamespacedName: r.KeySecret})
+	require.NoError(t, err)
+	awaitUserData(t, cluster, key)
 }

@@ -13,7 +13,11 @@ package controller
 // only whether those two namespaces exist (by name), and writes only that
 // one Secret in each (create, and get and update by name). A deleted key
 // Secret leaves the user data as it was: machines made meanwhile still
-// authorise the last key, which the hosts already have. The key Secret
+// authorise the last key, which the hosts already have. While WMCO's
+// operator runs (its Deployment where the BYOH ConfigMap is; wmco.go) the
+// Secret is WMCO's, whose secret controller writes its own script, and
+// wsu leaves it alone, so the two never rewrite each other's; once WMCO
+// stops (the Deployment's watch) wsu writes it. The key Secret
 // watch is the metadata one of keywatch.go; a periodic pass restores an
 // edited Secret and finds a namespace made after the key Secret.
 
@@ -61,6 +65,10 @@ type UserDataReconciler struct {
 	Reader     client.Reader
 	KeySecret  types.NamespacedName
 	Namespaces []string
+	// WMCO reads WMCO's operator Deployment in WMCONamespace (the
+	// manager's cache); nil: WMCO is not looked for (--wmco-check=false).
+	WMCO          client.Reader
+	WMCONamespace string
 	// Resync is how often the Secrets are checked again without a change
 	// of the key Secret; 0 never.
 	Resync time.Duration
@@ -80,6 +88,16 @@ func (r *UserDataReconciler) Reconcile(ctx context.Context, _ reconcile.Request)
 		// An admin's to fix; the key Secret's next change wakes us.
 		log.FromContext(ctx).Info("no user data from the key Secret", "secret", r.KeySecret.String(), "key", kubeinv.KeySecretKey, "reason", err.Error())
 		return reconcile.Result{}, nil
+	}
+	if r.WMCO != nil {
+		running, err := wmcoRunning(ctx, r.WMCO, r.WMCONamespace)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if running {
+			log.FromContext(ctx).V(1).Info("the user-data Secret is left to WMCO, whose operator runs", "namespace", r.WMCONamespace)
+			return reconcile.Result{}, nil
+		}
 	}
 	for _, ns := range r.Namespaces {
 		if err := r.write(ctx, userdata.Secret(ns, pub)); err != nil {
@@ -140,9 +158,15 @@ func setupUserData(mgr ctrl.Manager, o Options) error {
 	always := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: key}}
 	})
-	return ctrl.NewControllerManagedBy(mgr).
+	r := &UserDataReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), KeySecret: key,
+		Namespaces: UserDataNamespaces(), Resync: o.DriftInterval}
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("user-data").
-		Watches(secretMetadata(), always, builder.WithPredicates(only, predicate.ResourceVersionChangedPredicate{})).
-		Complete(&UserDataReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), KeySecret: key,
-			Namespaces: UserDataNamespaces(), Resync: o.DriftInterval})
+		Watches(secretMetadata(), always, builder.WithPredicates(only, predicate.ResourceVersionChangedPredicate{}))
+	if !o.IgnoreWMCO {
+		// WMCO's operator starting or stopping (wmco.go).
+		r.WMCO, r.WMCONamespace = mgr.GetClient(), o.BYOHNamespace
+		b = b.Watches(wmcoDeploymentObject(), always, onlyWMCO(o.BYOHNamespace))
+	}
+	return b.Complete(r)
 }
