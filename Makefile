@@ -20,7 +20,7 @@ CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
 FUZZTIME ?= 30s
 
-.PHONY: help build agents generate test kubetest lint docs docs-modules demo fuzz bench bench-fleet bench-smoke bench-engine clean tools image image-context payload-image dockerfile manifests chart helm bundle bundle-release olm-validate
+.PHONY: help build agents generate test kubetest lint docs docs-modules demo demo-controller fuzz bench bench-fleet bench-smoke bench-engine clean tools image image-context payload-image dockerfile manifests chart helm bundle bundle-release olm-validate
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -141,6 +141,9 @@ docs-modules: ## regenerate docs/modules.md from the module schemas (after addin
 
 demo: build ## plan, apply and re-plan the demo playbook
 	./scripts/demo.sh
+
+demo-controller: build ## the cluster face: a BYOH entry joined by the controller from the shipped manifests, approved, removed
+	./scripts/demo.sh --controller
 
 fuzz: ## run every fuzz target for FUZZTIME each
 	./scripts/fuzz.sh $(FUZZTIME)

@@ -321,6 +321,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := setupUpgradeable(mgr, o); err != nil {
 		return err
 	}
+	if err := setupUserData(mgr, o); err != nil { // userdatasecret.go
+		return err
+	}
 	if o.ConfigMap == "" {
 		return nil
 	}

@@ -213,6 +213,27 @@ func controllerAccess(o Overlay) []access {
 		deny("list", "apps", "deployments", wmco, "", "no other Deployment"),
 		deny("get", "apps", "deployments", wmco, "other", "no other Deployment"),
 		deny("patch", "apps", "deployments", wmco, "windows-machine-config-operator", "never scales or edits WMCO"))
+	// The windows-user-data Secret MachineSets reference
+	// (controller/userdatasecret.go): whether the two namespaces exist,
+	// on every cluster; the Secret itself on OpenShift only.
+	for _, mapi := range []string{"openshift-machine-api", "openshift-cluster-api"} {
+		list = append(list,
+			allow("get", "", "namespaces", mapi, mapi, "the user-data Secret: is this OpenShift's Machine API?"),
+			deny("get", "", "secrets", mapi, otherSecret, "windows-user-data only"),
+			deny("list", "", "secrets", mapi, "", "windows-user-data only"),
+			deny("delete", "", "secrets", mapi, "windows-user-data", "never deletes the user data"))
+		if o.Flavour == "openshift" {
+			list = append(list,
+				allow("create", "", "secrets", mapi, "", "the user-data Secret"),
+				allow("get", "", "secrets", mapi, "windows-user-data", "the user-data Secret, by name"),
+				allow("update", "", "secrets", mapi, "windows-user-data", "the user-data Secret kept current with the key"),
+				deny("update", "", "secrets", mapi, otherSecret, "windows-user-data only"))
+		} else {
+			list = append(list,
+				deny("create", "", "secrets", mapi, "", "OpenShift only"),
+				deny("get", "", "secrets", mapi, "windows-user-data", "OpenShift only"))
+		}
+	}
 	return append(list, flavourAccess(o)...)
 }
 

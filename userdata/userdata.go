@@ -21,6 +21,8 @@ import (
 	"text/template"
 
 	"golang.org/x/crypto/ssh"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // The Secret a MachineSet references, by WMCO's names.
@@ -107,4 +109,28 @@ func PublicKey(data []byte) (ssh.PublicKey, error) {
 		return nil, fmt.Errorf("neither a public key (an authorized_keys line) nor an SSH private key: %w", err)
 	}
 	return signer.PublicKey(), nil
+}
+
+// ClusterAPINamespace is where OpenShift runs the Cluster API, whose
+// MachineSets reference the same Secret there.
+const ClusterAPINamespace = "openshift-cluster-api"
+
+// FingerprintAnnotation on the Secret names the key it authorises, so an
+// admin sees which key a MachineSet's new machines will accept.
+const FingerprintAnnotation = "wsu.dev/key-fingerprint"
+
+// Secret is the windows-user-data Secret in namespace that authorises pub:
+// what `wsu user-data --secret` prints and what the controller keeps
+// current, the script as stringData so it reads as it runs.
+func Secret(namespace string, pub ssh.PublicKey) *corev1.Secret {
+	return &corev1.Secret{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: SecretName, Namespace: namespace,
+			Labels:      map[string]string{"app.kubernetes.io/managed-by": "wsu"},
+			Annotations: map[string]string{FingerprintAnnotation: ssh.FingerprintSHA256(pub)},
+		},
+		Type:       corev1.SecretTypeOpaque,
+		StringData: map[string]string{SecretKey: Script(pub)},
+	}
 }

@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/wsu-project/wsu/limits"
@@ -39,12 +37,7 @@ func (a *app) userDataCommand() *cobra.Command {
 				_, err := fmt.Fprint(a.stdout, script)
 				return err
 			}
-			out, err := yaml.Marshal(&corev1.Secret{
-				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-				ObjectMeta: metav1.ObjectMeta{Name: userdata.SecretName, Namespace: namespace},
-				Type:       corev1.SecretTypeOpaque,
-				StringData: map[string]string{userdata.SecretKey: script},
-			})
+			out, err := yaml.Marshal(userdata.Secret(namespace, pub))
 			if err != nil {
 				return err
 			}

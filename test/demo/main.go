@@ -15,6 +15,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -33,7 +34,16 @@ func main() {
 	hosts := flag.Int("hosts", 1, "how many simulated Windows hosts")
 	keep := flag.Bool("keep", false, "keep everything running until Ctrl-C")
 	network := flag.String("network", harness.NetworkOVNHybrid, "the node network to show: ovn-hybrid (OVN-Kubernetes' hybrid overlay, as on OpenShift) or hostprocess (a vanilla kubeadm cluster whose CNI and kube-proxy run as HostProcess DaemonSets)")
+	cluster := flag.Bool("controller", false, "the cluster face instead: the controller installed from the shipped manifests joins a BYOH ConfigMap entry (one host)")
+	manifests := flag.String("manifests", "deploy/rendered/kubernetes.yaml", "with --controller: the manifests kubectl applies")
 	flag.Parse()
+	if *cluster {
+		if err := runControllerDemo(*wsu, *manifests, *network, *keep, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "demo:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := demo(*wsu, *hosts, *keep, *network); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
@@ -131,6 +141,19 @@ func demo(wsu string, hosts int, keep bool, network string) (err error) {
 	}
 	say("done: the host joined, and a second plan found nothing to change")
 	return nil
+}
+
+// runControllerDemo is the cluster face's demo (controller.go), its
+// output to out; Ctrl-C or SIGTERM ends it cleanly.
+func runControllerDemo(wsu, manifests, network string, keep bool, out io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	abs, err := filepath.Abs(wsu)
+	if err != nil {
+		return err
+	}
+	d := &controllerDemo{wsu: abs, manifests: manifests, network: network, keep: keep, out: &lockedWriter{w: out}}
+	return d.run(ctx)
 }
 
 // clusterParts says what plays the cluster's side for the network shown.

@@ -1,0 +1,161 @@
+//go:build linux
+
+package controller_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	gossh "golang.org/x/crypto/ssh"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/inventory/kubeinv"
+	"github.com/wsu-project/wsu/test/kubetest"
+	"github.com/wsu-project/wsu/userdata"
+)
+
+// TestUserDataSecret: on an OpenShift-shaped bed (the Machine API's and
+// the Cluster API's namespaces exist) the controller, as its ServiceAccount
+// with the shipped Roles, writes windows-user-data into both once the key
+// Secret appears in WMCO's namespace, with the script `wsu user-data`
+// renders for the key's public half; replacing the key rewrites both.
+func TestUserDataSecret(t *testing.T) {
+	t.Parallel()
+	cluster := kubetest.Start(t)
+	ctx := context.Background()
+	require.NoError(t, cluster.InstallCRDFiles(crdFile(t)))
+	for _, n := range append([]string{ns, wmcoNamespace}, controller.UserDataNamespaces()...) {
+		require.NoError(t, cluster.EnsureNamespace(ctx, n))
+	}
+	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/rbac/controller/role.yaml")
+	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/overlays/openshift/byoh.yaml")
+	startControllerAs(t, controllerIdentity(t, cluster), controller.Options{Namespace: ns, BYOHNamespace: wmcoNamespace,
+		ConfigMap: "windows-instances", StateDir: t.TempDir(), Runner: &inSyncRunner{}})
+
+	secrets := cluster.Client.CoreV1().Secrets(wmcoNamespace)
+	key := privateKeyPEM(t)
+	_, err := secrets.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: kubeinv.KeySecret},
+		Data:       map[string][]byte{kubeinv.KeySecretKey: key},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	first := awaitUserData(t, cluster, key)
+
+	rotated := privateKeyPEM(t)
+	s, err := secrets.Get(ctx, kubeinv.KeySecret, metav1.GetOptions{})
+	require.NoError(t, err)
+	s.Data[kubeinv.KeySecretKey] = rotated
+	_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	second := awaitUserData(t, cluster, rotated)
+	assert.NotEqual(t, first, second, "the user data changed with the key")
+}
+
+// awaitUserData waits until windows-user-data in each of the Machine API
+// namespaces authorises key's public half, and returns the script.
+func awaitUserData(t *testing.T, cluster *kubetest.Cluster, key []byte) string {
+	t.Helper()
+	pub, err := userdata.PublicKey(key)
+	require.NoError(t, err)
+	want := userdata.Script(pub)
+	for _, n := range controller.UserDataNamespaces() {
+		eventually(t, time.Minute, "windows-user-data in "+n+" authorises the key", func() (bool, string) {
+			s, err := cluster.Client.CoreV1().Secrets(n).Get(context.Background(), userdata.SecretName, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			got := string(s.Data[userdata.SecretKey])
+			return got == want && s.Annotations[userdata.FingerprintAnnotation] == gossh.FingerprintSHA256(pub), got
+		})
+	}
+	return want
+}
+
+// TestUserDataSecretVanilla: on a cluster without OpenShift's Machine API
+// namespaces the same pass, as the controller's ServiceAccount with the
+// Roles a vanilla install binds, succeeds and creates nothing: no Secret
+// and no namespace.
+func TestUserDataSecretVanilla(t *testing.T) {
+	t.Parallel()
+	cluster := kubetest.Start(t)
+	ctx := context.Background()
+	require.NoError(t, cluster.EnsureNamespace(ctx, ns))
+	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/rbac/controller/role.yaml") // the Machine API Roles skipped: no such namespace
+	_, err := cluster.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: kubeinv.KeySecret},
+		Data:       map[string][]byte{kubeinv.KeySecretKey: privateKeyPEM(t)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	scheme, err := controller.NewScheme()
+	require.NoError(t, err)
+	c, err := client.New(controllerIdentity(t, cluster), client.Options{Scheme: scheme})
+	require.NoError(t, err)
+	r := &controller.UserDataReconciler{Client: c, Reader: c, Namespaces: controller.UserDataNamespaces(),
+		KeySecret: types.NamespacedName{Namespace: ns, Name: kubeinv.KeySecret}}
+	_, err = r.Reconcile(ctx, reconcile.Request{NamespacedName: r.KeySecret})
+	require.NoError(t, err)
+
+	all, err := cluster.Client.CoreV1().Secrets("").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + userdata.SecretName})
+	require.NoError(t, err)
+	assert.Empty(t, all.Items, "no user-data Secret on a vanilla cluster")
+	for _, n := range controller.UserDataNamespaces() {
+		_, err := cluster.Client.CoreV1().Namespaces().Get(ctx, n, metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "namespace %s not created: %v", n, err)
+	}
+}
+
+// TestUserDataSecretLeftToWMCO: while WMCO's operator runs, the pass (as
+// the controller's ServiceAccount) writes no user-data Secret, which is
+// WMCO's then; once WMCO is scaled to zero the same pass writes it.
+func TestUserDataSecretLeftToWMCO(t *testing.T) {
+	t.Parallel()
+	cluster := kubetest.Start(t)
+	ctx := context.Background()
+	for _, n := range append([]string{ns, wmcoNamespace}, controller.UserDataNamespaces()...) {
+		require.NoError(t, cluster.EnsureNamespace(ctx, n))
+	}
+	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/rbac/controller/role.yaml")
+	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/overlays/openshift/byoh.yaml")
+	key := privateKeyPEM(t)
+	_, err := cluster.Client.CoreV1().Secrets(wmcoNamespace).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: kubeinv.KeySecret},
+		Data:       map[string][]byte{kubeinv.KeySecretKey: key},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	wmco := wmcoDeployment(t, cluster.Client, 1)
+
+	scheme, err := controller.NewScheme()
+	require.NoError(t, err)
+	c, err := client.New(controllerIdentity(t, cluster), client.Options{Scheme: scheme})
+	require.NoError(t, err)
+	r := &controller.UserDataReconciler{Client: c, Reader: c, WMCO: c, WMCONamespace: wmcoNamespace,
+		Namespaces: controller.UserDataNamespaces(), KeySecret: types.NamespacedName{Namespace: wmcoNamespace, Name: kubeinv.KeySecret}}
+	_, err = r.Reconcile(ctx, reconcile.Request{NamespacedName: r.KeySecret})
+	require.NoError(t, err)
+	all, err := cluster.Client.CoreV1().Secrets("").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + userdata.SecretName})
+	require.NoError(t, err)
+	assert.Empty(t, all.Items, "no user-data Secret while WMCO runs")
+
+	// Scaled to zero: no replica wanted, and (the test plays the
+	// Deployment controller) none left.
+	wmco.Spec.Replicas = new(int32)
+	wmco, err = cluster.Client.AppsV1().Deployments(wmcoNamespace).Update(ctx, wmco, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	wmco.Status = appsv1.DeploymentStatus{ObservedGeneration: wmco.Generation}
+	_, err = cluster.Client.AppsV1().Deployments(wmcoNamespace).UpdateStatus(ctx, wmco, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = r.Reconcile(ctx, reconcile.Request{NamespacedName: r.KeySecret})
+	require.NoError(t, err)
+	awaitUserData(t, cluster, key)
+}
