@@ -143,6 +143,7 @@ func (realClock) Every(d time.Duration, tick func(time.Time)) func() {
 // runningTask is a task a host is running, for progress.
 type runningTask struct {
 	label   string // task "name" (3/7)
+	address string // the instance's, so another instance's result (a task's parallelism) leaves it shown
 	start   time.Time
 	attempt int
 }
@@ -253,7 +254,9 @@ func (h *Human) show(e engine.Event) {
 	case engine.EventPlayNotRun:
 		h.printf("\n%s %s\n", h.paint(cBold, "PLAY "+quote(e.Play)), h.paint(cYellow, "("+e.Message+")"))
 	case engine.EventTaskResult:
-		delete(h.running, e.Host)
+		if rt := h.running[e.Host]; rt == nil || rt.address == e.Address || e.Key == "" {
+			delete(h.running, e.Host)
+		}
 		h.taskResult(e)
 	case engine.EventUnreachable:
 		delete(h.running, e.Host)
@@ -591,7 +594,7 @@ func (h *Human) started(e engine.Event) {
 	if e.Count > 0 {
 		label += fmt.Sprintf(" (%d/%d)", e.Index, e.Count)
 	}
-	h.running[e.Host] = &runningTask{label: label, start: h.clock.Now(), attempt: 1}
+	h.running[e.Host] = &runningTask{label: label, address: e.Address, start: h.clock.Now(), attempt: 1}
 	if h.stopTicker != nil || (!h.progress && h.every < 0) {
 		return
 	}
