@@ -80,10 +80,18 @@ func (r *InstanceReconciler) checkNode(ctx context.Context, wi *wsuv1.WindowsIns
 	case err != nil:
 		return err
 	}
-	if refusal := kube.NodeRefusal(node, nodeOwner(wi), st.NodeUID, false); refusal != "" {
+	if refusal := kube.NodeRefusal(node, nodeOwner(wi), st.NodeUID, wmcoNodeOf(wi, node)); refusal != "" {
 		return &NodeRefused{ReasonNodeNotOwned, nodeRefusalHint(refusal, wi)}
 	}
 	return nil
+}
+
+// wmcoNodeOf says whether node is one WMCO configured for wi's host, not
+// wsu's yet: join adopts it (adopt_wmco, its default) rather than being
+// refused. The host is tied to the Node as WMCO ties a BYOH entry: the
+// Node's addresses hold spec.address (or the node_ip the instance sets).
+func wmcoNodeOf(wi *wsuv1.WindowsInstance, node *corev1.Node) bool {
+	return kube.WMCONode(node, wi.Spec.Address) || kube.WMCONode(node, strings.Trim(wi.Spec.Vars["node_ip"], `"`))
 }
 
 // nodeRefusalHint replaces the CLI's hint (adopt_node) with what an admin
