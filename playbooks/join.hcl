@@ -459,8 +459,8 @@ locals {
   node_address = coalesce(var.node_ip, try(host.vars.ansible_host, null), host.name)
   # adopt_wmco: WMCO's Node of this host is taken (k8s_node_owner).
   wmco_address = var.adopt_wmco && !local.node_only ? local.node_address : null
-  # WMCO's Node annotations and labels wsu does not use, removed from every
-  # Node join labels (nothing to remove on one WMCO never configured).
+  # WMCO's Node annotations and labels wsu does not use: every join removes
+  # them (a Node WMCO never configured has none, and nothing changes).
   wmco_leftover_annotations = { for a in ["desired-version", "pub-key-hash", "username", "reboot-required"] : "windowsmachineconfig.openshift.io/${a}" => null }
   wmco_leftover_labels      = { "windowsmachineconfig.openshift.io/upgrading" = null }
   # OpenShift's ignition names the cloud provider; elsewhere a platform the
