@@ -273,6 +273,13 @@ func (r *InstanceReconciler) awaitApproval(ctx context.Context, orig, wi *wsuv1.
 // apply applies exactly the plan just made (a fresh plan that differs is
 // refused by the engine, so what is applied is what was approved).
 func (r *InstanceReconciler) apply(ctx context.Context, orig, wi *wsuv1.WindowsInstance, rr RunRequest, plan RunOutcome) (ctrl.Result, error) {
+	res, took, err := r.adoptionSlot(ctx, orig, wi) // nodes.go
+	if err != nil || res != (ctrl.Result{}) {
+		return res, err
+	}
+	if took {
+		defer r.rollouts.release(wi)
+	}
 	r.setStatusPhase(ctx, orig, wi, wsuv1.PhaseJoining)
 	orig = wi.DeepCopy()
 	rr.holdTo(plan)

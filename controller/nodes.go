@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
@@ -80,10 +81,49 @@ func (r *InstanceReconciler) checkNode(ctx context.Context, wi *wsuv1.WindowsIns
 	case err != nil:
 		return err
 	}
-	if refusal := kube.NodeRefusal(node, nodeOwner(wi), st.NodeUID, false); refusal != "" {
+	if refusal := kube.NodeRefusal(node, nodeOwner(wi), st.NodeUID, wmcoNodeOf(wi, node)); refusal != "" {
 		return &NodeRefused{ReasonNodeNotOwned, nodeRefusalHint(refusal, wi)}
 	}
 	return nil
+}
+
+// wmcoNodeOf says whether node is one WMCO configured for wi's host, not
+// wsu's yet: join adopts it (adopt_wmco, its default) rather than being
+// refused. The host is tied to the Node as WMCO ties a BYOH entry: the
+// Node's addresses hold spec.address (or the node_ip the instance sets).
+func wmcoNodeOf(wi *wsuv1.WindowsInstance, node *corev1.Node) bool {
+	return kube.WMCONode(node, wi.Spec.Address) || kube.WMCONode(node, strings.Trim(wi.Spec.Vars["node_ip"], `"`))
+}
+
+// adoptionSlot holds a join that adopts a host WMCO configured (its Node
+// is WMCO's, not recorded yet) until it takes a rollout slot: adopting
+// restarts the host's kubelet where WMCO's command differs from wsu's, so
+// at most maxUnavailable hosts are adopted at once (rollout.go). took says
+// a slot was taken (the caller releases it after the run); any other join
+// takes none. While no slot is free, res is the requeue to return.
+func (r *InstanceReconciler) adoptionSlot(ctx context.Context, orig, wi *wsuv1.WindowsInstance) (res ctrl.Result, took bool, err error) {
+	name := r.nodeName(wi)
+	if wi.Status.NodeUID != "" || name == "" {
+		return ctrl.Result{}, false, nil
+	}
+	node := &corev1.Node{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, node); err != nil {
+		return ctrl.Result{}, false, client.IgnoreNotFound(err)
+	}
+	if !wmcoNodeOf(wi, node) {
+		return ctrl.Result{}, false, nil
+	}
+	ok, err := r.takeSlot(ctx, wi)
+	if err != nil || ok {
+		return ctrl.Result{}, ok, err
+	}
+	setCondition(wi, wsuv1.ConditionJoined, metav1.ConditionFalse, ReasonRolloutWait,
+		fmt.Sprintf("adopting WMCO's Node %s waits for a rollout slot (at most %s instance(s) out of service at once)", name, r.Options.MaxUnavailable.String()))
+	res, err = r.done(ctx, orig, wi, wsuv1.PhasePending, r.slotRecheck())
+	if res == (ctrl.Result{}) {
+		res.RequeueAfter = r.slotRecheck()
+	}
+	return res, false, err
 }
 
 // nodeRefusalHint replaces the CLI's hint (adopt_node) with what an admin

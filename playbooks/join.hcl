@@ -301,6 +301,12 @@ variable "adopt_kubelet" {
   description = "Take over a kubelet service the image carries (image-builder's Windows images install one) instead of refusing it at preflight; the plan shows what changes in the service."
 }
 
+variable "adopt_wmco" {
+  type        = bool
+  default     = true
+  description = "Take over a host WMCO (the Windows Machine Config Operator) configured, without removing and joining it again: its services (descriptions starting \"OpenShift managed\") pass preflight and are reconfigured as wsu's, WMCO's node daemon (windows-instance-config-daemon) and its files are removed, and its Node is kept (same UID, pods left running) when it carries WMCO's windowsmachineconfig.openshift.io/version annotation, no wsu.dev/owner, and the host's address (node_ip, else the address wsu reaches it at) among its addresses; WMCO's leftover Node annotations and labels go. The plan shows each change. Run it only once WMCO no longer runs (scaled to zero or uninstalled), or WMCO puts its own configuration back. false: refuse WMCO's services at preflight."
+}
+
 variable "bootstrap_success_file" {
   type        = string
   default     = null
@@ -447,6 +453,16 @@ locals {
   # The name the kubelet registers (configure-kubelet's default: the host
   # name, lower-cased).
   registered_name = coalesce(local.node_name, lower(host.facts.hostname))
+  # The address the node is known by: the node IP the admin gave, else the
+  # address wsu reaches the host at (what CSR approval accepts, and what
+  # WMCO tied its BYOH entry's Node to).
+  node_address = coalesce(var.node_ip, try(host.vars.ansible_host, null), host.name)
+  # adopt_wmco: WMCO's Node of this host is taken (k8s_node_owner).
+  wmco_address = var.adopt_wmco && !local.node_only ? local.node_address : null
+  # WMCO's Node annotations and labels wsu does not use: every join removes
+  # them (a Node WMCO never configured has none, and nothing changes).
+  wmco_leftover_annotations = { for a in ["desired-version", "pub-key-hash", "username", "reboot-required"] : "windowsmachineconfig.openshift.io/${a}" => null }
+  wmco_leftover_labels      = { "windowsmachineconfig.openshift.io/upgrading" = null }
   # OpenShift's ignition names the cloud provider; elsewhere a platform the
   # site names means an external cloud controller.
   cloud_provider = include.ignition.cloud_provider != null ? include.ignition.cloud_provider : (var.platform != null && var.platform != "None" ? "external" : null)
@@ -522,6 +538,7 @@ include "preflight" {
     kubeconfig        = var.kubeconfig
     kubeconfig_data   = local.kubeconfig_data
     adopt_services    = var.adopt_kubelet ? ["kubelet"] : []
+    adopt_wmco        = var.adopt_wmco
     payload_dir       = var.payload_dir
     node_name         = var.node_name
     api_server        = local.node_only ? task.discovery.api_server : var.api_server
@@ -577,6 +594,33 @@ play "node name" {
       joined          = local.node_only && try(task["kubelet credentials"].exists, false)
       uid             = var.node_uid
       adopt           = var.adopt_node
+      wmco_address    = local.wmco_address
+    }
+  }
+}
+
+# A host WMCO configured (adopt_wmco; preflight found WMCO's services):
+# WMCO's node daemon, WICD, puts WMCO's service definitions back from the
+# cluster whenever they differ, so it goes first, with its binary and its
+# credential (a kubeconfig of WMCO's ServiceAccount); its logs stay. The
+# services it ran are reconfigured as wsu's by the plays below, each
+# change in the plan.
+play "wmco leftovers" {
+  hosts = "windows"
+
+  task "wmco node daemon" {
+    when = include.preflight.wmco
+    win_service {
+      name  = "windows-instance-config-daemon"
+      state = "absent"
+    }
+  }
+
+  task "wmco node daemon files" {
+    for_each = include.preflight.wmco ? toset(["C:\\k\\windows-instance-config-daemon.exe", "C:\\k\\wicd-kubeconfig"]) : toset([])
+    win_file {
+      path  = each.key
+      state = "absent"
     }
   }
 }
@@ -782,7 +826,7 @@ play "certificates" {
       # What the admin gave, never what the host reports of itself: the
       # node IP (node_ip), else the address wsu reached the host at (a DNS
       # name is resolved on the machine running wsu), and the node name.
-      addresses     = [coalesce(var.node_ip, try(host.vars.ansible_host, null), host.name)]
+      addresses     = [local.node_address]
       hostnames     = [include.kubelet.node_name]
       service_cidrs = include.runtime.service_cidr != null ? [include.runtime.service_cidr] : []
       timeout       = var.csr_timeout
@@ -820,12 +864,13 @@ play "bootstrap credentials" {
   task "node owner" {
     when = !local.node_only
     k8s_node_owner {
-      kubeconfig = var.kubeconfig
-      name       = include.kubelet.node_name
-      owner      = var.node_owner
-      uid        = var.node_uid
-      adopt      = var.adopt_node || !try(task["node name"].exists, true)
-      wait       = var.ready_timeout
+      kubeconfig   = var.kubeconfig
+      name         = include.kubelet.node_name
+      owner        = var.node_owner
+      uid          = var.node_uid
+      adopt        = var.adopt_node || !try(task["node name"].exists, true)
+      wmco_address = local.wmco_address
+      wait         = var.ready_timeout
     }
   }
 }
@@ -915,11 +960,15 @@ play "ready" {
   task "labels and version annotation" {
     when = !local.node_only
     k8s_node {
-      kubeconfig  = var.kubeconfig
-      name        = include.kubelet.node_name
-      owner       = var.node_owner
-      labels      = local.node_labels_after_join
-      annotations = merge(local.version_annotations, { "wsu.dev/network" = local.network })
+      kubeconfig = var.kubeconfig
+      name       = include.kubelet.node_name
+      owner      = var.node_owner
+      # WMCO's Node, which the plan finds unmarked (the name check marks it
+      # in apply): checked by the name check, against WMCO's annotation
+      # and the host's address, not by the mark.
+      only_if_owned = !try(task["node name"].wmco, false)
+      labels        = merge(local.wmco_leftover_labels, local.node_labels_after_join)
+      annotations   = merge(local.wmco_leftover_annotations, local.version_annotations, { "wsu.dev/network" = local.network })
     }
   }
 }
@@ -935,6 +984,7 @@ include "monitoring" {
     publish          = !local.node_only
     namespace        = local.metrics_namespace
     service_recovery = var.service_recovery
+    take_over        = include.preflight.wmco
     tls_cert         = var.metrics_tls_cert
     tls_key          = var.metrics_tls_key
   }

@@ -22,6 +22,12 @@ variable "adopt_services" {
   description = "Services someone else installed that the join takes over (join's adopt_kubelet)."
 }
 
+variable "adopt_wmco" {
+  type        = bool
+  default     = false
+  description = "Take over the services WMCO created on a host it configured (join's adopt_wmco)."
+}
+
 variable "payload_dir" {
   type        = string
   description = "Directory on the machine running wsu holding the payload and its manifest.json."
@@ -76,6 +82,7 @@ play "preflight" {
       kubeconfig      = var.kubeconfig
       kubeconfig_data = var.kubeconfig_data
       adopt           = var.adopt_services
+      adopt_wmco      = var.adopt_wmco
       node_name       = coalesce(var.node_name, lower(host.facts.hostname))
       min_build       = var.min_windows_build
       services        = concat(["kubelet"], var.manage_containerd ? ["containerd"] : [])
@@ -89,9 +96,16 @@ play "preflight" {
 }
 
 # No kubelet service of wsu's yet: no pod has run under this configuration,
-# so CNI state on the node is a former installation's. False when the
-# preflight did not run (--tags): nothing is cleared on a guess.
+# so CNI state on the node is a former installation's. A host WMCO
+# configured runs its pods under WMCO's kubelet: not a first
+# configuration. False when the preflight did not run (--tags): nothing is
+# cleared on a guess.
 output "first_configuration" {
-  description = "Whether the node has no kubelet service from an earlier join (join clears stale CNI state then)."
-  value       = try(!contains(task.preflight.installed, "kubelet"), false)
+  description = "Whether the node has no kubelet service from an earlier join, wsu's or WMCO's (join clears stale CNI state then)."
+  value       = try(!contains(task.preflight.installed, "kubelet") && !task.preflight.wmco, false)
+}
+
+output "wmco" {
+  description = "Whether the host is one WMCO configured, its services adopted (adopt_wmco). False when the preflight did not run."
+  value       = try(task.preflight.wmco, false)
 }

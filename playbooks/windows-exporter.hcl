@@ -7,7 +7,8 @@
 # Administrators only) and a web config naming them to WMCO's path, passed
 # as --web.config.file (the exporter reads the files at each handshake, so
 # a renewed certificate needs no restart).
-# A windows_exporter service someone else installed is left as it is.
+# A windows_exporter service someone else installed is left as it is,
+# unless take_over (WMCO's, on a host join adopts).
 
 variable "kubeconfig" {
   type        = string
@@ -46,6 +47,12 @@ variable "publish" {
   type        = bool
   default     = true
   description = "Publish the node's endpoint in the windows-exporter Service (needs cluster rights: false in a node-only join)."
+}
+
+variable "take_over" {
+  type        = bool
+  default     = false
+  description = "Take over a windows_exporter service someone else installed (WMCO's, on a host join adopts from WMCO) instead of leaving it as it is."
 }
 
 variable "tls_cert" {
@@ -136,7 +143,7 @@ play "windows-exporter" {
       start_mode      = "automatic"
       state           = "running"
       recovery        = var.service_recovery ? { restart_delays = [10, 30, 60], reset_period = 86400 } : null
-      only_if_managed = true
+      only_if_managed = !var.take_over
     }
   }
 

@@ -6,8 +6,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/zclconf/go-cty/cty"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/modules"
 )
 
@@ -191,6 +193,60 @@ func TestNodeOwner(t *testing.T) {
 		cfg := kcfg(t, c, m, map[string]cty.Value{"name": cty.StringVal("owner-never"), "owner": cty.StringVal("wsu"),
 			"wait": cty.NumberFloatVal(0.2), "interval": cty.NumberFloatVal(0.05)})
 		requireDiag(t, apply(t, m, cfg, &modules.Change{Action: modules.Update}).Diagnostics, cfg, "Node owner-never did not register", "wait")
+	})
+}
+
+// TestNodeOwnerAdoptsWMCONode: a Windows Node WMCO configured (its
+// version annotation, no wsu mark) is taken only for the host at one of
+// its addresses; the result says it was WMCO's, and the mark is written.
+func TestNodeOwnerAdoptsWMCONode(t *testing.T) {
+	c := cluster(t)
+	m := NodeOwner{testClusters}
+	nodes := c.Client.CoreV1().Nodes()
+	wmcoNode := func(name, addr string, annotated bool) {
+		_, err := c.CreateNode(ctx, name, map[string]string{"kubernetes.io/os": "windows"})
+		require.NoError(t, err)
+		if annotated {
+			require.NoError(t, c.AnnotateNode(ctx, name, kube.WMCOVersionAnnotation, "10.17.0"))
+		}
+		require.NoError(t, c.SetNodeAddresses(ctx, name, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: addr}))
+	}
+	wmcoNode("wmco-a", "10.1.42.1", true)
+	wmcoNode("wmco-b", "10.1.42.2", false)
+
+	refused := []struct {
+		name, node, address string
+	}{
+		{name: "WMCO's Node of another host", node: "wmco-a", address: "10.1.42.9"},
+		{name: "an unmarked Node without WMCO's annotation", node: "wmco-b", address: "10.1.42.2"},
+	}
+	for _, tt := range refused {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := kcfg(t, c, m, map[string]cty.Value{"name": cty.StringVal(tt.node), "owner": cty.StringVal("wsu"), "wmco_address": cty.StringVal(tt.address)})
+			d := requireDiag(t, plan(t, m, cfg).Diagnostics, cfg, "Node "+tt.node+" is not this host's", "name")
+			assert.Contains(t, d.Detail, "has no wsu.dev/owner annotation")
+		})
+	}
+
+	t.Run("WMCO's Node of this host", func(t *testing.T) {
+		cfg := kcfg(t, c, m, map[string]cty.Value{"name": cty.StringVal("wmco-a"), "owner": cty.StringVal("wsu"), "wmco_address": cty.StringVal("10.1.42.1")})
+		p := plan(t, m, cfg)
+		require.False(t, p.Diagnostics.HasErrors(), "%s", p.Diagnostics)
+		require.NotNil(t, p.Change)
+		assert.Equal(t, cty.True, p.Result.GetAttr("wmco"), "the plan says the Node is WMCO's")
+		before, err := nodes.Get(ctx, "wmco-a", metav1.GetOptions{})
+		require.NoError(t, err)
+		a := apply(t, m, cfg, p.Change)
+		require.False(t, a.Diagnostics.HasErrors(), "%s", a.Diagnostics)
+		assert.Equal(t, cty.True, a.Result.GetAttr("wmco"), "it was WMCO's when read")
+		after, err := nodes.Get(ctx, "wmco-a", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, "wsu", after.Annotations[OwnerAnnotation])
+		assert.Equal(t, before.UID, after.UID, "the same Node")
+		// Marked: the next run finds wsu's Node, no longer WMCO's.
+		change, res := converge(t, m, cfg)
+		assert.Nil(t, change)
+		assert.Equal(t, cty.False, res.GetAttr("wmco"))
 	})
 }
 

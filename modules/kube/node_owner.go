@@ -39,6 +39,8 @@ var nodeOwnerAttrs = withConn(
 		Description: "The UID the Node must have when it exists (the controller's `status.nodeUID`); null: any."},
 	modules.Attribute{Name: "adopt", Type: cty.Bool, Default: cty.False,
 		Description: "Take a Windows Node without the `" + OwnerAnnotation + "` annotation (one an earlier wsu joined, or a join cut short before it marked it). A Node of another owner, or not a Windows Node, is refused all the same."},
+	modules.Attribute{Name: "wmco_address", Type: cty.String,
+		Description: "Take a Windows Node WMCO configured for the host at this address: one without the `" + OwnerAnnotation + "` annotation that carries WMCO's `" + kube.WMCOVersionAnnotation + "` annotation and lists this address among its `status.addresses` (WMCO's own tie of a BYOH entry to its Node). null: no such adoption."},
 	modules.Attribute{Name: "wait", Type: cty.Number, Default: cty.NumberIntVal(0),
 		Description: "Seconds apply waits for the Node to register, then marks it; 0: a Node that does not exist is no change (the check before a join)."},
 	modules.Attribute{Name: "interval", Type: cty.Number, Default: cty.NumberIntVal(2),
@@ -48,6 +50,7 @@ var nodeOwnerAttrs = withConn(
 var nodeOwnerResults = []modules.Attribute{
 	{Name: "exists", Type: cty.Bool, Description: "Whether the Node exists (after the wait)."},
 	{Name: "uid", Type: cty.String, Description: "The Node's UID; \"\" when it does not exist."},
+	{Name: "wmco", Type: cty.Bool, Description: "Whether the Node, when read, was one WMCO configured for `wmco_address` and wsu had not marked yet (an adoption)."},
 }
 
 func (NodeOwner) Schema() modules.Schema {
@@ -92,6 +95,7 @@ func (NodeOwner) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 // ownerSpec is a decoded task.
 type ownerSpec struct {
 	name, owner, uid string
+	wmcoAddress      string
 	adopt, joined    bool
 	wait, interval   time.Duration
 }
@@ -101,6 +105,7 @@ func decodeOwner(cfg modules.Config) ownerSpec {
 	s.name, _ = str(get(cfg, "name"))
 	s.owner, _ = str(get(cfg, "owner"))
 	s.uid, _ = str(get(cfg, "uid"))
+	s.wmcoAddress, _ = str(get(cfg, "wmco_address"))
 	s.adopt = get(cfg, "adopt").True()
 	s.joined = get(cfg, "joined").True()
 	return s
@@ -115,7 +120,7 @@ func diffOwner(n *corev1.Node, s ownerSpec) (refusal string, mark bool) {
 	if s.owner == "" {
 		return kubeadmNameRefusal(n, s.joined), false
 	}
-	if r := nodeRefusal(n, s.owner, s.uid, s.adopt); r != "" {
+	if r := nodeRefusal(n, s.owner, s.uid, s.adopt || kube.WMCONode(n, s.wmcoAddress)); r != "" {
 		return r, false
 	}
 	return "", n.Annotations[OwnerAnnotation] != s.owner
@@ -134,11 +139,14 @@ func kubeadmNameRefusal(n *corev1.Node, joined bool) string {
 	return fmt.Sprintf("A Ready Node named %s exists and this host does not hold its credentials (no C:\\k\\kubeconfig): another machine runs under this name (kubeadm join refuses the same). Give the node another name, or delete the Node if its machine is gone.", n.Name)
 }
 
-func ownerResult(n *corev1.Node) cty.Value {
+// ownerResult is the result for n as read, before any mark (wmco says
+// whether it was WMCO's then).
+func ownerResult(n *corev1.Node, s ownerSpec) cty.Value {
 	if n == nil {
-		return result(nodeOwnerResults, map[string]cty.Value{"exists": cty.False, "uid": cty.StringVal("")})
+		return result(nodeOwnerResults, map[string]cty.Value{"exists": cty.False, "uid": cty.StringVal(""), "wmco": cty.False})
 	}
-	return result(nodeOwnerResults, map[string]cty.Value{"exists": cty.True, "uid": cty.StringVal(string(n.UID))})
+	return result(nodeOwnerResults, map[string]cty.Value{"exists": cty.True, "uid": cty.StringVal(string(n.UID)),
+		"wmco": cty.BoolVal(kube.WMCONode(n, s.wmcoAddress))})
 }
 
 func ownerChange(s ownerSpec, n *corev1.Node) *modules.Change {
@@ -179,9 +187,9 @@ func (m NodeOwner) Plan(ctx context.Context, req modules.PlanRequest) modules.Pl
 		return modules.PlanResponse{Result: unknownResult(nodeOwnerResults), Diagnostics: hcl.Diagnostics{cfg.Error("name", "Node "+s.name+" is not this host's", refusal)}}
 	}
 	if !mark {
-		return modules.PlanResponse{Result: ownerResult(n)}
+		return modules.PlanResponse{Result: ownerResult(n, s)}
 	}
-	res := ownerResult(n)
+	res := ownerResult(n, s)
 	if n == nil {
 		res = unknownResult(nodeOwnerResults)
 	}
@@ -223,17 +231,17 @@ func (m NodeOwner) Apply(ctx context.Context, req modules.ApplyRequest) modules.
 	case refusal != "":
 		return modules.ApplyResponse{Result: unknownResult(nodeOwnerResults), Diagnostics: hcl.Diagnostics{cfg.Error("name", "Node "+s.name+" is not this host's", refusal)}}
 	case n == nil || !mark:
-		return modules.ApplyResponse{Result: ownerResult(n)}
+		return modules.ApplyResponse{Result: ownerResult(n, s)}
 	}
+	res := ownerResult(n, s)
 	// Guarded by the resourceVersion read: a Node replaced or changed since
 	// the check is not marked.
 	p, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": n.ResourceVersion, "annotations": map[string]string{OwnerAnnotation: s.owner}}})
-	n, err = nodes.Patch(ctx, s.name, types.MergePatchType, p, metav1.PatchOptions{})
-	if err != nil {
+	if _, err = nodes.Patch(ctx, s.name, types.MergePatchType, p, metav1.PatchOptions{}); err != nil {
 		return modules.ApplyResponse{Result: unknownResult(nodeOwnerResults), Diagnostics: apiError(cfg, "name", "Cannot mark node "+s.name, err)}
 	}
-	return modules.ApplyResponse{Result: ownerResult(n)}
+	return modules.ApplyResponse{Result: res}
 }
 
 // nodeReady: the Node's Ready condition is True.

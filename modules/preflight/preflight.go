@@ -63,6 +63,8 @@ var attributes = []modules.Attribute{
 		Description: "Services that must not exist unless wsu installed them."},
 	{Name: "adopt", Type: cty.List(cty.String), Default: cty.ListValEmpty(cty.String),
 		Description: "Services of `services` that may exist installed by someone else, because the join takes them over on purpose (an image that carries a `kubelet` service, as image-builder's Windows images do): the check passes and says it adopts them; the task that configures the service shows in the plan what changes in it."},
+	{Name: "adopt_wmco", Type: cty.Bool, Default: cty.False,
+		Description: "Take over the `services` WMCO created (their description starts with WMCO's marker `\"" + kube.WMCOServiceMarker + "\"`): a host WMCO configured moves to wsu without being removed and joined again. The check passes and says it adopts them; the tasks that configure them show in the plan what changes."},
 	{Name: "payload", Type: cty.Map(cty.String), Default: cty.MapValEmpty(cty.String), Local: true,
 		Description: "Files the join will copy: node path → local path on the machine running wsu. A node path that already holds a file of the same size needs no new space."},
 	{Name: "disk_path", Type: cty.String, Default: cty.StringVal(`C:\`),
@@ -87,6 +89,7 @@ var results = []modules.Attribute{
 	{Name: "checks", Type: cty.Map(cty.String), Description: "Each check that passed, by name (`node_name`, `build`, `services`, `disk`, `clock`, `api_server`), with what it found."},
 	{Name: "api_server", Type: cty.String, Description: "The API server address (`host:port`) the node was asked to reach."},
 	{Name: "installed", Type: cty.List(cty.String), Description: "The `services` that exist already, installed by wsu (a node configured before): join clears stale CNI state only when the kubelet is not among them."},
+	{Name: "wmco", Type: cty.Bool, Description: "Whether a service of `services` is WMCO's and adopted (`adopt_wmco`): the host is one WMCO configured."},
 	{Name: "summary", Type: cty.String, Description: "The checks that passed, in a sentence."},
 }
 
@@ -98,7 +101,7 @@ func (Preflight) Schema() modules.Schema {
 			"concerns, in plan and apply alike; it never changes anything. The checks:\n\n" +
 			"- `node_name` is a lowercase RFC 1123 name of at most 63 characters (the name the kubelet will register);\n" +
 			"- the host's Windows build is at least `min_build`;\n" +
-			"- none of `services` exists unless wsu installed it (its description starts with wsu's marker, `\"" + windows.ManagedDescription + "\"`): a container runtime or kubelet installed by someone else would fight the ones join installs;\n" +
+			"- none of `services` exists unless wsu installed it (its description starts with wsu's marker, `\"" + windows.ManagedDescription + "\"`), `adopt` names it, or, with `adopt_wmco`, WMCO created it: a container runtime or kubelet installed by someone else would fight the ones join installs;\n" +
 			"- the volume holding `disk_path` has room for the `payload` files not already on the node, plus `disk_reserve`;\n" +
 			"- the host's clock is within `max_clock_skew` seconds of the API server's (read from the `Date` header of `GET /version` and compared through this machine's clock, allowing for the round trips); certificates fail later otherwise;\n" +
 			"- the node can open a TCP connection to the API server: `api_server`, else the address nodes use (OpenShift's `apiServerInternalURI`, kubeadm's `kube-public/cluster-info`, else the URL wsu talks to).\n\n" +
@@ -145,7 +148,9 @@ type run struct {
 	diags hcl.Diagnostics
 	// installed are the services of "services" that exist and are wsu's.
 	installed []string
-	server    string // host:port
+	// wmco: a service of "services" is WMCO's and adopted.
+	wmco   bool
+	server string // host:port
 }
 
 func (r *run) pass(name, found string) { r.ok = append(r.ok, passed{name, found}) }
@@ -192,7 +197,7 @@ func (r *run) result() cty.Value {
 		summary = "no check passed"
 	}
 	vals := map[string]cty.Value{"checks": cty.MapValEmpty(cty.String), "summary": cty.StringVal(summary),
-		"installed": modutil.Strings(r.installed)}
+		"installed": modutil.Strings(r.installed), "wmco": cty.BoolVal(r.wmco)}
 	if len(checks) > 0 {
 		vals["checks"] = cty.MapVal(checks)
 	}
@@ -247,6 +252,7 @@ func (r *run) build(ctx context.Context) {
 func (r *run) services(ctx context.Context) {
 	names, _ := strList(modutil.Get(r.cfg, "services"))
 	adopt, _ := strList(modutil.Get(r.cfg, "adopt"))
+	adoptWMCO := modutil.Get(r.cfg, "adopt_wmco").True()
 	var foreign, adopted []string
 	for _, n := range names {
 		info, err := r.h.QueryService(ctx, n)
@@ -258,15 +264,18 @@ func (r *run) services(ctx context.Context) {
 			r.installed = append(r.installed, n)
 		}
 		foreignService := info.Exists && !strings.HasPrefix(info.Config.Description, windows.ManagedDescription)
+		if foreignService && adoptWMCO && strings.HasPrefix(info.Config.Description, kube.WMCOServiceMarker) {
+			r.wmco = true
+			adopted = append(adopted, fmt.Sprintf("WMCO's %s (binary %s)", n, info.Config.BinaryPath))
+			continue
+		}
 		if foreignService && slices.Contains(adopt, n) {
 			adopted = append(adopted, fmt.Sprintf("%s (binary %s)", n, info.Config.BinaryPath))
 			continue
 		}
 		if foreignService {
 			foreign = append(foreign, n)
-			r.fail("services", "Service "+n+" is not wsu's",
-				fmt.Sprintf("Service %s exists (binary %s, description %q) and wsu did not install it: join would reconfigure it under its own settings, and remove would then leave it behind. Uninstall it first, or, for a container runtime you keep on purpose, set manage_containerd = false.",
-					n, info.Config.BinaryPath, info.Config.Description))
+			r.fail("services", "Service "+n+" is not wsu's", foreignDetail(n, info.Config))
 		}
 	}
 	switch {
@@ -275,6 +284,17 @@ func (r *run) services(ctx context.Context) {
 	case len(foreign) == 0 && len(names) > 0:
 		r.pass("services", "no service of "+strings.Join(names, ", ")+" installed by anyone else")
 	}
+}
+
+// foreignDetail says why a service someone else installed is refused,
+// and what to do.
+func foreignDetail(name string, c host.ServiceConfig) string {
+	d := fmt.Sprintf("Service %s exists (binary %s, description %q) and wsu did not install it: join would reconfigure it under its own settings, and remove would then leave it behind. ",
+		name, c.BinaryPath, c.Description)
+	if strings.HasPrefix(c.Description, kube.WMCOServiceMarker) {
+		return d + "WMCO created it: set adopt_wmco = true (join's default) for join to take the host over, once WMCO no longer runs."
+	}
+	return d + "Uninstall it first, or, for a container runtime you keep on purpose, set manage_containerd = false."
 }
 
 func (r *run) disk(ctx context.Context) {

@@ -105,6 +105,8 @@ func TestPreflight(t *testing.T) {
 		wantInstalled []string
 		// wantServices is in the services check's finding.
 		wantServices string
+		// wantWMCO: the host is one WMCO configured, adopted.
+		wantWMCO bool
 	}{
 		{name: "clean host"},
 		{name: "wsu's own kubelet (a re-run)", setup: service(windows.ManagedDescription), wantInstalled: []string{"kubelet"}},
@@ -125,6 +127,14 @@ func TestPreflight(t *testing.T) {
 			require.NoError(t, f.sim.CreateService(ctx, host.ServiceConfig{Name: "containerd", BinaryPath: `C:\Program Files\containerd\containerd.exe`, StartType: host.StartAutomatic}))
 		}, over: map[string]cty.Value{"adopt": cty.ListVal([]cty.Value{cty.StringVal("kubelet")})},
 			wantSummary: "Service containerd is not wsu's", wantAttr: "services", wantDetail: `containerd.exe`},
+		{name: "WMCO's kubelet and containerd, adopted", setup: wmcoServices,
+			over:         map[string]cty.Value{"adopt_wmco": cty.True},
+			wantServices: `adopting WMCO's containerd (binary C:\k\containerd\containerd.exe), WMCO's kubelet (binary C:\k\kube-log-runner.exe)`, wantWMCO: true},
+		{name: "WMCO's kubelet, adopt_wmco off", setup: service("OpenShift managed kubelet"),
+			wantSummary: "Service kubelet is not wsu's", wantAttr: "services", wantDetail: "WMCO created it: set adopt_wmco = true"},
+		{name: "adopt_wmco does not adopt another tool's kubelet", setup: service("Kubernetes node agent"),
+			over:        map[string]cty.Value{"adopt_wmco": cty.True},
+			wantSummary: "Service kubelet is not wsu's", wantAttr: "services", wantDetail: `C:\Program Files\kubelet.exe`},
 		{name: "disk too full for the payload", setup: func(t *testing.T, f fixture) { require.NoError(t, f.sim.SetDiskFree(16<<10)) },
 			wantSummary: "Not enough free disk space", wantAttr: "disk_path", wantDetail: "16.0 KiB free"},
 		{name: "reserve beyond the free space", over: map[string]cty.Value{"disk_reserve": cty.NumberIntVal(1 << 62)},
@@ -162,6 +172,7 @@ func TestPreflight(t *testing.T) {
 				}
 				assert.Equal(t, tt.wantInstalled, installed, "the services wsu installed before")
 				assert.Contains(t, checks["services"].AsString(), tt.wantServices)
+				assert.Equal(t, tt.wantWMCO, resp.Result.GetAttr("wmco").True(), "a host WMCO configured")
 				return
 			}
 			require.Len(t, resp.Diagnostics, 1, "one error per problem: %v", resp.Diagnostics)
@@ -169,6 +180,18 @@ func TestPreflight(t *testing.T) {
 			assert.Contains(t, d.Detail, tt.wantDetail)
 			assert.Len(t, resp.Result.GetAttr("checks").AsValueMap(), 5, "the other checks still ran and passed")
 		})
+	}
+}
+
+// wmcoServices creates the kubelet and containerd services as WMCO does:
+// its binaries under C:\k, its description marker.
+func wmcoServices(t *testing.T, f fixture) {
+	for _, c := range []host.ServiceConfig{
+		{Name: "containerd", BinaryPath: `C:\k\containerd\containerd.exe`, Description: "OpenShift managed containerd"},
+		{Name: "kubelet", BinaryPath: `C:\k\kube-log-runner.exe`, Description: "OpenShift managed kubelet", Dependencies: []string{"containerd"}},
+	} {
+		c.StartType = host.StartAutomatic
+		require.NoError(t, f.sim.CreateService(ctx, c))
 	}
 }
 
