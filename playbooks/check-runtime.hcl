@@ -155,8 +155,7 @@ play "check-runtime" {
   }
 
   task "containerd binaries" {
-    for_each    = { for name, c in local.runtime : name => c if var.manage_containerd }
-    parallelism = 4
+    for_each = { for name, c in local.runtime : name => c if var.manage_containerd }
     win_copy {
       src     = "${var.payload_dir}/${each.value.file}"
       dest    = each.value.destination

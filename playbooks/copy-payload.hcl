@@ -30,10 +30,9 @@ play "copy-payload" {
 
   task "payload" {
     for_each = local.components
-    # Files are planned and written four at a time: one file's checks and
-    # the agent's fsync and rename overlap the next file's stream. A binary
-    # replaced under a running service is still swapped alone.
-    parallelism = 4
+    # One file at a time: four at once (parallelism = 4) was slower on the
+    # development machine, 15-19 s against 8-15 s for the realistic payload
+    # (docs/performance.md, "Overlapping the one-host copy").
     win_copy {
       src     = "${var.payload_dir}/${each.value.file}"
       dest    = each.value.destination
