@@ -227,19 +227,19 @@ variable "service_recovery" {
 variable "http_proxy" {
   type        = string
   default     = null
-  description = "Cluster-wide proxy for the node's services, set as the machine environment variable HTTP_PROXY; null: wsu leaves HTTP_PROXY as it is."
+  description = "Cluster-wide proxy for the node's services, set as the machine environment variable HTTP_PROXY; null: the cluster's (proxy.config.openshift.io/cluster, read at each run by k8s_proxy; \"\" there removes the variable), and where the cluster has no Proxy (vanilla Kubernetes) wsu leaves HTTP_PROXY as it is."
 }
 
 variable "https_proxy" {
   type        = string
   default     = null
-  description = "Machine environment variable HTTPS_PROXY for the node's services; null: wsu leaves HTTPS_PROXY as it is."
+  description = "Machine environment variable HTTPS_PROXY for the node's services; null: the cluster's, as http_proxy."
 }
 
 variable "no_proxy" {
   type        = string
   default     = null
-  description = "Machine environment variable NO_PROXY (hosts and networks reached without the proxy; include the service and cluster networks); null: wsu leaves NO_PROXY as it is."
+  description = "Machine environment variable NO_PROXY (hosts and networks reached without the proxy; include the service and cluster networks); null: the cluster's, as http_proxy."
 }
 
 variable "enable_containers_feature" {
@@ -440,6 +440,13 @@ locals {
   # wsu's namespace for per-node objects (WMCO's on OpenShift).
   metrics_namespace = coalesce(var.metrics_namespace, var.cluster_flavour == "openshift" ? "openshift-windows-machine-config-operator" : "kube-system")
   platform          = var.platform != null ? var.platform : coalesce(try(task["cluster platform"].platform, null), "None")
+  # The proxy variables: given, else the cluster's (k8s_proxy; null where
+  # the cluster has no Proxy).
+  proxy_env = {
+    HTTP_PROXY  = var.http_proxy != null ? var.http_proxy : try(task["cluster proxy"].http_proxy, null)
+    HTTPS_PROXY = var.https_proxy != null ? var.https_proxy : try(task["cluster proxy"].https_proxy, null)
+    NO_PROXY    = var.no_proxy != null ? var.no_proxy : try(task["cluster proxy"].no_proxy, null)
+  }
   # vSphere's cloud controller finds the node by its FQDN, AWS's and GCP's
   # by the instance metadata name (play "node name"); elsewhere the
   # host name (configure-kubelet's default) or node_name.
@@ -623,15 +630,25 @@ play "stale cni state" {
 # boot, and a newly enabled Containers works only after a restart: with
 # reboot = "if-needed" the node restarts once for either (as WMCO does);
 # with "never" a pending Containers fails the host, saying so. A proxy
-# variable left null leaves the node's value alone.
+# variable left null is the cluster's Proxy (read each run, so a changed
+# Proxy reaches the node at its next run; "" there removes the variable);
+# where the cluster has none, the node's value is left alone.
 play "proxy-settings" {
   hosts = "windows"
 
+  task "cluster proxy" {
+    when = !local.node_only && (var.http_proxy == null || var.https_proxy == null || var.no_proxy == null)
+    k8s_proxy {
+      kubeconfig = var.kubeconfig
+    }
+  }
+
   task "proxy settings" {
-    for_each = { for k, v in { HTTP_PROXY = var.http_proxy, HTTPS_PROXY = var.https_proxy, NO_PROXY = var.no_proxy } : k => v if v != null }
+    for_each = { for k, v in local.proxy_env : k => v if v != null }
     win_env {
       name  = each.key
-      value = each.value
+      value = each.value != "" ? each.value : null
+      state = each.value != "" ? "present" : "absent"
     }
     notify = ["restart for the proxy"]
   }
