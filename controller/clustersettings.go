@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -44,21 +43,24 @@ import (
 // may restart containerd or, for the proxy, the node).
 //
 // Only the kinds the cluster serves are watched (the RESTMapper, at start;
-// a CRD installed later is watched after a restart), each in a cache of its
-// own holding metadata only, except the Proxy, whose spec.trustedCA names
-// the trusted CA ConfigMap. kubeadm clusters: the cluster CA in
+// a CRD installed later is watched after a restart), in a cache of their
+// own holding metadata only. kubeadm clusters: the cluster CA in
 // kube-public/cluster-info (the kubelet's client CA there). OpenShift
 // (MachineConfigs served): WMCO's source of the kubelet client CA,
 // openshift-kube-apiserver-operator/kube-apiserver-to-kubelet-client-ca,
 // and the rendered worker MachineConfigs join reads it from; with
-// config.openshift.io, the Proxy cluster, ConfigMaps in openshift-config
-// (the trusted CA one the Proxy names counts) and the
-// ImageDigestMirrorSets and ImageTagMirrorSets.
+// config.openshift.io, the Proxy cluster, the ImageDigestMirrorSets and
+// ImageTagMirrorSets, and the trusted CA as WMCO watches it: the ConfigMap
+// wsu-trusted-ca in the controller's namespace, labelled
+// config.openshift.io/inject-trusted-cabundle=true, into which the cluster
+// network operator injects the Proxy's trusted CA bundle whenever it
+// changes (the openshift overlay creates it), so no right on
+// openshift-config's ConfigMaps is needed, whose names the Proxy chooses.
 
 // The controller's reads of the settings' sources: least privilege, get,
 // list and watch only, by name where the name is known. The ConfigMaps in
-// kube-public, openshift-kube-apiserver-operator and openshift-config are
-// read through Roles in those namespaces (deploy/rbac/wsu-cluster-role.yaml's
+// kube-public and openshift-kube-apiserver-operator are read through Roles
+// in those namespaces, by name (deploy/rbac/wsu-cluster-role.yaml's
 // wsu-cluster-info, the openshift overlay's cluster-settings.yaml).
 // +kubebuilder:rbac:groups=config.openshift.io,resources=proxies,resourceNames=cluster,verbs=get;list;watch
 // +kubebuilder:rbac:groups=config.openshift.io,resources=imagedigestmirrorsets;imagetagmirrorsets,verbs=get;list;watch
@@ -70,7 +72,7 @@ const (
 	ClusterInfoConfigMap  = "cluster-info"
 	KubeletCANamespace    = "openshift-kube-apiserver-operator"
 	KubeletCAConfigMap    = "kube-apiserver-to-kubelet-client-ca"
-	OpenShiftConfig       = "openshift-config"
+	TrustedCAConfigMap    = "wsu-trusted-ca"
 	renderedWorkerPrefix  = "rendered-worker-"
 	clusterProxyName      = "cluster"
 	ReasonSettingsChanged = "ClusterSettingsChanged"
@@ -98,16 +100,11 @@ type settingsSource struct {
 	namespace map[string]string // namespace → name ("" all); nil: cluster-scoped
 	name      string            // cluster-scoped: the one name, "" all
 	prefix    string            // counts only names with this prefix
-	full      bool              // cached whole (the Proxy), else metadata only
 }
 
-// object is an empty object of the source's kind, as the cache holds it.
+// object is an empty object of the source's kind, as the cache holds it:
+// metadata only.
 func (s settingsSource) object() client.Object {
-	if s.full {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(s.gvk)
-		return u
-	}
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(s.gvk)
 	return m
@@ -150,7 +147,7 @@ func served(mapper meta.RESTMapper, gvk schema.GroupVersionKind) (bool, error) {
 
 // settingsSources are the sources the cluster has (see the package
 // comment).
-func settingsSources(mapper meta.RESTMapper) ([]settingsSource, error) {
+func settingsSources(mapper meta.RESTMapper, namespace string) ([]settingsSource, error) {
 	openshift, err := served(mapper, machineConfigGVK)
 	if err != nil {
 		return nil, err
@@ -168,8 +165,8 @@ func settingsSources(mapper meta.RESTMapper) ([]settingsSource, error) {
 		configMaps[ClusterInfoNamespace] = ClusterInfoConfigMap
 	}
 	if proxy {
-		configMaps[OpenShiftConfig] = "" // the trusted CA's, named by the Proxy
-		out = append(out, settingsSource{gvk: proxyGVK, name: clusterProxyName, full: true})
+		configMaps[namespace] = TrustedCAConfigMap
+		out = append(out, settingsSource{gvk: proxyGVK, name: clusterProxyName})
 	}
 	for _, gvk := range []schema.GroupVersionKind{idmsGVK, itmsGVK} {
 		ok, err := served(mapper, gvk)
@@ -185,8 +182,8 @@ func settingsSources(mapper meta.RESTMapper) ([]settingsSource, error) {
 
 // newClusterSettings makes the settings' cache, added to mgr so it runs
 // while the controller leads.
-func newClusterSettings(mgr ctrl.Manager) (*clusterSettings, error) {
-	sources, err := settingsSources(mgr.GetRESTMapper())
+func newClusterSettings(mgr ctrl.Manager, namespace string) (*clusterSettings, error) {
+	sources, err := settingsSources(mgr.GetRESTMapper(), namespace)
 	if err != nil {
 		return nil, fmt.Errorf("controller: cluster settings: %w", err)
 	}
@@ -222,27 +219,8 @@ func (s *clusterSettings) version(ctx context.Context) (string, error) {
 		return "", nil
 	}
 	var lines []string
-	trustedCA := ""
 	for _, src := range s.sources {
-		if !src.full {
-			continue
-		}
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(src.gvk)
-		err := s.cache.Get(ctx, client.ObjectKey{Name: src.name}, u)
-		if client.IgnoreNotFound(err) != nil {
-			return "", err
-		}
-		if err == nil {
-			lines = append(lines, line(src.gvk, u))
-			trustedCA, _, _ = unstructured.NestedString(u.Object, "spec", "trustedCA", "name")
-		}
-	}
-	for _, src := range s.sources {
-		if src.full {
-			continue
-		}
-		got, err := s.listed(ctx, src, trustedCA)
+		got, err := s.listed(ctx, src)
 		if err != nil {
 			return "", err
 		}
@@ -253,8 +231,8 @@ func (s *clusterSettings) version(ctx context.Context) (string, error) {
 	return hex.EncodeToString(sum[:8]), nil
 }
 
-// listed are the lines of a metadata source's objects that count.
-func (s *clusterSettings) listed(ctx context.Context, src settingsSource, trustedCA string) ([]string, error) {
+// listed are the lines of a source's objects that count.
+func (s *clusterSettings) listed(ctx context.Context, src settingsSource) ([]string, error) {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(src.gvk.GroupVersion().WithKind(src.gvk.Kind + "List"))
 	if err := s.cache.List(ctx, list); err != nil {
@@ -263,7 +241,7 @@ func (s *clusterSettings) listed(ctx context.Context, src settingsSource, truste
 	var out []string
 	for i := range list.Items {
 		o := &list.Items[i]
-		if !src.counts(o, trustedCA) {
+		if !src.counts(o) {
 			continue
 		}
 		out = append(out, line(src.gvk, o))
@@ -271,9 +249,8 @@ func (s *clusterSettings) listed(ctx context.Context, src settingsSource, truste
 	return out, nil
 }
 
-// counts says whether o is one of the source's settings: by name, or the
-// trusted CA ConfigMap the Proxy names in openshift-config.
-func (s settingsSource) counts(o client.Object, trustedCA string) bool {
+// counts says whether o is one of the source's settings.
+func (s settingsSource) counts(o client.Object) bool {
 	if !strings.HasPrefix(o.GetName(), s.prefix) {
 		return false
 	}
@@ -281,13 +258,7 @@ func (s settingsSource) counts(o client.Object, trustedCA string) bool {
 		return s.name == "" || o.GetName() == s.name
 	}
 	want, ok := s.namespace[o.GetNamespace()]
-	switch {
-	case !ok:
-		return false
-	case o.GetNamespace() == OpenShiftConfig && want == "":
-		return trustedCA != "" && o.GetName() == trustedCA
-	}
-	return want == "" || o.GetName() == want
+	return ok && (want == "" || o.GetName() == want)
 }
 
 func line(gvk schema.GroupVersionKind, o client.Object) string {

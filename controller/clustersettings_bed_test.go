@@ -20,6 +20,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -38,12 +41,17 @@ const kubeletCAPath = `C:\k\kubelet-ca.crt`
 // plans it (the plan records the settings' new version) and, Automatic,
 // applies it, so the node's kubelet-ca.crt holds the new bundle, with a
 // ClusterSettingsChanged event; no drift is reported (driftPolicy Report
-// does not hold a push back). Made Manual, the next change stops at
+// does not hold a push back). A Proxy created (its stand-in CRD installed
+// before the controller started) sets the node's HTTP_PROXY and NO_PROXY
+// the same way. Made Manual, the next change stops at
 // AwaitingApproval with the node untouched and the plan's text (what an
 // approver reviews) naming the file; approving its hash applies it.
 func TestClusterCAPushed(t *testing.T) {
 	t.Parallel()
 	b := newBed(t, 1)
+	// The OpenShift config kinds (stand-in CRDs), before the controller
+	// starts: it watches the kinds the cluster serves then.
+	require.NoError(t, b.env.Cluster.InstallCRDFiles("../modules/kube/testdata/openshift-config-crds.yaml"))
 	ctl := b.startController(t, controller.Options{}, controller.ManagerOptions{}, nil) // drift interval: an hour
 	ctx := context.Background()
 	h := b.env.Hosts[0]
@@ -73,12 +81,47 @@ func TestClusterCAPushed(t *testing.T) {
 		eventually(t, 3*time.Minute, "the node's kubelet CA is the new bundle", func() (bool, string) {
 			return nodeCA() == bundle, describe(b.get(t, h.Name))
 		})
+		// The apply's status follows its last write on the host.
+		eventually(t, time.Minute, "the push recorded: the host in line with the new settings", func() (bool, string) {
+			wi := b.get(t, h.Name)
+			return wi.Status.Phase == wsuv1.PhaseJoined && wi.Status.LastPlan.ClusterSettings != before.Status.LastPlan.ClusterSettings &&
+				wi.Status.ClusterSettings == wi.Status.LastPlan.ClusterSettings, describe(wi)
+		})
 		wi := b.get(t, h.Name)
-		assert.NotEqual(t, before.Status.LastPlan.ClusterSettings, wi.Status.LastPlan.ClusterSettings, "the plan saw the new settings")
-		assert.Equal(t, wi.Status.LastPlan.ClusterSettings, wi.Status.ClusterSettings, "the host is in line with them")
 		assert.Equal(t, applies+1, countApplies(ctl.runs, h.Name), "one apply: the push")
 		assert.False(t, meta.IsStatusConditionTrue(wi.Status.Conditions, wsuv1.ConditionDrifted), "a push is not drift: %s", describe(wi))
 		b.waitEvent(t, h.Name, controller.ReasonSettingsChanged)
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("the Proxy reaches the node's environment", func(t *testing.T) {
+		dc, err := dynamic.NewForConfig(b.env.Cluster.Config)
+		require.NoError(t, err)
+		_, err = dc.Resource(schema.GroupVersionResource{Group: "config.openshift.io", Version: "v1", Resource: "proxies"}).Create(ctx,
+			&unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "config.openshift.io/v1", "kind": "Proxy", "metadata": map[string]any{"name": "cluster"},
+				"spec": map[string]any{"httpProxy": "http://proxy.local:3128", "noProxy": ".cluster.local"},
+			}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		env := func(name string) string {
+			var v string
+			require.NoError(t, b.env.WithSim(h, func(s *sim.Host) error {
+				var err error
+				v, _, err = s.EnvGet(ctx, name)
+				return err
+			}))
+			return v
+		}
+		eventually(t, 3*time.Minute, "the node's machine environment has the cluster's proxy", func() (bool, string) {
+			return env("HTTP_PROXY") == "http://proxy.local:3128" && env("NO_PROXY") == ".cluster.local", describe(b.get(t, h.Name))
+		})
+		eventually(t, 3*time.Minute, "joined again, in line with the settings", func() (bool, string) {
+			wi := b.get(t, h.Name)
+			return wi.Status.Phase == wsuv1.PhaseJoined && wi.Status.ClusterSettings == wi.Status.LastPlan.ClusterSettings &&
+				meta.IsStatusConditionTrue(wi.Status.Conditions, wsuv1.ConditionNodeReady), describe(wi)
+		})
 	})
 	if t.Failed() {
 		return
@@ -164,4 +207,72 @@ func newCAPEM(t *testing.T) []byte {
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	require.NoError(t, err)
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// TestClusterSettingsWatch: each source of the cluster settings a cluster
+// serves is watched, and its change plans a joined instance at once,
+// though nothing else would wake it for an hour (no Node, drift and Node
+// checks an hour away): the kubelet CA (kube-public/cluster-info), the
+// Proxy, an ImageDigestMirrorSet, and the trusted CA bundle the cluster
+// network operator injects into wsu-trusted-ca; another ConfigMap plans
+// nothing. The OpenShift kinds are the stand-in CRDs modules/kube's tests
+// install.
+func TestClusterSettingsWatch(t *testing.T) {
+	t.Parallel()
+	cluster, admin := escalationBed(t)
+	ctx := context.Background()
+	require.NoError(t, cluster.InitKubeadm(ctx))
+	require.NoError(t, cluster.InstallCRDFiles("../modules/kube/testdata/openshift-config-crds.yaml"))
+	runs := &inSyncRunner{}
+	startHostVarsController(t, cluster, controller.Options{Namespace: ns, StateDir: t.TempDir(), Runner: runs, NodeReadyCheck: time.Hour})
+	wi := instanceNamed("win-1", nil)
+	require.NoError(t, admin.Create(ctx, wi))
+	get := func() *wsuv1.WindowsInstance {
+		cur := &wsuv1.WindowsInstance{}
+		require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(wi), cur))
+		return cur
+	}
+	eventually(t, time.Minute, "joined", func() (bool, string) {
+		cur := get()
+		return cur.Status.Phase == wsuv1.PhaseJoined && cur.Status.ClusterSettings != "", describe(cur)
+	})
+	dc, err := dynamic.NewForConfig(cluster.Config)
+	require.NoError(t, err)
+	proxies := dc.Resource(schema.GroupVersionResource{Group: "config.openshift.io", Version: "v1", Resource: "proxies"})
+	idms := dc.Resource(schema.GroupVersionResource{Group: "config.openshift.io", Version: "v1", Resource: "imagedigestmirrorsets"})
+
+	// plansOnce makes a change and waits for the one plan it causes: the
+	// settings' version the instance's plan saw changes.
+	plansOnce := func(what string, change func()) {
+		t.Helper()
+		before, plans := get().Status.LastPlan.ClusterSettings, len(runs.all("win-1"))
+		change()
+		eventually(t, time.Minute, what+" plans the instance", func() (bool, string) {
+			cur := get()
+			return cur.Status.LastPlan.ClusterSettings != before && cur.Status.ClusterSettings == cur.Status.LastPlan.ClusterSettings, describe(cur)
+		})
+		assert.Equal(t, plans+1, len(runs.all("win-1")), "%s: one plan", what)
+	}
+	plansOnce("the kubelet CA", func() { rotateClusterCA(t, cluster) })
+	plansOnce("the Proxy", func() {
+		_, err := proxies.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "config.openshift.io/v1", "kind": "Proxy", "metadata": map[string]any{"name": "cluster"},
+			"spec": map[string]any{"httpProxy": "http://proxy.local:3128", "trustedCA": map[string]any{"name": "user-ca-bundle"}},
+		}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	})
+	plansOnce("an image mirror set", func() {
+		_, err := idms.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "config.openshift.io/v1", "kind": "ImageDigestMirrorSet", "metadata": map[string]any{"name": "mirrors"},
+			"spec": map[string]any{"imageDigestMirrors": []any{map[string]any{"source": "quay.io/x", "mirrors": []any{"mirror.local/x"}}}},
+		}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	})
+	plansOnce("the trusted CA (after another ConfigMap, which counts for nothing)", func() {
+		require.NoError(t, admin.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "unrelated", Namespace: ns}, Data: map[string]string{"a": "b"}}))
+		// The cluster network operator injecting the Proxy's trusted CA.
+		require.NoError(t, admin.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: controller.TrustedCAConfigMap, Namespace: ns},
+			Data: map[string]string{"ca-bundle.crt": string(newCAPEM(t))}}))
+	})
+	assert.Zero(t, runs.applies("win-1"), "in sync: nothing to apply")
 }
