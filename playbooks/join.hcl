@@ -200,6 +200,13 @@ variable "registry_mirrors" {
   description = "containerd registry mirrors: source → mirrors (each ending with the source's path). null: on OpenShift the cluster's ImageDigestMirrorSets and ImageTagMirrorSets, elsewhere none; {} removes the mirrors wsu wrote."
 }
 
+variable "registry_auths" {
+  type        = map(string)
+  default     = null
+  sensitive   = true
+  description = "Credentials of the mirror registries, by registry host (host[:port]): each the base64 of user:password, as a pull secret's .dockerconfigjson \"auths\" holds them; a mirror on a host listed gets an Authorization header in its hosts.toml, never shown. Set it from a Secret (the controller's spec.varsFrom). null: none."
+}
+
 variable "trusted_ca_bundle" {
   type        = string
   default     = null
@@ -735,6 +742,7 @@ include "runtime" {
     cluster_dns       = var.cluster_dns != null || !local.node_only ? var.cluster_dns : task["cluster kubelet config"].cluster_dns
     pause_image       = var.pause_image
     registry_mirrors  = var.registry_mirrors
+    registry_auths    = var.registry_auths
     trusted_ca_bundle = var.trusted_ca_bundle
 
     defender_excluded_processes = var.defender_excluded_processes
