@@ -285,6 +285,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		rollouts: newRolloutLimit(),
 		payloads: payloads,
 	}
+	if ir.settings, err = newClusterSettings(mgr, o.Namespace); err != nil { // clustersettings.go
+		return err
+	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &wsuv1.WindowsInstance{}, keySecretIndex, indexKeySecret(o.BYOHNamespace)); err != nil {
 		return fmt.Errorf("controller: indexing instances by key Secret: %w", err)
 	}
@@ -302,6 +305,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Watches(configMapObject(), settingsToInstances(mgr.GetClient(), o.Namespace), onlySettings(o.Namespace)).
 		// The key Secrets, metadata only (keywatch.go).
 		Watches(secretMetadata(), secretToInstances(mgr.GetClient()), builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}))
+	// The cluster settings pushed to the nodes (clustersettings.go).
+	b = ir.settings.watch(b, mgr.GetClient(), o.Namespace)
 	if o.checksWMCO() {
 		// WMCO's operator starting or stopping (wmco.go).
 		b = b.Watches(wmcoDeploymentObject(), wmcoToInstances(mgr.GetClient(), o.Namespace), onlyWMCO(o.BYOHNamespace))

@@ -254,7 +254,10 @@ func privateKeyPEM(t *testing.T) []byte {
 // controller` configures it) against cluster until the test ends.
 func startHostVarsController(t *testing.T, cluster *kubetest.Cluster, opts controller.Options) {
 	t.Helper()
-	opts.NodeReadyCheck, opts.Backoff, opts.DriftInterval = time.Second, time.Hour, time.Hour
+	opts.Backoff, opts.DriftInterval = time.Hour, time.Hour
+	if opts.NodeReadyCheck == 0 {
+		opts.NodeReadyCheck = time.Second
+	}
 	mo, err := controller.ManagerConfig(opts, controller.ManagerOptions{MetricsAddr: "0", ProbeAddr: "0"})
 	require.NoError(t, err)
 	skip := true

@@ -41,6 +41,7 @@ type InstanceReconciler struct {
 	Options Options
 
 	metrics  *metrics
+	settings *clusterSettings
 	rollouts *rolloutLimit
 	payloads *payloadVersions
 }
@@ -142,13 +143,17 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if due {
 		return r.upgrade(ctx, orig, wi, want)
 	}
-	if wait := r.untilNextPlan(wi); wait > 0 && !r.keyRotationPending(ctx, wi) {
+	settings, err := r.settings.version(ctx) // clustersettings.go
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if wait := r.untilNextPlan(wi, settings); wait > 0 && !r.keyRotationPending(ctx, wi) {
 		if wi.Status.Phase == wsuv1.PhaseAwaitingApproval {
 			return r.done(ctx, orig, wi, wsuv1.PhaseAwaitingApproval, wait)
 		}
 		return r.watchNode(ctx, orig, wi, wait)
 	}
-	return r.converge(ctx, orig, wi)
+	return r.converge(ctx, orig, wi, settings)
 }
 
 // untilNextPlan is how long a joined, healthy instance, or one whose plan
@@ -156,11 +161,12 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 // fresh plan for the approver): a Node heartbeat, a label or the pass's own
 // status write wakes the reconciler often, and each pass must not cost a
 // run. A new spec, an approval of the recorded plan's hash, a failure or a
-// host not yet joined plans at once.
-func (r *InstanceReconciler) untilNextPlan(wi *wsuv1.WindowsInstance) time.Duration {
+// host not yet joined plans at once, and so does a change of the cluster
+// settings since the last plan (settings, clustersettings.go).
+func (r *InstanceReconciler) untilNextPlan(wi *wsuv1.WindowsInstance, settings string) time.Duration {
 	st := wi.Status
 	switch {
-	case st.LastPlan == nil, st.ObservedGeneration != wi.Generation,
+	case st.LastPlan == nil, st.ObservedGeneration != wi.Generation, st.LastPlan.ClusterSettings != settings,
 		meta.IsStatusConditionTrue(st.Conditions, wsuv1.ConditionDegraded):
 		return 0
 	case st.Phase == wsuv1.PhaseAwaitingApproval:
@@ -211,7 +217,10 @@ func (r *InstanceReconciler) backoffLeft(wi *wsuv1.WindowsInstance) time.Duratio
 }
 
 // converge plans the instance's playbook and applies the plan when it may.
-func (r *InstanceReconciler) converge(ctx context.Context, orig, wi *wsuv1.WindowsInstance) (ctrl.Result, error) {
+// settings is the cluster settings' version, recorded with the plan; a plan
+// with changes while the host is not in line with that version is a push
+// (clustersettings.go).
+func (r *InstanceReconciler) converge(ctx context.Context, orig, wi *wsuv1.WindowsInstance, settings string) (ctrl.Result, error) {
 	if res, done, err := r.rotateKeyIfPending(ctx, orig, wi); done { // keyrotation.go
 		return res, err
 	}
@@ -233,10 +242,15 @@ func (r *InstanceReconciler) converge(ctx context.Context, orig, wi *wsuv1.Windo
 		return r.failed(ctx, orig, wi, reason, plan.Message, plan.Unreachable)
 	}
 	r.recordPlan(wi, rr.Playbook, plan)
+	wi.Status.LastPlan.ClusterSettings = settings
 	r.keepPlanText(ctx, wi, rr.Playbook, plan) // plantext.go
 	joined := meta.IsStatusConditionTrue(wi.Status.Conditions, wsuv1.ConditionJoined)
 	if plan.Changed == 0 {
+		wi.Status.ClusterSettings = settings
 		return r.inSync(ctx, orig, wi)
+	}
+	if push := joined && pushPending(wi, settings); push {
+		return r.push(ctx, orig, wi, rr, plan)
 	}
 	if joined {
 		setCondition(wi, wsuv1.ConditionDrifted, metav1.ConditionTrue, ReasonDrifted,
@@ -294,6 +308,7 @@ func (r *InstanceReconciler) apply(ctx context.Context, orig, wi *wsuv1.WindowsI
 		r.event(wi, corev1.EventTypeWarning, ReasonSetupFailure, "applying plan %s failed: %s", plan.Hash, truncate(out.Message, 1000))
 		return r.failed(ctx, orig, wi, ReasonApplyFailed, out.Message, out.Unreachable)
 	}
+	wi.Status.ClusterSettings = wi.Status.LastPlan.ClusterSettings
 	setCondition(wi, wsuv1.ConditionJoined, metav1.ConditionTrue, ReasonApplied, fmt.Sprintf("plan %s applied: %d task(s) changed", plan.Hash, out.Changed))
 	setCondition(wi, wsuv1.ConditionDrifted, metav1.ConditionFalse, ReasonInSync, "the host matches the playbook")
 	r.metrics.drifted(wi, false)

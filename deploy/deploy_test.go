@@ -135,7 +135,7 @@ func serviceAccounts(objs []*unstructured.Unstructured) []string {
 // serves there.
 func prepareOpenShift(ctx context.Context, t *testing.T, c *kubetest.Cluster) {
 	t.Helper()
-	for _, ns := range []string{"openshift-machine-config-operator", "openshift-config", "openshift-machine-api", "openshift-cluster-api", WMCONamespace} {
+	for _, ns := range []string{"openshift-machine-config-operator", "openshift-config", "openshift-machine-api", "openshift-cluster-api", "openshift-kube-apiserver-operator", WMCONamespace} {
 		require.NoError(t, c.EnsureNamespace(ctx, ns))
 	}
 	var crds []*apiextensionsv1.CustomResourceDefinition

@@ -234,7 +234,32 @@ func controllerAccess(o Overlay) []access {
 				deny("get", "", "secrets", mapi, "windows-user-data", "OpenShift only"))
 		}
 	}
-	return append(list, flavourAccess(o)...)
+	return append(append(list, settingsAccess(o)...), flavourAccess(o)...)
+}
+
+// settingsAccess is the controller's watch of the cluster settings it
+// pushes to the nodes (controller/clustersettings.go): get, list and watch,
+// by name where the name is known, and nothing more.
+func settingsAccess(o Overlay) []access {
+	list := []access{
+		allow("watch", "config.openshift.io", "proxies", "", "cluster", "the Proxy, by name"),
+		deny("list", "config.openshift.io", "proxies", "", "", "the Proxy cluster only"),
+		allow("watch", "config.openshift.io", "imagedigestmirrorsets", "", "", "the mirror sets"),
+		allow("watch", "config.openshift.io", "imagetagmirrorsets", "", "", "the mirror sets"),
+		allow("watch", "machineconfiguration.openshift.io", "machineconfigs", "", "", "the kubelet CA join reads"),
+		deny("update", "machineconfiguration.openshift.io", "machineconfigs", "", "", "reads only"),
+		deny("list", "", "configmaps", "openshift-config", "", "no openshift-config ConfigMaps: wsu-trusted-ca is injected"),
+	}
+	if o.Flavour == "openshift" {
+		return append(list,
+			allow("watch", "", "configmaps", "openshift-kube-apiserver-operator", "kube-apiserver-to-kubelet-client-ca", "the kubelet CA WMCO watches, by name"),
+			deny("list", "", "configmaps", "openshift-kube-apiserver-operator", "", "that ConfigMap only"),
+			deny("update", "", "configmaps", "openshift-kube-apiserver-operator", "kube-apiserver-to-kubelet-client-ca", "reads only"))
+	}
+	return append(list,
+		allow("watch", "", "configmaps", "kube-public", "cluster-info", "the cluster CA, by name"),
+		deny("list", "", "configmaps", "kube-public", "", "cluster-info only"),
+		deny("update", "", "configmaps", "kube-public", "cluster-info", "reads only"))
 }
 
 // runAccess is what Job mode's runs (ServiceAccount wsu-run) may and may

@@ -58,6 +58,13 @@ variable "registry_mirrors" {
   description = "Registry mirrors for containerd: source (a registry or repository) → mirrors, tried in order, which may resolve tags. A mirror must end with the source's path ($mirror/[org/]oss/kubernetes/pause for mcr.microsoft.com/oss/kubernetes/pause). null: on OpenShift the cluster's ImageDigestMirrorSets and ImageTagMirrorSets, elsewhere none. {} removes the mirrors wsu wrote."
 }
 
+variable "registry_auths" {
+  type        = map(string)
+  default     = null
+  sensitive   = true
+  description = "Credentials of the mirror registries, by registry host (host[:port]): each the base64 of user:password, as a pull secret's .dockerconfigjson \"auths\" holds them. A mirror on a host listed gets an Authorization header in its hosts.toml (never shown in a plan, readable by SYSTEM and Administrators only). null: none."
+}
+
 variable "trusted_ca_bundle" {
   type        = string
   default     = null
@@ -188,6 +195,7 @@ play "check-runtime" {
         for source, mirrors in var.registry_mirrors : { source = source, mirrors = mirrors, resolve_tags = true, never_contact_source = false }
       ] : try(task["image mirrors"].mirrors, [])
       skip_invalid = var.registry_mirrors == null
+      auths        = var.registry_auths
     }
     notify = ["restart containerd"]
   }

@@ -200,6 +200,13 @@ variable "registry_mirrors" {
   description = "containerd registry mirrors: source → mirrors (each ending with the source's path). null: on OpenShift the cluster's ImageDigestMirrorSets and ImageTagMirrorSets, elsewhere none; {} removes the mirrors wsu wrote."
 }
 
+variable "registry_auths" {
+  type        = map(string)
+  default     = null
+  sensitive   = true
+  description = "Credentials of the mirror registries, by registry host (host[:port]): each the base64 of user:password, as a pull secret's .dockerconfigjson \"auths\" holds them; a mirror on a host listed gets an Authorization header in its hosts.toml, never shown. Set it from a Secret (the controller's spec.varsFrom). null: none."
+}
+
 variable "trusted_ca_bundle" {
   type        = string
   default     = null
@@ -227,19 +234,19 @@ variable "service_recovery" {
 variable "http_proxy" {
   type        = string
   default     = null
-  description = "Cluster-wide proxy for the node's services, set as the machine environment variable HTTP_PROXY; null: wsu leaves HTTP_PROXY as it is."
+  description = "Cluster-wide proxy for the node's services, set as the machine environment variable HTTP_PROXY; null: the cluster's (proxy.config.openshift.io/cluster, read at each run by k8s_proxy; \"\" there removes the variable), and where the cluster has no Proxy (vanilla Kubernetes) wsu leaves HTTP_PROXY as it is."
 }
 
 variable "https_proxy" {
   type        = string
   default     = null
-  description = "Machine environment variable HTTPS_PROXY for the node's services; null: wsu leaves HTTPS_PROXY as it is."
+  description = "Machine environment variable HTTPS_PROXY for the node's services; null: the cluster's, as http_proxy."
 }
 
 variable "no_proxy" {
   type        = string
   default     = null
-  description = "Machine environment variable NO_PROXY (hosts and networks reached without the proxy; include the service and cluster networks); null: wsu leaves NO_PROXY as it is."
+  description = "Machine environment variable NO_PROXY (hosts and networks reached without the proxy; include the service and cluster networks); null: the cluster's, as http_proxy."
 }
 
 variable "enable_containers_feature" {
@@ -446,6 +453,13 @@ locals {
   # wsu's namespace for per-node objects (WMCO's on OpenShift).
   metrics_namespace = coalesce(var.metrics_namespace, var.cluster_flavour == "openshift" ? "openshift-windows-machine-config-operator" : "kube-system")
   platform          = var.platform != null ? var.platform : coalesce(try(task["cluster platform"].platform, null), "None")
+  # The proxy variables: given, else the cluster's (k8s_proxy; null where
+  # the cluster has no Proxy).
+  proxy_env = {
+    HTTP_PROXY  = var.http_proxy != null ? var.http_proxy : try(task["cluster proxy"].http_proxy, null)
+    HTTPS_PROXY = var.https_proxy != null ? var.https_proxy : try(task["cluster proxy"].https_proxy, null)
+    NO_PROXY    = var.no_proxy != null ? var.no_proxy : try(task["cluster proxy"].no_proxy, null)
+  }
   # vSphere's cloud controller finds the node by its FQDN, AWS's and GCP's
   # by the instance metadata name (play "node name"); elsewhere the
   # host name (configure-kubelet's default) or node_name.
@@ -667,15 +681,25 @@ play "stale cni state" {
 # boot, and a newly enabled Containers works only after a restart: with
 # reboot = "if-needed" the node restarts once for either (as WMCO does);
 # with "never" a pending Containers fails the host, saying so. A proxy
-# variable left null leaves the node's value alone.
+# variable left null is the cluster's Proxy (read each run, so a changed
+# Proxy reaches the node at its next run; "" there removes the variable);
+# where the cluster has none, the node's value is left alone.
 play "proxy-settings" {
   hosts = "windows"
 
+  task "cluster proxy" {
+    when = !local.node_only && (var.http_proxy == null || var.https_proxy == null || var.no_proxy == null)
+    k8s_proxy {
+      kubeconfig = var.kubeconfig
+    }
+  }
+
   task "proxy settings" {
-    for_each = { for k, v in { HTTP_PROXY = var.http_proxy, HTTPS_PROXY = var.https_proxy, NO_PROXY = var.no_proxy } : k => v if v != null }
+    for_each = { for k, v in local.proxy_env : k => v if v != null }
     win_env {
       name  = each.key
-      value = each.value
+      value = each.value != "" ? each.value : null
+      state = each.value != "" ? "present" : "absent"
     }
     notify = ["restart for the proxy"]
   }
@@ -762,6 +786,7 @@ include "runtime" {
     cluster_dns       = var.cluster_dns != null || !local.node_only ? var.cluster_dns : task["cluster kubelet config"].cluster_dns
     pause_image       = var.pause_image
     registry_mirrors  = var.registry_mirrors
+    registry_auths    = var.registry_auths
     trusted_ca_bundle = var.trusted_ca_bundle
 
     defender_excluded_processes = var.defender_excluded_processes

@@ -167,11 +167,25 @@ func url(loc string) string {
 	return "https://" + h + "/v2/" + p
 }
 
-// Render is the registry's hosts.toml. override_path makes containerd take
-// each URL as the API root instead of adding /v2 itself, which is what
-// lets a mirror live under an org path. With NeverContactSource the
-// fallback server is the first mirror, so the source is never asked.
+// Auths are registry credentials by registry host (host[:port]), as a
+// pull secret's .dockerconfigjson keys them under "auths": each the base64
+// of user:password (its "auth").
+type Auths map[string]string
+
+// Render is the registry's hosts.toml without credentials.
 func (r Registry) Render() []byte {
+	out, _ := r.RenderAuth(nil)
+	return out
+}
+
+// RenderAuth is the registry's hosts.toml. override_path makes containerd
+// take each URL as the API root instead of adding /v2 itself, which is what
+// lets a mirror live under an org path. With NeverContactSource the
+// fallback server is the first mirror, so the source is never asked. A
+// mirror (or the server) whose registry host has credentials in auths gets
+// them as its Authorization header (containerd's per-host header table);
+// secret says the file holds one, so its content must never be shown.
+func (r Registry) RenderAuth(auths Auths) (out []byte, secret bool) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: mirrors of %s. wsu removes this file when %s is no longer mirrored.\n", Marker, r.Host, r.Host)
 	server := r.Host
@@ -179,12 +193,21 @@ func (r Registry) Render() []byte {
 		server = r.Mirrors[0].Location
 	}
 	fmt.Fprintf(&b, "server = %q\noverride_path = true\n", url(server))
+	header := func(loc, table string) {
+		h, _ := split(loc)
+		if a := auths[h]; a != "" {
+			fmt.Fprintf(&b, "\n[%s]\n  Authorization = %q\n", table, "Basic "+a)
+			secret = true
+		}
+	}
+	header(server, "header")
 	for _, m := range r.Mirrors {
 		caps := `["pull"]`
 		if m.ResolveTags {
 			caps = `["pull", "resolve"]`
 		}
 		fmt.Fprintf(&b, "\n[host.%q]\n  capabilities = %s\n  override_path = true\n", url(m.Location), caps)
+		header(m.Location, fmt.Sprintf("host.%q.header", url(m.Location)))
 	}
-	return []byte(b.String())
+	return []byte(b.String()), secret
 }

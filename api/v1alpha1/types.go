@@ -249,6 +249,12 @@ type PlanSummary struct {
 	Tasks []string `json:"tasks,omitempty"`
 	// Time the plan was made.
 	Time metav1.Time `json:"time"`
+	// ClusterSettings is the version of the cluster settings this plan
+	// saw (a hash of the watched sources' resource versions: kubelet CA,
+	// Proxy, image mirror sets, trusted CA): a change plans the instance
+	// again at once.
+	// +optional
+	ClusterSettings string `json:"clusterSettings,omitempty"`
 }
 
 // RunSummary is the last apply.
@@ -304,6 +310,13 @@ type WindowsInstanceStatus struct {
 	// NextRetry is when a failed instance is tried again.
 	// +optional
 	NextRetry *metav1.Time `json:"nextRetry,omitempty"`
+	// ClusterSettings is the version of the cluster settings (as
+	// lastPlan.clusterSettings) the host was last found in line with or
+	// brought in line with: while the cluster's differs, a plan with
+	// changes is a settings push, applied under the approval mode and the
+	// rollout limit whatever the drift policy.
+	// +optional
+	ClusterSettings string `json:"clusterSettings,omitempty"`
 }
 
 // WindowsInstance is a Windows host wsu joins to the cluster and keeps

@@ -35,15 +35,24 @@ func mirrorObj(source string, resolve, never bool, mirrors ...string) cty.Value 
 	})
 }
 
-// TestOpenShiftConfigModules runs k8s_image_mirrors and k8s_trusted_ca
-// against a real API server, before and after the OpenShift CRDs exist.
+// TestOpenShiftConfigModules runs k8s_image_mirrors, k8s_trusted_ca and
+// k8s_proxy against a real API server, before and after the OpenShift CRDs
+// exist.
 func TestOpenShiftConfigModules(t *testing.T) {
 	// Its own cluster: the OpenShift CRDs must not leak into other tests.
 	c := kubetest.Start(t)
 	mirrors := ImageMirrors{testClusters}
 	trusted := TrustedCA{testClusters}
+	proxyMod := Proxy{testClusters}
 	mcfg := kcfg(t, c, mirrors, nil)
 	tcfg := kcfg(t, c, trusted, nil)
+	pcfg := kcfg(t, c, proxyMod, nil)
+	nullProxy := func(t *testing.T, res cty.Value) {
+		t.Helper()
+		for _, k := range []string{"http_proxy", "https_proxy", "no_proxy"} {
+			assert.True(t, res.GetAttr(k).IsNull(), "%s: no proxy, nothing set", k)
+		}
+	}
 
 	t.Run("not OpenShift", func(t *testing.T) {
 		_, res := converge(t, mirrors, mcfg)
@@ -51,6 +60,9 @@ func TestOpenShiftConfigModules(t *testing.T) {
 		assert.Contains(t, res.GetAttr("reason").AsString(), "serves neither")
 		_, res = converge(t, trusted, tcfg)
 		assert.Equal(t, cty.StringVal(""), res.GetAttr("bundle"))
+		assert.Contains(t, res.GetAttr("reason").AsString(), "does not serve proxies")
+		_, res = converge(t, proxyMod, pcfg)
+		nullProxy(t, res)
 		assert.Contains(t, res.GetAttr("reason").AsString(), "does not serve proxies")
 	})
 
@@ -64,6 +76,9 @@ func TestOpenShiftConfigModules(t *testing.T) {
 		assert.Equal(t, "0 mirror entries from 0 ImageDigestMirrorSets and 0 ImageTagMirrorSets", res.GetAttr("reason").AsString())
 		_, res = converge(t, trusted, tcfg)
 		assert.Equal(t, cty.StringVal(""), res.GetAttr("bundle"))
+		assert.Contains(t, res.GetAttr("reason").AsString(), "there is no proxy.config.openshift.io/cluster")
+		_, res = converge(t, proxyMod, pcfg)
+		nullProxy(t, res)
 		assert.Contains(t, res.GetAttr("reason").AsString(), "there is no proxy.config.openshift.io/cluster")
 	})
 
@@ -119,5 +134,34 @@ func TestOpenShiftConfigModules(t *testing.T) {
 		_, res = converge(t, trusted, tcfg)
 		assert.Equal(t, cty.StringVal(pem), res.GetAttr("bundle"))
 		assert.Equal(t, cty.StringVal("openshift-config/user-ca-bundle"), res.GetAttr("configmap"))
+	})
+
+	t.Run("proxy", func(t *testing.T) {
+		cur, err := dc.Resource(proxyGVR).Get(ctx, "cluster", metav1.GetOptions{})
+		require.NoError(t, err)
+		p := plan(t, proxyMod, pcfg)
+		require.Empty(t, p.Diagnostics)
+		require.Nil(t, p.Change, "reading never changes anything")
+		for _, k := range []string{"http_proxy", "https_proxy", "no_proxy"} {
+			assert.Equal(t, cty.StringVal(""), p.Result.GetAttr(k), "%s: a Proxy without a proxy sets none", k)
+		}
+
+		require.NoError(t, unstructured.SetNestedField(cur.Object, "http://spec-proxy:3128", "spec", "httpProxy"))
+		cur, err = dc.Resource(proxyGVR).Update(ctx, cur, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		_, res := converge(t, proxyMod, pcfg)
+		assert.Equal(t, cty.StringVal("http://spec-proxy:3128"), res.GetAttr("http_proxy"), "the spec while the status holds nothing")
+		assert.Contains(t, res.GetAttr("reason").AsString(), "cluster spec")
+
+		require.NoError(t, unstructured.SetNestedMap(cur.Object, map[string]any{
+			"httpProxy": "http://proxy.local:3128", "httpsProxy": "http://proxy.local:3129", "noProxy": ".cluster.local,10.0.0.0/16",
+		}, "status"))
+		_, err = dc.Resource(proxyGVR).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		_, res = converge(t, proxyMod, pcfg)
+		assert.Equal(t, cty.StringVal("http://proxy.local:3128"), res.GetAttr("http_proxy"))
+		assert.Equal(t, cty.StringVal("http://proxy.local:3129"), res.GetAttr("https_proxy"))
+		assert.Equal(t, cty.StringVal(".cluster.local,10.0.0.0/16"), res.GetAttr("no_proxy"))
+		assert.Contains(t, res.GetAttr("reason").AsString(), "cluster status", "the status the network operator made effective wins")
 	})
 }

@@ -51,6 +51,7 @@ func Modules(cache *kube.Cache) []modules.Module {
 		KubeletConfig{c},
 		ImageMirrors{c},
 		TrustedCA{c},
+		Proxy{c},
 		Ignition{c},
 		BootstrapToken{c},
 		CSRApprove{c},

@@ -41,10 +41,13 @@ var mirrorArgType = cty.ObjectWithOptionalAttrs(map[string]cty.Type{
 	"source": cty.String, "mirrors": cty.List(cty.String), "resolve_tags": cty.Bool, "never_contact_source": cty.Bool,
 }, []string{"resolve_tags", "never_contact_source"})
 
+// mirrorsShown are the arguments the results come from: never auths.
+var mirrorsShown = []string{"mirrors", "dir", "skip_invalid"}
+
 var mirrorsResults = []modules.Attribute{
-	{Name: "files", Type: cty.List(cty.String), Description: "The hosts.toml files the mirrors need, sorted."},
-	{Name: "removed", Type: cty.List(cty.String), Description: "Files wsu had written for registries no longer mirrored, removed by this task."},
-	{Name: "skipped", Type: cty.List(cty.String), Description: "Why entries were left out (`skip_invalid`)."},
+	{Name: "files", Type: cty.List(cty.String), Description: "The hosts.toml files the mirrors need, sorted.", DerivesFrom: mirrorsShown},
+	{Name: "removed", Type: cty.List(cty.String), Description: "Files wsu had written for registries no longer mirrored, removed by this task.", DerivesFrom: mirrorsShown},
+	{Name: "skipped", Type: cty.List(cty.String), Description: "Why entries were left out (`skip_invalid`).", DerivesFrom: mirrorsShown},
 }
 
 func (ContainerdMirrors) Schema() modules.Schema {
@@ -69,6 +72,8 @@ func (ContainerdMirrors) Schema() modules.Schema {
 				Description: "Entries `{ source, mirrors, resolve_tags, never_contact_source }`: `source` a registry or repository (`quay.io`, `mcr.microsoft.com/oss/kubernetes/pause`), `mirrors` the repositories mirroring it, tried in order; `resolve_tags` (default false) lets the mirrors resolve tags (an ImageTagMirrorSet; without it they serve pulls by digest only); `never_contact_source` (default false) makes pulls fail rather than reach the source. `[]` removes every file wsu wrote."},
 			{Name: "dir", Type: cty.String, Default: cty.StringVal(RegistriesDir),
 				Description: "containerd's `config_path` (`[plugins.\"io.containerd.grpc.v1.cri\".registry]`)."},
+			{Name: "auths", Type: cty.Map(cty.String), Sensitive: true,
+				Description: "Registry credentials by registry host (`host[:port]`), as a pull secret's `.dockerconfigjson` keys them under `auths`: each the base64 of `user:password`. A mirror (or a mirror serving as the fallback server) on a host listed gets an `Authorization: Basic` header in its `hosts.toml` (containerd's per-host `header` table). Such a file is a credential: its content is never shown in a plan (the field is sensitive, as is one that held a header before), and its ACL is held to SYSTEM and Administrators after each write."},
 			{Name: "skip_invalid", Type: cty.Bool, Default: cty.False,
 				Description: "Leave out, with a warning, entries containerd cannot use (a mirror not ending with the source's path) instead of failing: mirror sets read from a cluster often hold entries meant for Linux nodes only."},
 		},
@@ -129,6 +134,7 @@ func (ContainerdMirrors) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 // mirrorFiles is the directory's state and what the task makes of it.
 type mirrorFiles struct {
 	want    map[string][]byte // path → content
+	secret  map[string]bool   // path → want holds credentials
 	have    map[string][]byte // path → content, for the wanted and the stale
 	stale   []string          // marked files no longer wanted
 	paths   []string          // wanted, sorted
@@ -141,8 +147,8 @@ func hostsPath(dir, registry string) string {
 }
 
 // desired renders the files the entries need.
-func desired(cfg modules.Config, dir string, entries []registries.Entry, skip bool) (*mirrorFiles, hcl.Diagnostics) {
-	f := &mirrorFiles{want: map[string][]byte{}, have: map[string][]byte{}}
+func desired(cfg modules.Config, dir string, entries []registries.Entry, auths registries.Auths, skip bool) (*mirrorFiles, hcl.Diagnostics) {
+	f := &mirrorFiles{want: map[string][]byte{}, secret: map[string]bool{}, have: map[string][]byte{}}
 	var good []registries.Entry
 	for _, e := range entries {
 		if err := registries.Check(e); err != nil {
@@ -158,7 +164,7 @@ func desired(cfg modules.Config, dir string, entries []registries.Entry, skip bo
 	}
 	for _, r := range registries.Merge(good) {
 		p := hostsPath(dir, r.Host)
-		f.want[p] = r.Render()
+		f.want[p], f.secret[p] = r.RenderAuth(auths)
 		f.paths = append(f.paths, p)
 	}
 	return f, nil
@@ -228,16 +234,22 @@ func (f *mirrorFiles) change(dir string) *modules.Change {
 		if exists {
 			oldV = cty.StringVal(string(old))
 		}
-		fields = append(fields, modules.FieldChange{Name: relName(dir, p), Old: oldV, New: cty.StringVal(string(f.want[p]))})
+		fields = append(fields, modules.FieldChange{Name: relName(dir, p), Old: oldV, New: cty.StringVal(string(f.want[p])),
+			Sensitive: f.secret[p] || holdsCredential(old)})
 	}
 	for _, p := range f.stale {
-		fields = append(fields, modules.FieldChange{Name: relName(dir, p), Old: cty.StringVal(string(f.have[p])), New: cty.NullVal(cty.String)})
+		fields = append(fields, modules.FieldChange{Name: relName(dir, p), Old: cty.StringVal(string(f.have[p])), New: cty.NullVal(cty.String),
+			Sensitive: holdsCredential(f.have[p])})
 	}
 	if len(fields) == 0 {
 		return nil
 	}
 	return &modules.Change{Action: modules.Update, Subject: dir, Fields: fields}
 }
+
+// holdsCredential says a hosts.toml wsu wrote carries a header with
+// credentials.
+func holdsCredential(content []byte) bool { return bytes.Contains(content, []byte("Authorization")) }
 
 func relName(dir, p string) string { return strings.TrimPrefix(p, strings.TrimRight(dir, `\/`)+`\`) }
 
@@ -252,10 +264,11 @@ func (ContainerdMirrors) read(ctx context.Context, h host.Host, cfg modules.Conf
 	dir, _ := str(get(cfg, "dir"))
 	skip, _ := boolAttr(cfg, "skip_invalid")
 	entries, _ := mirrorEntries(get(cfg, "mirrors"))
+	auths := authsArg(get(cfg, "auths"))
 	if diags := onWindows(ctx, h, cfg, "dir"); diags.HasErrors() {
 		return nil, diags
 	}
-	f, diags := desired(cfg, dir, entries, skip)
+	f, diags := desired(cfg, dir, entries, auths, skip)
 	if diags.HasErrors() {
 		return nil, diags
 	}
@@ -267,7 +280,7 @@ func (ContainerdMirrors) read(ctx context.Context, h host.Host, cfg modules.Conf
 
 func (m ContainerdMirrors) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
 	cfg := req.Config
-	if diags := requireKnown(cfg, "mirrors", "dir", "skip_invalid"); diags.HasErrors() {
+	if diags := requireKnown(cfg, "mirrors", "dir", "skip_invalid", "auths"); diags.HasErrors() {
 		dir, ok := str(get(cfg, "dir"))
 		if !ok {
 			dir = knownAfterApply
@@ -299,6 +312,11 @@ func (m ContainerdMirrors) Apply(ctx context.Context, req modules.ApplyRequest) 
 		if err := h.WriteFile(ctx, p, bytes.NewReader(f.want[p]), 0o644); err != nil {
 			return modules.ApplyResponse{Result: f.result(), Diagnostics: hostError(cfg, "dir", "Cannot write "+p, err)}
 		}
+		if f.secret[p] {
+			if err := h.SetFileACL(ctx, p, host.AdminsOnlyACL()); err != nil {
+				return modules.ApplyResponse{Result: f.result(), Diagnostics: hostError(cfg, "dir", "Cannot restrict the ACL of "+p, err)}
+			}
+		}
 	}
 	for _, p := range f.stale {
 		if diags := removeHostsFile(ctx, h, cfg, p); diags.HasErrors() {
@@ -325,4 +343,18 @@ func removeHostsFile(ctx context.Context, h host.Host, cfg modules.Config, p str
 		}
 	}
 	return nil
+}
+
+// authsArg decodes auths: null or an unknown value is none.
+func authsArg(v cty.Value) registries.Auths {
+	if v.IsNull() || !v.IsWhollyKnown() {
+		return nil
+	}
+	out := registries.Auths{}
+	for k, a := range v.AsValueMap() {
+		if s, ok := str(a); ok {
+			out[k] = s
+		}
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/modules"
 	"github.com/wsu-project/wsu/registries"
 )
@@ -110,5 +111,36 @@ func TestContainerdMirrors(t *testing.T) {
 		require.False(t, pr.Diagnostics.HasErrors(), "%v", pr.Diagnostics)
 		assert.Equal(t, modules.Update, action(pr.Change))
 		assert.Equal(t, dir, pr.Change.Subject)
+	})
+}
+
+// TestContainerdMirrorsAuth: a mirror whose registry has credentials in
+// auths gets them as its Authorization header, the file's ACL is held to
+// SYSTEM and Administrators, and the plan's field for it is sensitive (a
+// plan never shows the header), also when the credentials go again.
+func TestContainerdMirrorsAuth(t *testing.T) {
+	const secret = "dXNlcjpzM2NyZXQ=" // user:s3cret
+	h := newHost(t)
+	file := RegistriesDir + `\quay.io\hosts.toml`
+	quay := mirrorVal("quay.io/org/img", false, "mirror.local:5000/org/img")
+	auths := cty.MapVal(map[string]cty.Value{"mirror.local:5000": cty.StringVal(secret), "other.local": cty.StringVal("b3RoZXI6eA==")})
+	cfg := cfgFor(t, ContainerdMirrors{}, map[string]cty.Value{"mirrors": mirrorList(quay), "auths": auths})
+	pr, _ := converge(t, ContainerdMirrors{}, h, cfg)
+	require.NotNil(t, pr.Change)
+	require.Len(t, pr.Change.Fields, 1)
+	assert.True(t, pr.Change.Fields[0].Sensitive, "a file with credentials is never shown")
+	got := readFile(t, h, file)
+	assert.Contains(t, got, "[host.\"https://mirror.local:5000/v2\".header]\n  Authorization = \"Basic "+secret+"\"\n")
+	assert.NotContains(t, got, "b3RoZXI6eA==", "only the mirror's registry's credentials")
+	acl, err := h.FileACL(ctx, file)
+	require.NoError(t, err)
+	assert.True(t, acl.Satisfies(host.AdminsOnlyACL()), "SYSTEM and Administrators only: %s", acl)
+
+	t.Run("without credentials: the old content stays hidden", func(t *testing.T) {
+		cfg := cfgFor(t, ContainerdMirrors{}, map[string]cty.Value{"mirrors": mirrorList(quay)})
+		pr, _ := converge(t, ContainerdMirrors{}, h, cfg)
+		require.NotNil(t, pr.Change)
+		assert.True(t, pr.Change.Fields[0].Sensitive, "the old content held the header")
+		assert.NotContains(t, readFile(t, h, file), "Authorization")
 	})
 }
