@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -157,5 +158,63 @@ func TestUserDataSecretLeftToWMCO(t *testing.T) {
 	require.NoError(t, err)
 	_, err = r.Reconcile(ctx, reconcile.Request{NamespacedName: r.KeySecret})
 	require.NoError(t, err)
+	awaitUserData(t, cluster, key)
+}
+
+// TestUserDataSecretForbidden: on an OpenShift cluster with
+// openshift-cluster-api where the admin has not applied its optional Role
+// (deploy/overlays/openshift/cluster-api), the pass, as the controller's
+// ServiceAccount, still writes openshift-machine-api's Secret though the
+// forbidden namespace comes first, returns no error, records a Warning on
+// the key Secret naming what to apply, and comes back soon; once the Role
+// is bound, the next pass writes both.
+func TestUserDataSecretForbidden(t *testing.T) {
+	t.Parallel()
+	cluster := kubetest.Start(t)
+	ctx := context.Background()
+	for _, n := range []string{ns, userdata.MachineAPINamespace} {
+		require.NoError(t, cluster.EnsureNamespace(ctx, n))
+	}
+	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/rbac/controller/role.yaml")
+	// Made after the binding: no Role of the controller's there.
+	require.NoError(t, cluster.EnsureNamespace(ctx, userdata.ClusterAPINamespace))
+	key := privateKeyPEM(t)
+	_, err := cluster.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: kubeinv.KeySecret},
+		Data:       map[string][]byte{kubeinv.KeySecretKey: key},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	scheme, err := controller.NewScheme()
+	require.NoError(t, err)
+	c, err := client.New(controllerIdentity(t, cluster), client.Options{Scheme: scheme})
+	require.NoError(t, err)
+	events := record.NewFakeRecorder(10)
+	r := &controller.UserDataReconciler{Client: c, Reader: c, Events: events, Resync: time.Hour,
+		Namespaces: []string{userdata.ClusterAPINamespace, userdata.MachineAPINamespace},
+		KeySecret:  types.NamespacedName{Namespace: ns, Name: kubeinv.KeySecret}}
+	res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: r.KeySecret})
+	require.NoError(t, err, "Forbidden in one namespace is no error")
+	assert.Positive(t, res.RequeueAfter, "tried again")
+	assert.Less(t, res.RequeueAfter, time.Hour, "sooner than the resync")
+
+	_, err = cluster.Client.CoreV1().Secrets(userdata.MachineAPINamespace).Get(ctx, userdata.SecretName, metav1.GetOptions{})
+	require.NoError(t, err, "the Machine API's Secret is written")
+	_, err = cluster.Client.CoreV1().Secrets(userdata.ClusterAPINamespace).Get(ctx, userdata.SecretName, metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "no Secret where forbidden: %v", err)
+	require.Len(t, events.Events, 1)
+	ev := <-events.Events
+	assert.Contains(t, ev, "Warning "+controller.ReasonUserDataForbidden)
+	assert.Contains(t, ev, userdata.ClusterAPINamespace)
+	assert.Contains(t, ev, "deploy/overlays/openshift/cluster-api", "names what to apply")
+
+	// The admin applies the optional Role (bound, as the bed binds, to the
+	// test's ServiceAccount).
+	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/rendered/openshift-cluster-api.yaml")
+	res, err = r.Reconcile(ctx, reconcile.Request{NamespacedName: r.KeySecret})
+	require.NoError(t, err)
+	assert.Equal(t, time.Hour, res.RequeueAfter, "back to the resync")
+	assert.Empty(t, events.Events, "no Warning once granted")
+	r.Namespaces = controller.UserDataNamespaces()
 	awaitUserData(t, cluster, key)
 }

@@ -20,16 +20,28 @@ package controller
 // stops (the Deployment's watch) wsu writes it. The key Secret
 // watch is the metadata one of keywatch.go; a periodic pass restores an
 // edited Secret and finds a namespace made after the key Secret.
+//
+// The Roles there are installed apart: openshift-machine-api's with the
+// openshift overlay, openshift-cluster-api's (a namespace not every
+// OpenShift cluster has) by the admin from the optional
+// deploy/overlays/openshift/cluster-api. A namespace where writing is
+// Forbidden (its Role not applied) is skipped with a Warning event
+// (UserDataForbidden) on the key Secret naming what to apply; the other
+// namespace is still written, and the pass comes back within
+// forbiddenRetry, as no watch sees a RoleBinding appear.
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"time"
 
+	gossh "golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -55,6 +67,27 @@ func UserDataNamespaces() []string {
 	return []string{userdata.MachineAPINamespace, userdata.ClusterAPINamespace}
 }
 
+// ReasonUserDataForbidden is the Warning event's reason when the
+// controller may not write the user-data Secret in a namespace that
+// exists.
+const ReasonUserDataForbidden = "UserDataForbidden"
+
+// forbiddenRetry is how soon a pass that met Forbidden comes back (sooner
+// than Resync when that is longer or 0): granting the Role wakes nothing.
+const forbiddenRetry = time.Minute
+
+// UserDataRBAC is what the admin applies to let the controller write the
+// user-data Secret in ns (docs/install.md).
+func UserDataRBAC(ns string) string {
+	switch ns {
+	case userdata.MachineAPINamespace:
+		return "deploy/overlays/openshift (OLM: deploy/olm/outside-bundle.yaml)"
+	case userdata.ClusterAPINamespace:
+		return "deploy/overlays/openshift/cluster-api (oc apply -k; or deploy/rendered/openshift-cluster-api.yaml)"
+	}
+	return "a Role and RoleBinding like deploy/rbac/controller's in " + ns
+}
+
 // UserDataReconciler writes windows-user-data into each of Namespaces that
 // exists, from the key Secret KeySecret.
 type UserDataReconciler struct {
@@ -72,6 +105,9 @@ type UserDataReconciler struct {
 	// Resync is how often the Secrets are checked again without a change
 	// of the key Secret; 0 never.
 	Resync time.Duration
+	// Events records a Warning on the key Secret for a namespace where
+	// the Secret may not be written; nil records none (it is logged).
+	Events record.EventRecorder
 }
 
 // Reconcile renders the user data from the key Secret's key and writes it
@@ -99,12 +135,43 @@ func (r *UserDataReconciler) Reconcile(ctx context.Context, _ reconcile.Request)
 			return reconcile.Result{}, nil
 		}
 	}
+	return r.writeAll(ctx, key, pub)
+}
+
+// writeAll writes the user data into each namespace: one that fails does
+// not keep the others from it; Forbidden is a Warning and a retry, not an
+// error (the admin's to grant).
+func (r *UserDataReconciler) writeAll(ctx context.Context, key *corev1.Secret, pub gossh.PublicKey) (reconcile.Result, error) {
+	var errs []error
+	forbidden := false
 	for _, ns := range r.Namespaces {
-		if err := r.write(ctx, userdata.Secret(ns, pub)); err != nil {
-			return reconcile.Result{}, err
+		err := r.write(ctx, userdata.Secret(ns, pub))
+		switch {
+		case apierrors.IsForbidden(err):
+			forbidden = true
+			r.warnForbidden(ctx, key, ns, err)
+		case err != nil:
+			errs = append(errs, err)
 		}
 	}
-	return reconcile.Result{RequeueAfter: r.Resync}, nil
+	if len(errs) > 0 {
+		return reconcile.Result{}, errors.Join(errs...)
+	}
+	after := r.Resync
+	if forbidden && (after == 0 || after > forbiddenRetry) {
+		after = forbiddenRetry
+	}
+	return reconcile.Result{RequeueAfter: after}, nil
+}
+
+// warnForbidden logs and records on the key Secret that the user data in
+// ns could not be written for want of its Role, and what grants it.
+func (r *UserDataReconciler) warnForbidden(ctx context.Context, key *corev1.Secret, ns string, err error) {
+	msg := fmt.Sprintf("may not write %s/%s (no Role bound there): apply %s; retrying", ns, userdata.SecretName, UserDataRBAC(ns))
+	log.FromContext(ctx).Info("user data not written: "+msg, "namespace", ns, "reason", err.Error())
+	if r.Events != nil {
+		r.Events.Event(key, corev1.EventTypeWarning, ReasonUserDataForbidden, msg)
+	}
 }
 
 // write creates or updates want, if its namespace exists.
@@ -159,7 +226,7 @@ func setupUserData(mgr ctrl.Manager, o Options) error {
 		return []reconcile.Request{{NamespacedName: key}}
 	})
 	r := &UserDataReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), KeySecret: key,
-		Namespaces: UserDataNamespaces(), Resync: o.DriftInterval}
+		Namespaces: UserDataNamespaces(), Resync: o.DriftInterval, Events: eventRecorder(mgr)}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("user-data").
 		Watches(secretMetadata(), always, builder.WithPredicates(only, predicate.ResourceVersionChangedPredicate{}))

@@ -300,7 +300,9 @@ func TestImagesPinned(t *testing.T) {
 	renders["helm runMode=job"] = runHelm(t, "template", "wsu", ChartDir, "--set", "runMode=job")
 	for name, data := range renders {
 		refs := imageRE.FindAllStringSubmatch(string(data), -1)
-		require.NotEmpty(t, refs, name)
+		if strings.Contains(string(data), "containers:") { // not RBAC alone (openshift-cluster-api)
+			require.NotEmpty(t, refs, name)
+		}
 		for _, m := range refs {
 			assert.Contains(t, []string{wsu, payload}, m[1], "%s names %s", name, m[1])
 		}

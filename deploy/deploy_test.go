@@ -79,6 +79,10 @@ func (w *warnings) get() []string {
 // question, positive and negative, for every ServiceAccount the manifests
 // create (issue 26: no Secret read beyond what is named, nothing in
 // kube-system's Secrets beyond create, no escalate, bind or impersonate).
+// OpenShift's install applies on a cluster without openshift-cluster-api
+// (not every OpenShift cluster has it); its optional part
+// (ClusterAPIDir) is applied once that namespace exists, before the RBAC
+// checks.
 func TestInstall(t *testing.T) {
 	for _, flavour := range []struct{ install, job string }{
 		{"kubernetes", "kubernetes-join-job"},
@@ -113,6 +117,13 @@ func TestInstall(t *testing.T) {
 			assert.Equal(t, versions, again, "a second apply changes nothing")
 			assert.Empty(t, w.get())
 
+			if o.Flavour == "openshift" {
+				// Where OpenShift runs its Cluster API operator: the
+				// optional part, applied once the namespace exists.
+				require.NoError(t, c.EnsureNamespace(ctx, ClusterAPINamespace))
+				a.applyAll(ctx, t, readRendered(t, "openshift-cluster-api"))
+				assert.Empty(t, w.get(), "the API server warned")
+			}
 			checkRBAC(ctx, t, c, o, serviceAccounts(objs))
 		})
 	}
@@ -129,13 +140,19 @@ func serviceAccounts(objs []*unstructured.Unstructured) []string {
 	return out
 }
 
+// ClusterAPINamespace is OpenShift's Cluster API namespace, on a cluster
+// only where its Cluster API operator runs: the overlay binds nothing
+// there, ClusterAPIDir does.
+const ClusterAPINamespace = "openshift-cluster-api"
+
 // prepareOpenShift makes the OpenShift cluster's own namespaces, where the
 // overlay binds Roles (WMCO's included: the overlay does not create it),
 // and the ServiceMonitor and PrometheusRule CRDs the Prometheus Operator
-// serves there.
+// serves there. Not openshift-cluster-api, which not every OpenShift
+// cluster has: the install must apply without it.
 func prepareOpenShift(ctx context.Context, t *testing.T, c *kubetest.Cluster) {
 	t.Helper()
-	for _, ns := range []string{"openshift-machine-config-operator", "openshift-config", "openshift-machine-api", "openshift-cluster-api", "openshift-kube-apiserver-operator", WMCONamespace} {
+	for _, ns := range []string{"openshift-machine-config-operator", "openshift-config", "openshift-machine-api", "openshift-kube-apiserver-operator", WMCONamespace} {
 		require.NoError(t, c.EnsureNamespace(ctx, ns))
 	}
 	var crds []*apiextensionsv1.CustomResourceDefinition
@@ -281,4 +298,25 @@ func createSecrets(ctx context.Context, t *testing.T, c *kubetest.Cluster, ns st
 
 func nodeNamed(name string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+// TestClusterAPIOptional: the OpenShift installs put nothing in
+// openshift-cluster-api, which not every OpenShift cluster has, and the
+// optional part (ClusterAPIDir) puts only the controller's Role and its
+// RoleBinding there: a Role generated for another namespace would fail
+// here rather than ride along.
+func TestClusterAPIOptional(t *testing.T) {
+	for _, name := range []string{"openshift", "openshift-job-mode", "openshift-join-job"} {
+		for _, u := range readRendered(t, name) {
+			assert.NotEqual(t, ClusterAPINamespace, u.GetNamespace(), "%s: %s %s", name, u.GetKind(), u.GetName())
+		}
+	}
+	var got []string
+	for _, u := range readRendered(t, "openshift-cluster-api") {
+		got = append(got, u.GetKind()+"/"+u.GetNamespace()+"/"+u.GetName())
+	}
+	assert.ElementsMatch(t, []string{
+		"Role/" + ClusterAPINamespace + "/wsu-controller",
+		"RoleBinding/" + ClusterAPINamespace + "/wsu-controller",
+	}, got)
 }

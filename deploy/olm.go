@@ -20,7 +20,10 @@ package deploy
 //   - what OLM cannot install — Roles and RoleBindings in other namespaces
 //     (WMCO's, openshift-config, openshift-machine-config-operator) and the
 //     ValidatingAdmissionPolicy — is olm/outside-bundle.yaml, which the
-//     admin applies beside the bundle (docs/install.md).
+//     admin applies beside the bundle (docs/install.md); the optional
+//     Cluster API RBAC (ClusterAPIDir) is in neither, as it is not in the
+//     overlay: its header names the rendered file to apply where
+//     openshift-cluster-api exists.
 //
 // TestBundle fails when the checked-in bundle is stale (make bundle);
 // TestBundleEquivalent checks the CSV against the render, and
@@ -548,6 +551,9 @@ func outsideBundle(objs []*object) ([]byte, error) {
 	b.WriteString("# (openshift-wsu) but cluster-scoped RBAC, and admission policies. Apply it\n")
 	b.WriteString("# after installing the operator into openshift-wsu:\n")
 	b.WriteString("#   oc apply --server-side -f deploy/olm/" + OutsideBundleFile + "\n")
+	b.WriteString("# and, only where the namespace openshift-cluster-api exists (OpenShift's\n")
+	b.WriteString("# Cluster API operator runs), the controller's Role and RoleBinding there:\n")
+	b.WriteString("#   oc apply --server-side -f deploy/rendered/openshift-cluster-api.yaml\n")
 	for i, o := range objs {
 		if i > 0 {
 			b.WriteString("---\n")

@@ -58,8 +58,15 @@ const (
 	WMCONamespace = "openshift-windows-machine-config-operator"
 )
 
+// ClusterAPIDir is the optional part of the OpenShift install: the
+// controller's Role and RoleBinding in openshift-cluster-api, which exists
+// only where OpenShift runs its Cluster API operator, so the admin applies
+// it only there (docs/install.md); relative to deploy/.
+const ClusterAPIDir = "overlays/openshift/cluster-api"
+
 // Overlays are the rendered kustomizations: each cluster's install, the
-// same with the controller in Job mode, and its example join Job.
+// same with the controller in Job mode, its example join Job, and
+// OpenShift's optional Cluster API RBAC (ClusterAPIDir).
 func Overlays() []Overlay {
 	return []Overlay{
 		{"kubernetes", "overlays/kubernetes", KubernetesNamespace, "kubeadm", false},
@@ -68,6 +75,7 @@ func Overlays() []Overlay {
 		{"openshift", "overlays/openshift", OpenShiftNamespace, "openshift", false},
 		{"openshift-job-mode", "overlays/openshift-job-mode", OpenShiftNamespace, "openshift", true},
 		{"openshift-join-job", "overlays/openshift/join-job", OpenShiftNamespace, "openshift", false},
+		{"openshift-cluster-api", ClusterAPIDir, OpenShiftNamespace, "openshift", false},
 	}
 }
 
