@@ -2,12 +2,12 @@ package playbooks_test
 
 import (
 	"context"
-	"encoding/json"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"math/big"
 	"path/filepath"
@@ -29,8 +29,8 @@ import (
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/kube"
-	kubemod "github.com/wsu-project/wsu/modules/kube"
 	"github.com/wsu-project/wsu/modules/all"
+	kubemod "github.com/wsu-project/wsu/modules/kube"
 	"github.com/wsu-project/wsu/playbooks"
 	"github.com/wsu-project/wsu/test/kubetest"
 )
