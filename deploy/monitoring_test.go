@@ -235,3 +235,36 @@ func TestPrometheusComponent(t *testing.T) {
 	_, skip, _ := unstructured.NestedBool(ep, "tlsConfig", "insecureSkipVerify")
 	assert.False(t, skip, "the nodes' certificates are verified")
 }
+
+// TestOpenShiftExporterServiceMonitor renders the openshift overlay: its
+// exporters' ServiceMonitor selects the Service join publishes in WMCO's
+// namespace, and verifies the nodes' certificates (the service CA's, which
+// join asks for with the Service's serving-cert annotation) with the
+// platform Prometheus' service CA bundle, for the Service's name.
+func TestOpenShiftExporterServiceMonitor(t *testing.T) {
+	out, err := Render(filepath.Join("overlays", "openshift"), "overlays/openshift")
+	require.NoError(t, err)
+	var sm map[string]any
+	for _, u := range decodeObjects(t, out) {
+		if u.GetKind() == "ServiceMonitor" && u.GetName() == "windows-exporter" {
+			sm = u.Object
+		}
+	}
+	require.NotNil(t, sm, "the openshift overlay has the exporters' ServiceMonitor")
+	const wmcoNS = "openshift-windows-machine-config-operator"
+	ns, _, _ := unstructured.NestedStringSlice(sm, "spec", "namespaceSelector", "matchNames")
+	assert.Equal(t, []string{wmcoNS}, ns, "join's metrics_namespace on OpenShift")
+	sel, _, _ := unstructured.NestedStringMap(sm, "spec", "selector", "matchLabels")
+	assert.Equal(t, map[string]string{"name": "windows-exporter", "app.kubernetes.io/managed-by": kubemod.ManagedBy}, sel,
+		"the labels k8s_metrics_endpoint puts on its Service")
+	eps, _, _ := unstructured.NestedSlice(sm, "spec", "endpoints")
+	require.Len(t, eps, 1)
+	ep := eps[0].(map[string]any)
+	assert.Equal(t, "https", ep["scheme"])
+	ca, _, _ := unstructured.NestedString(ep, "tlsConfig", "caFile")
+	assert.Equal(t, "/etc/prometheus/configmaps/serving-certs-ca-bundle/service-ca.crt", ca, "the service CA, which signs the nodes' certificate")
+	server, _, _ := unstructured.NestedString(ep, "tlsConfig", "serverName")
+	assert.Equal(t, "windows-exporter."+wmcoNS+".svc", server, "the name the service CA puts in the Service's certificate")
+	_, skip, _ := unstructured.NestedBool(ep, "tlsConfig", "insecureSkipVerify")
+	assert.False(t, skip, "the nodes' certificates are verified")
+}

@@ -422,6 +422,12 @@ variable "metrics_tls_cert" {
   description = "PEM serving certificate windows_exporter presents, with metrics_tls_key: it serves HTTPS only, as WMCO runs it (--web.config.file); null: plain HTTP. Its names must include windows-exporter.<metrics_namespace>.svc, the ServiceMonitor's serverName (deploy/components/prometheus)."
 }
 
+variable "metrics_serving_cert_secret" {
+  type        = string
+  default     = null
+  description = "Secret (in metrics_namespace) the service CA writes windows_exporter's serving certificate into, used when metrics_tls_cert is null: the windows-exporter Service asks for it, as WMCO's does. null: windows-exporter-tls on OpenShift, none elsewhere; \"\" none."
+}
+
 variable "metrics_tls_key" {
   type        = string
   default     = null
@@ -452,7 +458,11 @@ locals {
   }
   # wsu's namespace for per-node objects (WMCO's on OpenShift).
   metrics_namespace = coalesce(var.metrics_namespace, var.cluster_flavour == "openshift" ? "openshift-windows-machine-config-operator" : "kube-system")
-  platform          = var.platform != null ? var.platform : coalesce(try(task["cluster platform"].platform, null), "None")
+  # The service CA's certificate for windows_exporter (OpenShift's
+  # default), unless a certificate is given or nobody can ask for it.
+  metrics_cert_secret_name    = var.metrics_serving_cert_secret != null ? var.metrics_serving_cert_secret : (var.cluster_flavour == "openshift" ? "windows-exporter-tls" : "")
+  metrics_serving_cert_secret = local.node_only || var.metrics_tls_cert != null || local.metrics_cert_secret_name == "" ? null : local.metrics_cert_secret_name
+  platform                    = var.platform != null ? var.platform : coalesce(try(task["cluster platform"].platform, null), "None")
   # The proxy variables: given, else the cluster's (k8s_proxy; null where
   # the cluster has no Proxy).
   proxy_env = {
@@ -1003,15 +1013,16 @@ play "ready" {
 include "monitoring" {
   source = "./windows-exporter.hcl"
   vars = {
-    kubeconfig       = var.kubeconfig
-    node_name        = include.kubelet.node_name
-    node_ip          = include.kubelet.node_ip
-    publish          = !local.node_only
-    namespace        = local.metrics_namespace
-    service_recovery = var.service_recovery
-    take_over        = include.preflight.wmco
-    tls_cert         = var.metrics_tls_cert
-    tls_key          = var.metrics_tls_key
+    kubeconfig          = var.kubeconfig
+    node_name           = include.kubelet.node_name
+    node_ip             = include.kubelet.node_ip
+    publish             = !local.node_only
+    namespace           = local.metrics_namespace
+    service_recovery    = var.service_recovery
+    take_over           = include.preflight.wmco
+    tls_cert            = var.metrics_tls_cert
+    tls_key             = var.metrics_tls_key
+    serving_cert_secret = local.metrics_serving_cert_secret
   }
 }
 

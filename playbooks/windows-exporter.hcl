@@ -6,7 +6,11 @@
 # certificate and key go to C:\k\tls (the key readable by SYSTEM and
 # Administrators only) and a web config naming them to WMCO's path, passed
 # as --web.config.file (the exporter reads the files at each handshake, so
-# a renewed certificate needs no restart).
+# a renewed certificate needs no restart). On OpenShift, serving_cert_secret
+# takes the certificate from the service CA instead, as WMCO does: the
+# Service asks for it (service.beta.openshift.io/serving-cert-secret-name),
+# the service-ca operator writes it into that Secret, and the endpoint task,
+# which runs first for that reason, returns it.
 # A windows_exporter service someone else installed is left as it is,
 # unless take_over (WMCO's, on a host join adopts).
 
@@ -68,6 +72,12 @@ variable "tls_key" {
   description = "PEM private key of tls_cert (from a Secret: spec.varsFrom); written readable by SYSTEM and Administrators only, never shown in a plan."
 }
 
+variable "serving_cert_secret" {
+  type        = string
+  default     = null
+  description = "OpenShift: Secret the service CA writes the windows-exporter Service's serving certificate into (the Service is annotated to ask for it), used when tls_cert is null; null: none. Needs publish."
+}
+
 variable "service_recovery" {
   type        = bool
   default     = true
@@ -75,7 +85,8 @@ variable "service_recovery" {
 }
 
 locals {
-  tls        = var.tls_cert != null
+  service_ca = var.tls_cert == null && var.serving_cert_secret != null
+  tls        = var.tls_cert != null || local.service_ca
   tls_cert   = "C:\\k\\tls\\windows-exporter.crt"
   tls_key    = "C:\\k\\tls\\windows-exporter.key"
   web_config = "C:\\k\\tls\\windows-exporter-webconfig.yaml"
@@ -86,8 +97,22 @@ play "windows-exporter" {
 
   task "exporter tls inputs" {
     assert {
-      that         = [(var.tls_cert == null) == (var.tls_key == null)]
-      fail_message = "tls_cert and tls_key are set together or not at all."
+      that         = [(var.tls_cert == null) == (var.tls_key == null), !local.service_ca || var.publish]
+      fail_message = "tls_cert and tls_key are set together or not at all; serving_cert_secret needs publish (the Service asks the service CA for the certificate)."
+    }
+  }
+
+  # Before the exporter's TLS files: with serving_cert_secret, it returns
+  # the certificate the service CA wrote for the Service.
+  task "metrics endpoint" {
+    when = var.publish
+    k8s_metrics_endpoint {
+      kubeconfig          = var.kubeconfig
+      namespace           = var.namespace
+      node_name           = var.node_name
+      address             = var.node_ip
+      port                = var.port
+      serving_cert_secret = var.serving_cert_secret
     }
   }
 
@@ -102,7 +127,7 @@ play "windows-exporter" {
     when = local.tls
     win_file {
       path    = local.tls_cert
-      content = var.tls_cert
+      content = local.service_ca ? task["metrics endpoint"].tls_cert : var.tls_cert
     }
   }
 
@@ -110,7 +135,7 @@ play "windows-exporter" {
     when = local.tls
     win_file {
       path    = local.tls_key
-      content = var.tls_key
+      content = local.service_ca ? task["metrics endpoint"].tls_key : var.tls_key
       acl     = "administrators"
     }
   }
@@ -144,17 +169,6 @@ play "windows-exporter" {
       state           = "running"
       recovery        = var.service_recovery ? { restart_delays = [10, 30, 60], reset_period = 86400 } : null
       only_if_managed = !var.take_over
-    }
-  }
-
-  task "metrics endpoint" {
-    when = var.publish
-    k8s_metrics_endpoint {
-      kubeconfig = var.kubeconfig
-      namespace  = var.namespace
-      node_name  = var.node_name
-      address    = var.node_ip
-      port       = var.port
     }
   }
 }

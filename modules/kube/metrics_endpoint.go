@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
@@ -41,11 +42,17 @@ const (
 	metricsPortName  = "metrics"
 	sliceManagedBy   = discoveryv1.LabelManagedBy
 	sliceServiceName = discoveryv1.LabelServiceName
+	// ServingCertAnnotation asks OpenShift's service-ca operator for a
+	// serving certificate of the Service (names <service>.<namespace>.svc),
+	// which it writes, and renews, into the named kubernetes.io/tls Secret.
+	ServingCertAnnotation = "service.beta.openshift.io/serving-cert-secret-name"
 )
 
 var metricsEndpointResults = []modules.Attribute{
 	{Name: "service", Type: cty.String, Description: "`namespace/name` of the Service."},
 	{Name: "endpoint_slice", Type: cty.String, Description: "Name of the node's EndpointSlice."},
+	{Name: "tls_cert", Type: cty.String, Description: "With `serving_cert_secret`: the PEM certificate (chain) the service CA signed (the Secret's `tls.crt`); otherwise null."},
+	{Name: "tls_key", Type: cty.String, Sensitive: true, Description: "With `serving_cert_secret`: its PEM private key (`tls.key`); otherwise null. Never shown."},
 }
 
 func (MetricsEndpoint) Schema() modules.Schema {
@@ -61,7 +68,12 @@ func (MetricsEndpoint) Schema() modules.Schema {
 			"The objects carry `app.kubernetes.io/managed-by: " + ManagedBy + "`; a Service of that name " +
 			"someone else created is an error, not taken over. No Endpoints object is written: that API " +
 			"is deprecated (Kubernetes 1.33), and EndpointSlices are what current Prometheus and WMCO's " +
-			"ServiceMonitor read.",
+			"ServiceMonitor read.\n\n" +
+			"With `serving_cert_secret` (OpenShift), the Service carries `" + ServingCertAnnotation + "` naming " +
+			"that Secret, as WMCO's does, so the service-ca operator writes a serving certificate for " +
+			"`<service>.<namespace>.svc` into it; apply waits for the Secret (up to `serving_cert_timeout` " +
+			"seconds) and returns its certificate and key as `tls_cert` and `tls_key` for windows_exporter's " +
+			"`--web.config.file`. The Secret is read by name only.",
 		Target: modules.TargetController,
 		Attributes: withConn(
 			modules.Attribute{Name: "namespace", Type: cty.String, Required: true, Description: "Namespace of the Service and slices."},
@@ -70,6 +82,8 @@ func (MetricsEndpoint) Schema() modules.Schema {
 			modules.Attribute{Name: "address", Type: cty.String, Description: "The node's IP address (IPv4 or IPv6). Required unless `state = \"absent\"`."},
 			modules.Attribute{Name: "port", Type: cty.Number, Default: cty.NumberIntVal(9182), Description: "The exporter's port."},
 			modules.Attribute{Name: "state", Type: cty.String, Default: cty.StringVal("present"), Description: "`\"present\"` or `\"absent\"` (delete the node's slice)."},
+			modules.Attribute{Name: "serving_cert_secret", Type: cty.String, Description: "OpenShift: name of the Secret the service CA writes the Service's serving certificate into (the Service is annotated to ask for it); null: no certificate asked for."},
+			modules.Attribute{Name: "serving_cert_timeout", Type: cty.Number, Default: cty.NumberIntVal(300), Description: "Seconds apply waits for the service CA to write `serving_cert_secret`."},
 		),
 		Results: metricsEndpointResults,
 		Example: `task "metrics endpoint" {
@@ -108,6 +122,12 @@ func (MetricsEndpoint) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 			diags = append(diags, cfg.Error("address", "Missing address", "The node's address is needed to publish its endpoint."))
 		}
 	}
+	if sec, ok := str(get(cfg, "serving_cert_secret")); ok {
+		if errs := validation.IsDNS1123Subdomain(sec); len(errs) > 0 {
+			diags = append(diags, cfg.Error("serving_cert_secret", "Invalid serving_cert_secret", fmt.Sprintf("%q: %v.", sec, errs)))
+		}
+	}
+	diags = append(diags, validateSeconds(cfg, nil, []string{"serving_cert_timeout"})...)
 	if p := get(cfg, "port"); p.IsKnown() && !p.IsNull() {
 		if n, acc := p.AsBigFloat().Int64(); acc != 0 || n < 1 || n > 65535 {
 			diags = append(diags, cfg.Error("port", "Invalid port", "port must be a whole number from 1 to 65535."))
@@ -120,6 +140,8 @@ func (MetricsEndpoint) Validate(req modules.ValidateRequest) hcl.Diagnostics {
 type metricsTarget struct {
 	ns, svc, node, addr, slice string
 	port                       int32
+	certSecret                 string // "" : none asked for
+	certTimeout                time.Duration
 	absent                     bool
 	// unlisted says why the address cannot be an endpoint ("" when it
 	// can): the Service is published without this node.
@@ -169,13 +191,25 @@ func readTarget(cfg modules.Config) metricsTarget {
 	p, _ := get(cfg, "port").AsBigFloat().Int64()
 	t.port = int32(p) //nolint:gosec // Validate bounds it
 	t.slice = t.svc + "-" + t.node
+	t.certSecret, _ = str(get(cfg, "serving_cert_secret"))
+	t.certTimeout = seconds(get(cfg, "serving_cert_timeout"))
 	t.unlisted = endpointAddressProblem(t.addr)
 	return t
 }
 
-func (t metricsTarget) result() cty.Value {
+// result is the task's result; cert is the serving certificate read
+// (nil: none asked for; unknown while the service CA has not written it).
+func (t metricsTarget) result(cert *servingCert) cty.Value {
+	crt, key := cty.NullVal(cty.String), cty.NullVal(cty.String)
+	switch {
+	case t.certSecret != "" && cert == nil && !t.absent:
+		crt, key = cty.UnknownVal(cty.String), cty.UnknownVal(cty.String)
+	case cert != nil:
+		crt, key = cty.StringVal(cert.crt), cty.StringVal(cert.key)
+	}
 	return result(metricsEndpointResults, map[string]cty.Value{
 		"service": cty.StringVal(t.ns + "/" + t.svc), "endpoint_slice": cty.StringVal(t.slice),
+		"tls_cert": crt, "tls_key": key,
 	})
 }
 
@@ -184,7 +218,8 @@ func (t metricsTarget) result() cty.Value {
 // keeps it: the field is immutable, and nothing reads it.
 func (t metricsTarget) wantService() *corev1.Service {
 	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: t.svc, Namespace: t.ns, Labels: map[string]string{managedByLabel: ManagedBy, "name": t.svc}},
+		ObjectMeta: metav1.ObjectMeta{Name: t.svc, Namespace: t.ns, Labels: map[string]string{managedByLabel: ManagedBy, "name": t.svc},
+			Annotations: t.annotations()},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{
 			Name: metricsPortName, Protocol: corev1.ProtocolTCP, Port: t.port, TargetPort: intstr.FromInt32(t.port),
 		}}},
@@ -217,8 +252,21 @@ func (t metricsTarget) wantSlice(node *corev1.Node) *discoveryv1.EndpointSlice {
 	return s
 }
 
+// annotations ask the service CA for the serving certificate, if wanted.
+func (t metricsTarget) annotations() map[string]string {
+	if t.certSecret == "" {
+		return nil
+	}
+	return map[string]string{ServingCertAnnotation: t.certSecret}
+}
+
 // serviceDiffers: the fields the task sets differ from the live Service's.
 func serviceDiffers(have, want *corev1.Service) bool {
+	for k, v := range want.Annotations {
+		if have.Annotations[k] != v {
+			return true
+		}
+	}
 	if len(have.Spec.Selector) > 0 || len(have.Spec.Ports) != 1 {
 		return true
 	}
@@ -243,6 +291,48 @@ type observed struct {
 	svc   *corev1.Service // nil: missing
 	slice *discoveryv1.EndpointSlice
 	node  *corev1.Node
+	cert  *servingCert // nil: not asked for, or not written yet
+}
+
+// servingCert is the certificate and key the service CA wrote.
+type servingCert struct{ crt, key string }
+
+// readServingCert reads the Secret the service CA writes, by name: nil
+// while it is missing or not filled in yet.
+func (t metricsTarget) readServingCert(ctx context.Context, cl *kube.Client) (*servingCert, error) {
+	sec, err := cl.Kube.CoreV1().Secrets(t.ns).Get(ctx, t.certSecret, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	crt, key := sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey]
+	if len(crt) == 0 || len(key) == 0 {
+		return nil, nil
+	}
+	return &servingCert{crt: string(crt), key: string(key)}, nil
+}
+
+// awaitServingCert waits for the service CA to write the Secret, which it
+// does once it sees the Service's annotation.
+func (t metricsTarget) awaitServingCert(ctx context.Context, cl *kube.Client) (*servingCert, error) {
+	var cert *servingCert
+	res, err := waitFor(ctx, t.certTimeout, 2*time.Second, nil, func(ctx context.Context) (bool, string, error) {
+		c, err := t.readServingCert(ctx, cl)
+		cert = c
+		if c == nil && err == nil {
+			return false, "Secret " + t.ns + "/" + t.certSecret + " missing or without tls.crt and tls.key", nil
+		}
+		return c != nil, "", err
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case res.timedOut:
+		return nil, fmt.Errorf("the service CA wrote no serving certificate within %s (last observed: %s): is the service-ca operator running, and does the Service carry %s?", t.certTimeout, res.last, ServingCertAnnotation)
+	}
+	return cert, nil
 }
 
 func (m MetricsEndpoint) observe(ctx context.Context, cfg modules.Config, cl *kube.Client, t metricsTarget) (observed, hcl.Diagnostics) {
@@ -268,6 +358,11 @@ func (m MetricsEndpoint) observe(ctx context.Context, cfg modules.Config, cl *ku
 	if t.absent {
 		return o, nil
 	}
+	if t.certSecret != "" {
+		if o.cert, err = t.readServingCert(ctx, cl); err != nil {
+			return o, apiError(cfg, "serving_cert_secret", "Cannot read the serving certificate's Secret", err)
+		}
+	}
 	node, err := cl.Kube.CoreV1().Nodes().Get(ctx, t.node, metav1.GetOptions{})
 	switch {
 	case err == nil:
@@ -287,9 +382,13 @@ func (t metricsTarget) diff(o observed) *modules.Change {
 	if o.svc == nil || serviceDiffers(o.svc, t.wantService()) {
 		old := cty.NullVal(cty.String)
 		if o.svc != nil {
-			old = cty.StringVal("(other ports or a selector)")
+			old = cty.StringVal("(other ports, a selector or no serving-cert annotation)")
 		}
-		fields = append(fields, modules.FieldChange{Name: "service", Old: old, New: cty.StringVal(fmt.Sprintf("%s/%s port %s %d/TCP", t.ns, t.svc, metricsPortName, t.port))})
+		want := fmt.Sprintf("%s/%s port %s %d/TCP", t.ns, t.svc, metricsPortName, t.port)
+		if t.certSecret != "" {
+			want += ", serving certificate in Secret " + t.certSecret
+		}
+		fields = append(fields, modules.FieldChange{Name: "service", Old: old, New: cty.StringVal(want)})
 	}
 	switch {
 	case t.unlisted != "":
@@ -348,7 +447,7 @@ func (m MetricsEndpoint) Plan(ctx context.Context, req modules.PlanRequest) modu
 		}
 		return modules.PlanResponse{Result: unknownResult(metricsEndpointResults), Diagnostics: diags}
 	}
-	return modules.PlanResponse{Change: t.diff(o), Result: t.result(), Diagnostics: append(diags, t.unlistedWarning(req.Config)...)}
+	return modules.PlanResponse{Change: t.diff(o), Result: t.result(o.cert), Diagnostics: append(diags, t.unlistedWarning(req.Config)...)}
 }
 
 func (m MetricsEndpoint) Apply(ctx context.Context, req modules.ApplyRequest) modules.ApplyResponse {
@@ -358,13 +457,19 @@ func (m MetricsEndpoint) Apply(ctx context.Context, req modules.ApplyRequest) mo
 		return modules.ApplyResponse{Result: unknownResult(metricsEndpointResults), Diagnostics: append(diags, requireKnown(cfg, "namespace", "node_name", "address")...)}
 	}
 	// The warning about an unlisted address is Plan's, which every apply runs first.
-	if t.diff(o) == nil {
-		return modules.ApplyResponse{Result: t.result(), Diagnostics: diags}
+	if t.diff(o) != nil {
+		if err := t.write(ctx, cl, o); err != nil {
+			return modules.ApplyResponse{Result: unknownResult(metricsEndpointResults), Diagnostics: append(diags, apiError(cfg, "namespace", "Cannot publish the metrics endpoint", err)...)}
+		}
 	}
-	if err := t.write(ctx, cl, o); err != nil {
-		return modules.ApplyResponse{Result: unknownResult(metricsEndpointResults), Diagnostics: append(diags, apiError(cfg, "namespace", "Cannot publish the metrics endpoint", err)...)}
+	if t.certSecret == "" || t.absent || o.cert != nil {
+		return modules.ApplyResponse{Result: t.result(o.cert), Diagnostics: diags}
 	}
-	return modules.ApplyResponse{Result: t.result(), Diagnostics: diags}
+	cert, err := t.awaitServingCert(ctx, cl)
+	if err != nil {
+		return modules.ApplyResponse{Result: unknownResult(metricsEndpointResults), Diagnostics: append(diags, apiError(cfg, "serving_cert_secret", "No serving certificate for windows_exporter", err)...)}
+	}
+	return modules.ApplyResponse{Result: t.result(cert), Diagnostics: diags}
 }
 
 // write makes the cluster what diff said: the Service first (Prometheus
@@ -386,6 +491,9 @@ func (t metricsTarget) write(ctx context.Context, cl *kube.Client, o observed) e
 	case serviceDiffers(o.svc, want):
 		upd := o.svc.DeepCopy()
 		upd.Spec.Selector, upd.Spec.Ports = nil, want.Spec.Ports
+		for k, v := range want.Annotations {
+			metav1.SetMetaDataAnnotation(&upd.ObjectMeta, k, v)
+		}
 		if _, err := svcs.Update(ctx, upd, metav1.UpdateOptions{}); err != nil {
 			return err
 		}
