@@ -34,6 +34,9 @@ func jobRequest(req RunRequest) (setup.Request, *secretMounts, error) {
 	if err != nil {
 		return setup.Request{}, nil, err
 	}
+	// The pod's cluster is its own ServiceAccount's (in-cluster), never a
+	// kubeconfig file of the controller's.
+	sr.Kubeconfig, sr.KubeContext = "", ""
 	if req.Secrets.Key.Secret == "" {
 		return setup.Request{}, nil, errors.New("the run names no key Secret to mount")
 	}

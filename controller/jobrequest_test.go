@@ -48,7 +48,7 @@ func TestJobRequestRoundTrip(t *testing.T) {
 	h.Vars["ansible_port"] = inventory.Var{Value: cty.StringVal("2222")}
 	req := RunRequest{Instance: "ns/win-01",
 		Request: setup.Request{Mode: engine.ModeApply, Inventory: inv, ExpectHash: "abc", ReadDirs: []string{"/payload"},
-			Inputs: planfile.Inputs{Playbook: filepath.Join(site, "playbook.hcl"), VarFiles: []string{varFile},
+			Inputs: planfile.Inputs{Playbook: filepath.Join(site, "playbook.hcl"), VarFiles: []string{varFile}, Kubeconfig: filepath.Join(state, "kubeconfig"),
 				Vars: []string{"node_name=win-01", "proxy_password=hunter2", "cluster_flavour=kubeadm"}}},
 		Secrets: RunSecrets{Key: SecretItem{"cloud-private-key", "private-key.pem"}, NewKey: SecretItem{"cloud-private-key", "private-key.pem.new"},
 			Vars: map[int]SecretItem{1: {"proxy", "proxy_password"}}}}
@@ -84,6 +84,7 @@ func TestJobRequestRoundTrip(t *testing.T) {
 	assert.Equal(t, sent.Vars, got.Vars)
 	assert.Equal(t, sent.Salt, got.Salt, "the instance's plan salt travels: the pod's plan hash is the controller's")
 	assert.Equal(t, "abc", got.ExpectHash)
+	assert.Empty(t, got.Kubeconfig, "the pod acts on the cluster as its own ServiceAccount, not with the controller's kubeconfig file")
 	assert.Equal(t, []string{"proxy_password"}, got.SecretVars, "a varsFrom Secret's value is sensitive in the Job's run too")
 	assert.True(t, got.Confined, "a site playbook's run is confined in the Job too")
 	assert.Equal(t, []string{"/payload"}, got.ReadDirs)
