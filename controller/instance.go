@@ -24,8 +24,10 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/engine"
+	"github.com/wsu-project/wsu/engine/planfile"
 	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/kube"
+	"github.com/wsu-project/wsu/setup"
 )
 
 // InstanceReconciler keeps one WindowsInstance's host joined: plan, approve,
@@ -725,15 +727,17 @@ func (r *InstanceReconciler) runRequest(ctx context.Context, wi *wsuv1.WindowsIn
 	if r.payloads != nil && r.payloads.dir != "" {
 		readDirs = []string{r.payloads.dir}
 	}
+	instance := wi.Namespace + "/" + wi.Name
 	return RunRequest{
-		Instance:   wi.Namespace + "/" + wi.Name,
-		Playbook:   playbook,
-		ReadDirs:   readDirs,
-		Inventory:  inv,
-		Vars:       vars,
-		VarFiles:   r.Options.VarFiles,
-		Kubeconfig: r.Options.Kubeconfig,
-		Secrets:    RunSecrets{Key: key, Vars: fromSecrets},
+		Request: setup.Request{
+			Inputs:    planfile.Inputs{Playbook: playbook, Vars: vars, VarFiles: r.Options.VarFiles, Kubeconfig: r.Options.Kubeconfig},
+			Inventory: inv,
+			Confined:  true,
+			ReadDirs:  readDirs,
+			Salt:      planSalt(instance),
+		},
+		Instance: instance,
+		Secrets:  RunSecrets{Key: key, Vars: fromSecrets},
 	}, nil
 }
 

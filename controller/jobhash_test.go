@@ -17,13 +17,14 @@ import (
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/kube"
+	"github.com/wsu-project/wsu/setup"
 )
 
 // changingHost plays a host in Job mode whose plan changes right after it
 // was planned (someone changed the host, or the payload, between the
 // admin's approval and the apply). A plan reports its hash only, as a
 // JobRunner's does; an apply goes through the request a Job's pod would
-// receive (newJobRequest) and is refused, as `wsu controller run-job`
+// receive (jobRequestOf, decoded as run-job decodes it) and is refused, as `wsu controller run-job`
 // refuses it (runjob.go), when the request holds it to a hash the fresh
 // plan no longer has.
 type changingHost struct {
@@ -44,7 +45,11 @@ func (h *changingHost) Run(_ context.Context, req RunRequest) RunOutcome {
 		h.plans++ // the host changes after the plan
 		return out
 	}
-	jr, _, err := newJobRequest(req)
+	_, data, _, err := jobRequestOf(req)
+	if err != nil {
+		return RunOutcome{Failed: true, Message: err.Error()}
+	}
+	jr, err := setup.DecodeRequest(data)
 	if err != nil {
 		return RunOutcome{Failed: true, Message: err.Error()}
 	}

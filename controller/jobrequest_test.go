@@ -14,17 +14,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/wsu-project/wsu/engine"
+	"github.com/wsu-project/wsu/engine/planfile"
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
+	"github.com/wsu-project/wsu/setup"
 )
 
-// TestJobRequestRoundTrip: what a Job's pod rebuilds is the RunRequest the
-// controller made: inventory (values, types, groups), vars, var files and a
-// site playbook by content, known_hosts; the secrets — the key, a
-// rotation's new key, a varsFrom Secret's values — travel apart, as items
-// of Secret volumes the Job mounts, never in the request (which is part of
-// the Job's spec).
+// TestJobRequestRoundTrip: what a Job's pod rebuilds (setup.DecodeRequest
+// and Unpack, as run-job does) is the run the controller asked for:
+// inventory (values, types, groups), vars, var files and a site playbook
+// by content, known_hosts, the plan salt and hash, the confinement; the
+// secrets — the key, a rotation's new key, a varsFrom Secret's values —
+// travel apart, as items of Secret volumes the Job mounts, never in the
+// request (which is part of the Job's spec).
 func TestJobRequestRoundTrip(t *testing.T) {
 	state := t.TempDir()
 	kh := filepath.Join(state, "known_hosts")
@@ -43,42 +46,48 @@ func TestJobRequestRoundTrip(t *testing.T) {
 	h.Vars[kubeinv.NewKeyVar] = inventory.Var{Value: cty.StringVal("NEW PRIVATE KEY").Mark(engine.Sensitive)}
 	h.Vars[knownHostsVar] = inventory.Var{Value: cty.StringVal(kh)}
 	h.Vars["ansible_port"] = inventory.Var{Value: cty.StringVal("2222")}
-	req := RunRequest{Instance: "ns/win-01", Mode: engine.ModeApply, Playbook: filepath.Join(site, "playbook.hcl"),
-		Inventory: inv, Vars: []string{"node_name=win-01", "proxy_password=hunter2", "cluster_flavour=kubeadm"}, VarFiles: []string{varFile}, ExpectHash: "abc", ReadDirs: []string{"/payload"},
+	req := RunRequest{Instance: "ns/win-01",
+		Request: setup.Request{Mode: engine.ModeApply, Inventory: inv, ExpectHash: "abc", ReadDirs: []string{"/payload"},
+			Inputs: planfile.Inputs{Playbook: filepath.Join(site, "playbook.hcl"), VarFiles: []string{varFile}, Kubeconfig: filepath.Join(state, "kubeconfig"),
+				Vars: []string{"node_name=win-01", "proxy_password=hunter2", "cluster_flavour=kubeadm"}}},
 		Secrets: RunSecrets{Key: SecretItem{"cloud-private-key", "private-key.pem"}, NewKey: SecretItem{"cloud-private-key", "private-key.pem.new"},
 			Vars: map[int]SecretItem{1: {"proxy", "proxy_password"}}}}
 
-	jr, mounts, err := newJobRequest(req)
-	require.NoError(t, err)
-	data, err := json.Marshal(jr)
+	sr, data, mounts, err := jobRequestOf(req)
 	require.NoError(t, err)
 	for _, secret := range []string{"PRIVATE KEY", "hunter2"} {
 		assert.NotContains(t, string(data), secret, "secrets are mounted from their Secrets, never copied")
 	}
+	assert.Contains(t, string(data), `"apiVersion":"`+setup.RequestVersion+`"`)
 	require.Len(t, mounts.volumes, 2, "one volume per Secret")
-	assert.Equal(t, "proxy", mounts.volumes[0].Secret.SecretName)
-	assert.Equal(t, []corev1.KeyToPath{{Key: "proxy_password", Path: "var-1"}}, mounts.volumes[0].Secret.Items)
-	assert.Equal(t, "cloud-private-key", mounts.volumes[1].Secret.SecretName)
-	assert.Equal(t, []corev1.KeyToPath{{Key: "private-key.pem.new", Path: jobNewKeyFile}}, mounts.volumes[1].Secret.Items)
-	assert.Equal(t, jobSecretsDir+"/wsu-secret-1/"+jobNewKeyFile, jr.NewKeyFile)
+	assert.Equal(t, "cloud-private-key", mounts.volumes[0].Secret.SecretName)
+	assert.Equal(t, []corev1.KeyToPath{{Key: "private-key.pem", Path: jobKeyFile}, {Key: "private-key.pem.new", Path: jobNewKeyFile}}, mounts.volumes[0].Secret.Items)
+	assert.Equal(t, "proxy", mounts.volumes[1].Secret.SecretName)
+	assert.Equal(t, []corev1.KeyToPath{{Key: "proxy_password", Path: "var-1"}}, mounts.volumes[1].Secret.Items)
+	assert.Equal(t, jobSecretsDir+"/wsu-secret-0/"+jobNewKeyFile, sr.SecretFiles.HostVars[kubeinv.NewKeyVar])
 
 	// In the pod, the mounted files hold the values.
+	back, err := setup.DecodeRequest(data)
+	require.NoError(t, err)
 	secrets := t.TempDir()
-	jr.NewKeyFile = filepath.Join(secrets, "new")
-	require.NoError(t, os.WriteFile(jr.NewKeyFile, []byte("NEW PRIVATE KEY"), 0o600))
-	jr.SecretVars[1] = filepath.Join(secrets, "var-1")
-	require.NoError(t, os.WriteFile(jr.SecretVars[1], []byte("hunter2"), 0o600))
-	data, err = json.Marshal(jr)
-	require.NoError(t, err)
-
-	var back jobRequest
-	require.NoError(t, json.Unmarshal(data, &back))
+	back.SecretFiles.HostVars[kubeinv.NewKeyVar] = filepath.Join(secrets, "new")
+	require.NoError(t, os.WriteFile(back.SecretFiles.HostVars[kubeinv.NewKeyVar], []byte("NEW PRIVATE KEY"), 0o600))
+	back.SecretFiles.HostVars[kubeinv.KeyVar] = filepath.Join(secrets, "key")
+	require.NoError(t, os.WriteFile(back.SecretFiles.HostVars[kubeinv.KeyVar], []byte("PRIVATE KEY"), 0o600))
+	back.SecretFiles.Vars[1] = filepath.Join(secrets, "var-1")
+	require.NoError(t, os.WriteFile(back.SecretFiles.Vars[1], []byte("hunter2"), 0o600))
 	dir := t.TempDir()
-	got, err := back.runRequest(dir, "PRIVATE KEY")
+	got, err := back.Unpack(dir)
 	require.NoError(t, err)
-	assert.Equal(t, req.Instance, got.Instance)
-	assert.Equal(t, req.Mode, got.Mode)
-	assert.Equal(t, req.Vars, got.Vars)
+	sent := req.setup()
+	assert.Equal(t, sent.Mode, got.Mode)
+	assert.Equal(t, sent.Vars, got.Vars)
+	assert.Equal(t, sent.Salt, got.Salt, "the instance's plan salt travels: the pod's plan hash is the controller's")
+	assert.Equal(t, "abc", got.ExpectHash)
+	assert.Empty(t, got.Kubeconfig, "the pod acts on the cluster as its own ServiceAccount, not with the controller's kubeconfig file")
+	assert.Equal(t, []string{"proxy_password"}, got.SecretVars, "a varsFrom Secret's value is sensitive in the Job's run too")
+	assert.True(t, got.Confined, "a site playbook's run is confined in the Job too")
+	assert.Equal(t, []string{"/payload"}, got.ReadDirs)
 	assert.Equal(t, filepath.Join(dir, "playbook", "playbook.hcl"), got.Playbook)
 	tmpl, err := os.ReadFile(filepath.Join(dir, "playbook", "kubelet.tmpl"))
 	require.NoError(t, err)
@@ -87,13 +96,6 @@ func TestJobRequestRoundTrip(t *testing.T) {
 	vf, err := os.ReadFile(got.VarFiles[0])
 	require.NoError(t, err)
 	assert.Equal(t, `payload_dir = "/payload"`, string(vf))
-	assert.Equal(t, "abc", back.ExpectHash)
-	assert.Equal(t, []string{"proxy_password"}, req.secretVars(), "a varsFrom Secret's value is sensitive in the run")
-	assert.Equal(t, req.secretVars(), got.secretVars(), "in the Job's run too")
-	assert.Equal(t, []string{site, "/payload"}, req.confine(), "a site playbook's run is confined to its directory and the payload")
-	assert.Equal(t, []string{filepath.Join(dir, "playbook"), "/payload"}, got.confine(), "in the Job's run too")
-	req.Playbook = "wsu:join.hcl"
-	assert.Empty(t, req.confine(), "a stock playbook's run is not")
 
 	gh := got.Inventory.Hosts["win-01"]
 	require.NotNil(t, gh)
@@ -103,14 +105,14 @@ func TestJobRequestRoundTrip(t *testing.T) {
 		gv, ok := gh.Vars[name]
 		require.True(t, ok, name)
 		if name == knownHostsVar {
-			assert.Equal(t, filepath.Join(dir, "known_hosts"), gv.Value.AsString(), "known_hosts lives in the pod's work directory")
+			assert.Equal(t, dir, filepath.Dir(filepath.Dir(gv.Value.AsString())), "known_hosts lives in the pod's work directory")
+			khData, err := os.ReadFile(gv.Value.AsString())
+			require.NoError(t, err)
+			assert.Equal(t, "[127.0.0.1]:2222 ssh-ed25519 AAAA\n", string(khData))
 			continue
 		}
 		assert.True(t, v.Value.RawEquals(gv.Value), "%s: %#v, want %#v", name, gv.Value, v.Value)
 	}
-	khData, err := os.ReadFile(filepath.Join(dir, "known_hosts"))
-	require.NoError(t, err)
-	assert.Equal(t, "[127.0.0.1]:2222 ssh-ed25519 AAAA\n", string(khData))
 	for name, g := range inv.Groups {
 		gg := got.Inventory.Groups[name]
 		require.NotNil(t, gg, name)
@@ -125,7 +127,8 @@ func TestJobRequestRefusesSecrets(t *testing.T) {
 	inv, diags := inventory.ParseWindowsInstances("windowsinstance/ns/win-01", map[string]string{"win-01": "username=Administrator"})
 	require.False(t, diags.HasErrors(), "%v", diags)
 	inv.Hosts["win-01"].Vars["proxy_password"] = inventory.Var{Value: cty.StringVal("hunter2").Mark(engine.Sensitive)}
-	_, _, err := newJobRequest(RunRequest{Instance: "ns/win-01", Playbook: "wsu:join.hcl", Inventory: inv})
+	_, _, _, err := jobRequestOf(RunRequest{Instance: "ns/win-01", Request: setup.Request{Mode: engine.ModePlan, Inputs: planfile.Inputs{Playbook: "wsu:join.hcl"}, Inventory: inv},
+		Secrets: RunSecrets{Key: SecretItem{"key", "k"}}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "proxy_password")
 	assert.NotContains(t, err.Error(), "hunter2")

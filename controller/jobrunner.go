@@ -27,6 +27,8 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/engine"
+	"github.com/wsu-project/wsu/inventory/kubeinv"
+	"github.com/wsu-project/wsu/setup"
 )
 
 // Run modes (Options.RunMode, --run-mode).
@@ -196,11 +198,11 @@ func (j *JobRunner) run(ctx context.Context, req RunRequest) (RunOutcome, error)
 	if err := j.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, wi); err != nil {
 		return RunOutcome{}, fmt.Errorf("reading the instance: %w", err)
 	}
-	jr, data, mounts, err := jobRequestOf(req)
+	sr, data, mounts, err := jobRequestOf(req)
 	if err != nil {
 		return RunOutcome{}, err
 	}
-	id, err := identify(wi, jr, req)
+	id, err := identify(wi, sr, req)
 	if err != nil {
 		return RunOutcome{}, err
 	}
@@ -214,8 +216,7 @@ func (j *JobRunner) run(ctx context.Context, req RunRequest) (RunOutcome, error)
 	if n, err := j.running(ctx, wi.Namespace); err != nil || (j.Options.MaxRunning > 0 && n >= j.Options.MaxRunning) {
 		return RunOutcome{Pending: true, RetryAfter: j.retry()}, err
 	}
-	keyFile := mounts.file(req.Secrets.Key, jobKeyFile)
-	tmpl := j.podTemplate(wi, req.Mode, string(data), keyFile, mounts)
+	tmpl := j.podTemplate(wi, req.Mode, string(data), sr.SecretFiles.HostVars[kubeinv.KeyVar], mounts)
 	job, err := j.createJob(ctx, wi, id, tmpl)
 	if err != nil {
 		return RunOutcome{}, err
@@ -224,24 +225,22 @@ func (j *JobRunner) run(ctx context.Context, req RunRequest) (RunOutcome, error)
 	return RunOutcome{Pending: true}, nil
 }
 
-// jobRequestOf is req as a Job's pod receives it, that request's JSON
-// (the pod template's annotation) and the Secret volumes it names.
-func jobRequestOf(req RunRequest) (*jobRequest, []byte, *secretMounts, error) {
-	jr, mounts, err := newJobRequest(req)
+// jobRequestOf is req as a Job's pod receives it (jobRequest), that
+// request's JSON (the pod template's annotation) and the Secret volumes it
+// names.
+func jobRequestOf(req RunRequest) (setup.Request, []byte, *secretMounts, error) {
+	sr, mounts, err := jobRequest(req)
 	if err != nil {
-		return nil, nil, nil, err
+		return setup.Request{}, nil, nil, err
 	}
-	data, err := json.Marshal(jr)
+	data, err := sr.Encode()
 	if err != nil {
-		return nil, nil, nil, err
+		return setup.Request{}, nil, nil, err
 	}
 	if len(data) > maxJobRequest {
-		return nil, nil, nil, fmt.Errorf("the run request is %d bytes, over the %d a Job's annotation can carry (a large site playbook or var file: run in process)", len(data), maxJobRequest)
+		return setup.Request{}, nil, nil, fmt.Errorf("the run request is %d bytes, over the %d a Job's annotation can carry (a large site playbook or var file: run in process)", len(data), maxJobRequest)
 	}
-	if req.Secrets.Key.Secret == "" {
-		return nil, nil, nil, errors.New("the run names no key Secret to mount")
-	}
-	return jr, data, mounts, nil
+	return sr, data, mounts, nil
 }
 
 // resume finds the run among the instance's Jobs not recorded yet, which
@@ -413,7 +412,7 @@ type runIdentity struct {
 	plan     *RunOutcome
 }
 
-func identify(wi *wsuv1.WindowsInstance, jr *jobRequest, req RunRequest) (runIdentity, error) {
+func identify(wi *wsuv1.WindowsInstance, sr setup.Request, req RunRequest) (runIdentity, error) {
 	data, err := json.Marshal(struct {
 		UID        string     `json:"uid"`
 		Generation int64      `json:"generation"`
@@ -424,7 +423,7 @@ func identify(wi *wsuv1.WindowsInstance, jr *jobRequest, req RunRequest) (runIde
 		return runIdentity{}, err
 	}
 	sum := sha256.Sum256(data)
-	return runIdentity{run: hex.EncodeToString(sum[:])[:32], mode: jr.Mode, playbook: jr.Playbook, hash: jr.ExpectHash, plan: req.Planned}, nil
+	return runIdentity{run: hex.EncodeToString(sum[:])[:32], mode: sr.Mode, playbook: sr.Playbook, hash: sr.ExpectHash, plan: req.Planned}, nil
 }
 
 func (id runIdentity) labels(instance string) map[string]string {

@@ -17,7 +17,9 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/engine"
+	"github.com/wsu-project/wsu/engine/planfile"
 	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/setup"
 )
 
 // TestJobPodRestricted (issue 26, finding 7): whatever the template says,
@@ -133,7 +135,7 @@ func TestJobRunnerOneRunPerHost(t *testing.T) {
 		if len(playbook) > 0 {
 			pb = playbook[0]
 		}
-		return RunRequest{Instance: "ns/" + instance, Mode: engine.ModePlan, Playbook: pb, Inventory: inv,
+		return RunRequest{Instance: "ns/" + instance, Request: setup.Request{Mode: engine.ModePlan, Inputs: planfile.Inputs{Playbook: pb}, Inventory: inv},
 			Secrets: RunSecrets{Key: SecretItem{Secret: "key", Key: "private-key.pem"}}}
 	}
 	jobs := func() []batchv1.Job {

@@ -20,6 +20,7 @@ import (
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
+	"github.com/wsu-project/wsu/setup"
 )
 
 // TestRotatedReasonStays: a rotation's KeyRotated reason is kept while the
@@ -161,7 +162,7 @@ func TestSetLoginKey(t *testing.T) {
 	require.False(t, diags.HasErrors())
 	h := inv.Hosts["10.1.42.1"]
 	h.Vars[kubeinv.KeyVar] = inventory.Var{Value: cty.StringVal("OLD").Mark(engine.Sensitive)}
-	rr := &RunRequest{Inventory: inv, Secrets: RunSecrets{Key: SecretItem{"keys", "k"}}}
+	rr := &RunRequest{Request: setup.Request{Inventory: inv}, Secrets: RunSecrets{Key: SecretItem{"keys", "k"}}}
 	was := setLoginKey(rr, "NEW", SecretItem{"keys", "k.new"})
 	v, _ := h.Vars[kubeinv.KeyVar].Value.Unmark()
 	assert.Equal(t, "NEW", v.AsString())

@@ -12,7 +12,9 @@ import (
 
 	"github.com/wsu-project/wsu/controller"
 	"github.com/wsu-project/wsu/engine"
+	"github.com/wsu-project/wsu/engine/planfile"
 	"github.com/wsu-project/wsu/inventory"
+	"github.com/wsu-project/wsu/setup"
 )
 
 // TestPlanHashStableWithSaltedPlans: a saved plan's hashes are salted
@@ -40,7 +42,7 @@ play "p" {
 	plan := func(instance, pw string) string {
 		inv := inventory.Local("windows")
 		inv.Hosts["localhost"].Vars["connection"] = inventory.Var{Value: cty.StringVal("local")}
-		out := controller.InProcess{}.Run(context.Background(), controller.RunRequest{Instance: instance, Mode: engine.ModePlan, Playbook: book, Inventory: inv, Vars: []string{"pw=" + pw}, ReadDirs: []string{dir}})
+		out := controller.InProcess{}.Run(context.Background(), controller.RunRequest{Instance: instance, Request: setup.Request{Mode: engine.ModePlan, Inputs: planfile.Inputs{Playbook: book, Vars: []string{"pw=" + pw}}, Inventory: inv, ReadDirs: []string{dir}}})
 		require.False(t, out.Failed, out.Message)
 		require.NotEmpty(t, out.Hash)
 		return out.Hash

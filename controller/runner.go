@@ -3,10 +3,7 @@ package controller
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,40 +14,29 @@ import (
 
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/engine/planfile"
-	"github.com/wsu-project/wsu/engine/playbook"
 	"github.com/wsu-project/wsu/host"
-	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/setup"
 	"github.com/wsu-project/wsu/transport/agentbin"
 	sshtransport "github.com/wsu-project/wsu/transport/ssh"
 )
 
-// RunRequest is one playbook run for one instance: what a Runner needs.
+// RunRequest is one playbook run for one instance: the run as setup takes
+// it (setup.Request: mode, playbook, vars and var files, the instance's
+// one-host inventory, Kubeconfig for its cluster tasks, the confinement of
+// a site playbook, the instance's plan salt, the plan hash an apply is
+// held to), which is also what a Job's pod receives, and what only the
+// controller's side of a run needs.
 type RunRequest struct {
-	// Instance names the WindowsInstance, for logs.
+	setup.Request
+	// Instance names the WindowsInstance (NAMESPACE/NAME), for logs and
+	// Jobs.
 	Instance string
-	Mode     engine.Mode
-	// Playbook is a path or wsu:NAME.
-	Playbook string
-	// Inventory holds the instance's one host.
-	Inventory *inventory.Inventory
-	// Vars are -var values; VarFiles var files, applied before them.
-	Vars     []string
-	VarFiles []string
-	// ReadDirs are directories a site playbook's run may read besides its
-	// own (the payload): a run of a playbook that is not wsu:NAME reads
-	// files on this machine only there and in the playbook's directory.
-	ReadDirs []string
-	// Kubeconfig is the cluster the playbook's cluster tasks act on ("":
-	// in-cluster, or KUBECONFIG).
-	Kubeconfig string
 	// Expect makes an apply refuse unless a fresh plan matches it: the
-	// plan an admin approved.
+	// plan an admin approved. ExpectHash (setup.Request) is its hash: a
+	// runner that does not get the plan itself back from a plan run
+	// (JobRunner) holds the apply to that.
 	Expect *planfile.Plan
-	// ExpectHash is Expect's PlanHash. A runner that does not get the plan
-	// itself back from a plan run (JobRunner) holds the apply to it.
-	ExpectHash string
 	// Connections, when set, are host connections kept across this
 	// reconcile's runs (its plan and the apply of that plan), so the host
 	// is dialled once (engine.Connections). In-process only: a Job's run
@@ -88,7 +74,7 @@ type RunOutcome struct {
 	// Plan is the plan a plan-mode run made (nil from a JobRunner, which
 	// reports its Hash only).
 	Plan *planfile.Plan
-	// Hash identifies Plan (PlanHash).
+	// Hash identifies Plan (engine.Result.PlanHash).
 	Hash string
 	// Counts of changed tasks by kind, and their addresses.
 	Add, Change, Destroy, Run int
@@ -122,16 +108,6 @@ type RunOutcome struct {
 // against a fresh plan before applying.
 func (req *RunRequest) holdTo(plan RunOutcome) {
 	req.Expect, req.ExpectHash, req.Planned = plan.Plan, plan.Hash, &plan
-}
-
-// confine is where a run may read files: anywhere for a stock playbook;
-// for a site playbook (from a ConfigMap) only its directory and ReadDirs,
-// so it cannot read or copy the pod's files (its ServiceAccount token).
-func (req RunRequest) confine() []string {
-	if strings.HasPrefix(req.Playbook, playbook.EmbeddedPrefix) {
-		return nil
-	}
-	return append([]string{filepath.Dir(req.Playbook)}, req.ReadDirs...)
 }
 
 // secretVars name the vars whose values came from a varsFrom Secret:
@@ -175,21 +151,16 @@ type InProcess struct {
 func (p InProcess) Run(ctx context.Context, req RunRequest) RunOutcome {
 	rec := &recorder{}
 	run, diags := setup.Prepare(ctx, setup.Options{
-		Inputs:     planfile.Inputs{Playbook: req.Playbook, Vars: req.Vars, VarFiles: req.VarFiles, Kubeconfig: req.Kubeconfig},
-		Inventory:  req.Inventory,
-		Mode:       req.Mode,
-		Hooks:      rec,
-		Clusters:   kube.NewCache(kube.Defaults{Kubeconfig: req.Kubeconfig}),
-		Agents:     p.Agents,
-		Sources:    p.Sources,
-		Confine:    req.confine(),
-		SecretVars: req.secretVars(),
+		Request:  req.setup(),
+		Hooks:    rec,
+		Clusters: kube.NewCache(kube.Defaults{Kubeconfig: req.Kubeconfig}),
+		Agents:   p.Agents,
+		Sources:  p.Sources,
 	})
 	if diags.HasErrors() {
 		return RunOutcome{Failed: true, Message: firstError(diags)}
 	}
 	run.Request.Expect = req.Expect
-	run.Request.Salt = planSalt(req.Instance)
 	if req.Connections != nil {
 		run.Request.Connector = req.Connections.Connector(run.Request.Connector)
 	}
@@ -293,35 +264,34 @@ func (r *recorder) outcome(res *engine.Result) RunOutcome {
 		}
 	}
 	if res.Plan != nil {
-		out.Plan = res.Plan
-		out.Hash = PlanHash(res.Plan)
+		out.Plan, out.Hash = res.Plan, res.PlanHash
 	}
 	return out
 }
 
+// setup is the request as setup takes it, here or in a Job's pod: every
+// controller run is confined (a site playbook to its directory and
+// ReadDirs, so it cannot read the pod's files), a varsFrom Secret's value
+// is sensitive whatever the playbook declares, and its plan hashes are
+// keyed by its instance's salt.
+func (req RunRequest) setup() setup.Request {
+	r := req.Request
+	r.Confined = true
+	r.SecretVars = req.secretVars()
+	if len(r.Salt) == 0 {
+		r.Salt = planSalt(req.Instance)
+	}
+	return r
+}
+
 // planSalt keys the hashes of an instance's plans: the same for every plan
-// of one instance, so the same state planned twice gives the same PlanHash
-// (what an approval names), and different across instances. The plans stay
-// in the controller (only PlanHash travels), so it need not be secret.
+// of one instance, so the same state planned twice gives the same plan
+// hash (what an approval names), and different across instances. The
+// plans stay in the controller (only their hash travels), so it need not
+// be secret.
 func planSalt(instance string) []byte {
 	sum := sha256.Sum256([]byte("wsu controller plan salt\x00" + instance))
 	return sum[:]
-}
-
-// PlanHash identifies a plan by what it would do: the sha256 of every file
-// it read and every task's fingerprint (which covers the change itself and
-// the configuration, secrets as hashes only). The same state planned twice
-// gives the same hash; any difference in what would be applied changes it.
-func PlanHash(p *planfile.Plan) string {
-	data, err := json.Marshal(struct {
-		Sources map[string]string         `json:"sources"`
-		Hosts   map[string]*planfile.Host `json:"hosts"`
-	}{p.Sources, p.Hosts})
-	if err != nil {
-		return ""
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])[:32]
 }
 
 func firstError(diags hcl.Diagnostics) string {

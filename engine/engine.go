@@ -81,6 +81,10 @@ type Request struct {
 	// Expect, when set, is a saved plan: Run plans first and refuses to
 	// apply if the fresh plan differs from it.
 	Expect *planfile.Plan
+	// ExpectHash, when set and Expect is not, holds an apply to the plan
+	// an admin approved by its hash (Result.PlanHash): Run plans first,
+	// under Salt, and applies nothing unless the fresh plan has this hash.
+	ExpectHash string
 	// Salt keys the plan's hashes (planfile.Plan.Salt); nil: a new
 	// random one. Run gives the fresh plan it compares with Expect
 	// Expect's salt.
@@ -96,8 +100,12 @@ type Result struct {
 	Recap []HostRecap
 	// Plan is filled in plan mode, ready for planfile.Save once the caller
 	// adds the inputs it wants recorded.
-	Plan    *planfile.Plan
-	Changes int
+	Plan *planfile.Plan
+	// PlanHash identifies Plan by what it would do (planfile.Plan.Hash),
+	// computed once as the run returns it: what a controller's approval names
+	// and holds an apply to.
+	PlanHash string
+	Changes  int
 	// Diagnostics are every error and warning of the run. Those raised
 	// while running are also sent as events; SetupDiagnostics are the ones
 	// found before any host was touched (inputs, a stale saved plan), which
@@ -127,12 +135,18 @@ func (r *Result) Failed() bool {
 
 // Run executes req.
 func Run(ctx context.Context, req Request) *Result {
-	if req.Expect != nil && req.Mode == ModeApply {
+	if req.Mode == ModeApply && (req.Expect != nil || req.ExpectHash != "") {
 		if _, kept := req.Connector.(*keptConnector); !kept && req.Connector != nil {
 			// The check's connections serve the apply.
 			conns := NewConnections()
 			defer conns.Close()
 			req.Connector = conns.Connector(req.Connector)
+		}
+		if req.Expect == nil {
+			if pr := checkHash(ctx, req); pr != nil {
+				return pr
+			}
+			return run(ctx, req)
 		}
 		fresh := req
 		fresh.Mode, fresh.Expect, fresh.Hooks = ModePlan, nil, nil
@@ -157,6 +171,43 @@ func Run(ctx context.Context, req Request) *Result {
 			return &Result{Diagnostics: d, SetupDiagnostics: d}
 		}
 	}
+	return run(ctx, req)
+}
+
+// checkHash plans req afresh and returns nil when that plan has
+// req.ExpectHash; else the plan's result (its hosts' facts) with the
+// error saying why nothing is applied. Of the check's events only a host
+// found unreachable is reported (why a login failed matters to the
+// caller); its plan is not the run's.
+func checkHash(ctx context.Context, req Request) *Result {
+	fresh := req
+	fresh.Mode, fresh.ExpectHash, fresh.Hooks = ModePlan, "", nil
+	if req.Hooks != nil {
+		fresh.Hooks = HooksFunc(func(e Event) {
+			if e.Type == EventUnreachable {
+				req.Hooks.Event(e)
+			}
+		})
+	}
+	pr := run(ctx, fresh)
+	var d hcl.Diagnostics
+	switch {
+	case pr.Failed():
+		d = hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot check the approved plan",
+			Detail: "Planning again, to compare with the approved plan, failed; nothing was applied."}}
+	case pr.PlanHash != req.ExpectHash:
+		d = hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Plan changed since it was approved",
+			Detail: fmt.Sprintf("the plan changed since it was approved (now %s, approved %s): nothing was applied", pr.PlanHash, req.ExpectHash)}}
+	default:
+		return nil
+	}
+	pr.Diagnostics = append(pr.Diagnostics, d...)
+	pr.SetupDiagnostics = append(pr.SetupDiagnostics, d...)
+	return pr
+}
+
+// run plans or applies req, with no saved or approved plan to check.
+func run(ctx context.Context, req Request) *Result {
 	r, diags := newRunner(req)
 	if diags.HasErrors() {
 		return &Result{Diagnostics: diags, SetupDiagnostics: diags}
@@ -874,7 +925,8 @@ func (r *runner) recap() []HostRecap {
 // scrubResult scrubs the diagnostics the run returns: a caller (the
 // controller's status) shows them without events' scrubbing.
 // A plan's summaries are scrubbed again: a secret may have been learnt
-// (a later task's sensitive result) after a summary was recorded.
+// (a later task's sensitive result) after a summary was recorded. The
+// plan's hash is then taken of the plan as the run returns it.
 func (r *runner) scrubResult() {
 	r.result.Diagnostics = r.secrets.Diagnostics(r.result.Diagnostics)
 	r.result.SetupDiagnostics = r.secrets.Diagnostics(r.result.SetupDiagnostics)
@@ -888,6 +940,7 @@ func (r *runner) scrubResult() {
 			}
 		}
 	}
+	r.result.PlanHash = r.result.Plan.Hash() // of the plan as the run returns it
 }
 
 // closeAll ends the run's connections: each given back to the

@@ -78,9 +78,8 @@ func TestConcurrentRunsKeepApart(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			res := runOnce(ctx, t, setup.Options{
-				Inputs: planfile.Inputs{Playbook: book, Inventory: env.Inventory, Vars: []string{"run=" + name},
-					Kubeconfig: env.Cluster.Kubeconfig},
-				Mode:   engine.ModeApply,
+				Request: setup.Request{Inputs: planfile.Inputs{Playbook: book, Inventory: env.Inventory, Vars: []string{"run=" + name},
+					Kubeconfig: env.Cluster.Kubeconfig}, Mode: engine.ModeApply},
 				Agents: agentbin.New(agentbin.Options{Dir: filepath.Dir(env.Agent)}),
 			})
 			mu.Lock()

@@ -125,9 +125,8 @@ func (b *rotateBed) run(mode engine.Mode, login sshdtest.Key, vars ...string) (*
 		}
 	})
 	run, diags := setup.Prepare(ctx, setup.Options{
-		Inputs: planfile.Inputs{Playbook: "wsu:rotate-key.hcl", Inventory: b.inventory(login),
-			Vars: append([]string{"new_private_key_file=" + b.new.File}, vars...)},
-		Mode:   mode,
+		Request: setup.Request{Inputs: planfile.Inputs{Playbook: "wsu:rotate-key.hcl", Inventory: b.inventory(login),
+			Vars: append([]string{"new_private_key_file=" + b.new.File}, vars...)}, Mode: mode},
 		Hooks:  hooks,
 		Agents: agentbin.New(agentbin.Options{Dir: b.agentDir}),
 	})

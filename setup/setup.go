@@ -44,21 +44,15 @@ import (
 	"github.com/wsu-project/wsu/version"
 )
 
-// Options are what a face decides about one run.
+// Options are what a face decides about one run: the Request (what it
+// asks for, serialisable) and what cannot travel with it.
 type Options struct {
-	// Inputs are the playbook, inventory, variables and host selection, as
-	// a saved plan records them. When Saved is set only Vars is read.
-	planfile.Inputs
-	// Inventory, when set, is the inventory itself (a controller's one
-	// host per WindowsInstance), used instead of Inputs.Inventory.
-	Inventory *inventory.Inventory
+	Request
 	// Saved is a saved plan to apply exactly: its inputs are used, and the
 	// run refuses to apply if a fresh plan differs from it. Inputs.Vars
 	// then holds only the sensitive -var options the plan left out.
 	Saved *planfile.Plan
 
-	Mode  engine.Mode
-	Forks int // 0: the engine's default
 	// Environ is the environment WSU_VAR_* values are read from (the CLI's
 	// os.Environ(); a controller's own list).
 	Environ []string
@@ -86,15 +80,6 @@ type Options struct {
 	Agents *agentbin.Source
 	// Stock are the stock playbooks `wsu:NAME` names. nil: the embedded ones.
 	Stock fs.FS
-	// SecretVars name -var values that are secrets whatever their
-	// variables declare (engine.Inputs.SecretVars): the controller's
-	// varsFrom Secret values.
-	SecretVars []string
-	// Confine, when set, are the only directories the run reads files in
-	// on this machine (playbook.Loader.Confine): the playbook, its file
-	// functions and the files modules read. The controller confines a
-	// site playbook from a ConfigMap to its own files and the payload.
-	Confine []string
 	// Files reads the run's inputs from disk, each once (pipes, FIFOs and
 	// devices too: bounded, and given up on when the run is interrupted).
 	// The CLI passes the one that looked at its argument for a saved
@@ -161,7 +146,7 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 	loader := playbook.NewLoader(registry, stock)
 	loader.Files = files
 	var diags hcl.Diagnostics
-	loader.Confine, diags = confineDirs(o.Confine)
+	loader.Confine, diags = confineDirs(o.confine())
 	if diags.HasErrors() {
 		return &Run{Inputs: in, Text: loader.Sources(), Secrets: engine.NewScrubber(), files: files}, diags
 	}
@@ -219,21 +204,23 @@ func Prepare(ctx context.Context, o Options) (*Run, hcl.Diagnostics) {
 	}
 	o.Transports = transports
 	run.Request = engine.Request{
-		Playbook:  pb,
-		Inventory: inv,
-		Inputs:    engine.Inputs{VarFiles: in.VarFiles, Vars: in.Vars, Environ: o.Environ, SecretVars: o.SecretVars, ValueFiles: run.valueFiles, Files: files},
-		Mode:      o.Mode,
-		Registry:  registry,
-		Connector: connector(o, in.Local),
-		Hooks:     o.Hooks,
-		Forks:     o.Forks,
-		Limit:     in.Limit,
-		Tags:      in.Tags,
-		SkipTags:  in.SkipTags,
-		StartAt:   in.StartAtTask,
-		Sources:   sources,
-		Expect:    o.Saved,
-		Secrets:   run.Secrets,
+		Playbook:   pb,
+		Inventory:  inv,
+		Inputs:     engine.Inputs{VarFiles: in.VarFiles, Vars: in.Vars, Environ: o.Environ, SecretVars: o.SecretVars, ValueFiles: run.valueFiles, Files: files},
+		Mode:       o.Mode,
+		Registry:   registry,
+		Connector:  connector(o, in.Local),
+		Hooks:      o.Hooks,
+		Forks:      o.Forks,
+		Limit:      in.Limit,
+		Tags:       in.Tags,
+		SkipTags:   in.SkipTags,
+		StartAt:    in.StartAtTask,
+		Sources:    sources,
+		Expect:     o.Saved,
+		ExpectHash: o.ExpectHash,
+		Salt:       o.Salt,
+		Secrets:    run.Secrets,
 	}
 	return run, diags
 }

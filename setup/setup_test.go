@@ -42,7 +42,7 @@ func TestSavedPlanInputsRoundTrip(t *testing.T) {
 	require.NoError(t, os.WriteFile(book, []byte(printPlaybook), 0o644))
 	in := planfile.Inputs{Playbook: book, Inventory: "win01,win02,", MoreInventories: []string{"win[03:04],"}, Vars: []string{"msg=hi"}, Limit: "win02:win04", Tags: []string{"x"}, StartAtTask: "say", KubeContext: "ctx-1"}
 
-	run, diags := setup.Prepare(ctx, setup.Options{Inputs: in, Mode: engine.ModePlan})
+	run, diags := setup.Prepare(ctx, setup.Options{Request: setup.Request{Inputs: in, Mode: engine.ModePlan}})
 	require.False(t, diags.HasErrors(), "%v", diags)
 	assert.Equal(t, in, run.Inputs)
 	assert.Equal(t, []string{"win01", "win02", "win03", "win04"}, run.Request.Inventory.Order, "every -i, merged in order")
@@ -58,7 +58,7 @@ func TestSavedPlanInputsRoundTrip(t *testing.T) {
 	assert.Equal(t, in, saved.Inputs)
 
 	// Apply of the saved plan: its inputs win over the options' own.
-	again, diags := setup.Prepare(ctx, setup.Options{Inputs: planfile.Inputs{Playbook: "ignored"}, Saved: saved, Mode: engine.ModeApply})
+	again, diags := setup.Prepare(ctx, setup.Options{Request: setup.Request{Inputs: planfile.Inputs{Playbook: "ignored"}, Mode: engine.ModeApply}, Saved: saved})
 	require.False(t, diags.HasErrors(), "%v", diags)
 	assert.Equal(t, in, again.Inputs)
 	assert.Same(t, saved, again.Request.Expect)
@@ -67,7 +67,7 @@ func TestSavedPlanInputsRoundTrip(t *testing.T) {
 
 func TestPrepareRefusesBeforeAnyHost(t *testing.T) {
 	ctx := context.Background()
-	run, diags := setup.Prepare(ctx, setup.Options{Inputs: planfile.Inputs{Playbook: "join"}, Mode: engine.ModePlan})
+	run, diags := setup.Prepare(ctx, setup.Options{Request: setup.Request{Inputs: planfile.Inputs{Playbook: "join"}, Mode: engine.ModePlan}})
 	require.True(t, diags.HasErrors())
 	assert.Equal(t, "No inventory", diags[0].Summary)
 	assert.Equal(t, "wsu:join.hcl", run.Inputs.Playbook, "a stock name resolves to the embedded playbook")
@@ -94,7 +94,7 @@ func TestEachRunHasItsOwnStart(t *testing.T) {
 	require.NoError(t, os.WriteFile(book, []byte(printPlaybook), 0o644))
 	start := func() time.Time {
 		t.Helper()
-		run, diags := setup.Prepare(ctx, setup.Options{Inputs: planfile.Inputs{Playbook: book, Inventory: "win01,", Vars: []string{"msg=hi"}}, Mode: engine.ModePlan})
+		run, diags := setup.Prepare(ctx, setup.Options{Request: setup.Request{Inputs: planfile.Inputs{Playbook: book, Inventory: "win01,", Vars: []string{"msg=hi"}}, Mode: engine.ModePlan}})
 		require.False(t, diags.HasErrors(), "%v", diags)
 		m, ok := run.Request.Registry.Lookup("k8s_csr_approve")
 		require.True(t, ok)

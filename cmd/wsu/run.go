@@ -159,9 +159,7 @@ func (a *app) run(ctx context.Context, flags *pflag.FlagSet, o *runOptions, targ
 		return a.syntaxCheck(o, target)
 	}
 	opts := setup.Options{
-		Inputs:     o.inputs(target),
-		Mode:       mode,
-		Forks:      o.forks,
+		Request:    o.request(target, mode),
 		Environ:    a.env,
 		Passphrase: a.passphrasePrompt(),
 		Agents:     a.agentSource(),
@@ -348,6 +346,12 @@ func envValue(env []string, name string) string {
 		}
 	}
 	return ""
+}
+
+// request is the run the flags ask for: the inputs a saved plan records,
+// the mode and --forks.
+func (o *runOptions) request(target string, mode engine.Mode) setup.Request {
+	return setup.Request{Inputs: o.inputs(target), Mode: mode, Forks: o.forks}
 }
 
 // inputs are the flags a saved plan records.

@@ -65,7 +65,7 @@ settings, and each play's hosts pattern against the inventory.`,
 func (a *app) validate(ctx context.Context, in planfile.Inputs) (*setup.Run, hcl.Diagnostics) {
 	withInventory := len(in.InventorySources()) > 0
 	in.Local = !withInventory // an inventory of its own is needed to prepare
-	run, diags := setup.Prepare(ctx, setup.Options{Inputs: in, Mode: engine.ModePlan, Environ: a.env})
+	run, diags := setup.Prepare(ctx, setup.Options{Request: setup.Request{Inputs: in, Mode: engine.ModePlan}, Environ: a.env})
 	if diags.HasErrors() {
 		return run, diags
 	}

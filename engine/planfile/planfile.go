@@ -284,6 +284,25 @@ func Hash(salt []byte, parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// Hash identifies the plan by what it would do: the sha256 of every
+// file's hash and every task's fingerprint (which covers the change itself
+// and the configuration, secrets as keyed hashes only), in 32 hex digits.
+// The same state planned twice under the same salt gives the same hash
+// (what a controller's approval names); any difference in what would be
+// applied changes it. The engine computes it once per run
+// (engine.Result.PlanHash).
+func (p *Plan) Hash() string {
+	data, err := json.Marshal(struct {
+		Sources map[string]string `json:"sources"`
+		Hosts   map[string]*Host  `json:"hosts"`
+	}{p.Sources, p.Hosts})
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])[:32]
+}
+
 // planHead is how much of a file tells whether it is a plan.
 const planHead = 512
 
