@@ -164,6 +164,7 @@ func wmcoBed(t *testing.T) (*kubetest.Cluster, client.Client) {
 	require.NoError(t, err)
 	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/rbac/controller/role.yaml")
 	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/overlays/openshift/byoh.yaml")
+	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/rbac/wsu-cluster-role.yaml", "wsu-cluster-info") // the cluster CA's watch, as every overlay binds it
 	require.NoError(t, cluster.AwaitRBAC(ctx))
 	return cluster, hostVarsClient(t, cluster)
 }
