@@ -12,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/modules"
@@ -226,22 +228,46 @@ func (m NodeOwner) Apply(ctx context.Context, req modules.ApplyRequest) modules.
 		return modules.ApplyResponse{Result: unknownResult(nodeOwnerResults), Diagnostics: hcl.Diagnostics{cfg.Error("wait",
 			"Node "+s.name+" did not register", fmt.Sprintf("After %s, %s: the kubelet has not registered it.", s.wait, poll.last))}}
 	}
-	refusal, mark := diffOwner(n, s)
+	res, refusal, err := markOwner(ctx, nodes, n, s)
 	switch {
+	case err != nil:
+		return modules.ApplyResponse{Result: unknownResult(nodeOwnerResults), Diagnostics: apiError(cfg, "name", "Cannot mark node "+s.name, err)}
 	case refusal != "":
 		return modules.ApplyResponse{Result: unknownResult(nodeOwnerResults), Diagnostics: hcl.Diagnostics{cfg.Error("name", "Node "+s.name+" is not this host's", refusal)}}
-	case n == nil || !mark:
-		return modules.ApplyResponse{Result: ownerResult(n, s)}
-	}
-	res := ownerResult(n, s)
-	// Guarded by the resourceVersion read: a Node replaced or changed since
-	// the check is not marked.
-	p, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-		"resourceVersion": n.ResourceVersion, "annotations": map[string]string{OwnerAnnotation: s.owner}}})
-	if _, err = nodes.Patch(ctx, s.name, types.MergePatchType, p, metav1.PatchOptions{}); err != nil {
-		return modules.ApplyResponse{Result: unknownResult(nodeOwnerResults), Diagnostics: apiError(cfg, "name", "Cannot mark node "+s.name, err)}
 	}
 	return modules.ApplyResponse{Result: res}
+}
+
+// markOwner marks n as s's, checked again on every try: the patch is
+// guarded by the resourceVersion the check read, so a Node replaced or
+// changed since is not marked unchecked. A conflict (the kubelet updates
+// its Node all the time) reads the Node again and checks once more.
+func markOwner(ctx context.Context, nodes corev1client.NodeInterface, n *corev1.Node, s ownerSpec) (res cty.Value, refusal string, err error) {
+	tries := 0
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if tries++; tries > 1 {
+			got, err := nodes.Get(ctx, s.name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				n = nil
+			case err != nil:
+				return err
+			default:
+				n = got
+			}
+		}
+		var mark bool
+		refusal, mark = diffOwner(n, s)
+		res = ownerResult(n, s)
+		if refusal != "" || n == nil || !mark {
+			return nil
+		}
+		p, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": n.ResourceVersion, "annotations": map[string]string{OwnerAnnotation: s.owner}}})
+		_, err := nodes.Patch(ctx, s.name, types.MergePatchType, p, metav1.PatchOptions{})
+		return err
+	})
+	return res, refusal, err
 }
 
 // nodeReady: the Node's Ready condition is True.
