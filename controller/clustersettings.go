@@ -50,12 +50,15 @@ import (
 // openshift-kube-apiserver-operator/kube-apiserver-to-kubelet-client-ca,
 // and the rendered worker MachineConfigs join reads it from; with
 // config.openshift.io, the Proxy cluster, the ImageDigestMirrorSets and
-// ImageTagMirrorSets, and the trusted CA as WMCO watches it: the ConfigMap
-// wsu-trusted-ca in the controller's namespace, labelled
-// config.openshift.io/inject-trusted-cabundle=true, into which the cluster
-// network operator injects the Proxy's trusted CA bundle whenever it
-// changes (the openshift overlay creates it), so no right on
-// openshift-config's ConfigMaps is needed, whose names the Proxy chooses.
+// ImageTagMirrorSets with the cluster's pull secret (the mirror
+// registries' credentials: openshift-config/pull-secret, by name, the
+// openshift overlay's wsu-pull-secret Role), and the trusted CA as WMCO
+// watches it: the ConfigMap wsu-trusted-ca in the controller's namespace,
+// labelled config.openshift.io/inject-trusted-cabundle=true, into which
+// the cluster network operator injects the Proxy's trusted CA bundle
+// whenever it changes (the openshift overlay creates it), so no right on
+// openshift-config's ConfigMaps is needed, whose names the Proxy
+// chooses.
 
 // The controller's reads of the settings' sources: least privilege, get,
 // list and watch only, by name where the name is known. The ConfigMaps in
@@ -73,6 +76,8 @@ const (
 	KubeletCANamespace    = "openshift-kube-apiserver-operator"
 	KubeletCAConfigMap    = "kube-apiserver-to-kubelet-client-ca"
 	TrustedCAConfigMap    = "wsu-trusted-ca"
+	PullSecretNamespace   = "openshift-config"
+	PullSecretName        = "pull-secret"
 	renderedWorkerPrefix  = "rendered-worker-"
 	clusterProxyName      = "cluster"
 	ReasonSettingsChanged = "ClusterSettingsChanged"
@@ -80,6 +85,7 @@ const (
 
 var (
 	configMapGVK     = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	secretGVK        = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
 	machineConfigGVK = schema.GroupVersionKind{Group: "machineconfiguration.openshift.io", Version: "v1", Kind: "MachineConfig"}
 	proxyGVK         = schema.GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "Proxy"}
 	idmsGVK          = schema.GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "ImageDigestMirrorSet"}
@@ -168,6 +174,7 @@ func settingsSources(mapper meta.RESTMapper, namespace string) ([]settingsSource
 		configMaps[namespace] = TrustedCAConfigMap
 		out = append(out, settingsSource{gvk: proxyGVK, name: clusterProxyName})
 	}
+	mirrorSets := false
 	for _, gvk := range []schema.GroupVersionKind{idmsGVK, itmsGVK} {
 		ok, err := served(mapper, gvk)
 		if err != nil {
@@ -176,6 +183,10 @@ func settingsSources(mapper meta.RESTMapper, namespace string) ([]settingsSource
 		if ok {
 			out = append(out, settingsSource{gvk: gvk})
 		}
+		mirrorSets = mirrorSets || ok
+	}
+	if mirrorSets { // the mirrors' credentials
+		out = append(out, settingsSource{gvk: secretGVK, namespace: map[string]string{PullSecretNamespace: PullSecretName}})
 	}
 	return append([]settingsSource{{gvk: configMapGVK, namespace: configMaps}}, out...), nil
 }

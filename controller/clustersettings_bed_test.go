@@ -214,8 +214,8 @@ func newCAPEM(t *testing.T) []byte {
 // though nothing else would wake it for an hour (no Node, drift and Node
 // checks an hour away): the kubelet CA (kube-public/cluster-info), the
 // Proxy, an ImageDigestMirrorSet, and the trusted CA bundle the cluster
-// network operator injects into wsu-trusted-ca; another ConfigMap plans
-// nothing. The OpenShift kinds are the stand-in CRDs modules/kube's tests
+// network operator injects into wsu-trusted-ca, and the pull secret (the
+// mirrors' credentials); another ConfigMap or Secret plans nothing. The OpenShift kinds are the stand-in CRDs modules/kube's tests
 // install.
 func TestClusterSettingsWatch(t *testing.T) {
 	t.Parallel()
@@ -273,6 +273,18 @@ func TestClusterSettingsWatch(t *testing.T) {
 		// The cluster network operator injecting the Proxy's trusted CA.
 		require.NoError(t, admin.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: controller.TrustedCAConfigMap, Namespace: ns},
 			Data: map[string]string{"ca-bundle.crt": string(newCAPEM(t))}}))
+	})
+	plansOnce("the pull secret (after another Secret there, which counts for nothing)", func() {
+		require.NoError(t, cluster.EnsureNamespace(ctx, controller.PullSecretNamespace))
+		secrets := cluster.Client.CoreV1().Secrets(controller.PullSecretNamespace) // openshift-config is no site admin's
+		_, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "unrelated"},
+			Data: map[string][]byte{"a": []byte("b")}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = secrets.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: controller.PullSecretName},
+			Type:       corev1.SecretTypeDockerConfigJson,
+			Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"mirror.local":{"auth":"dTpw"}}}`)}}, metav1.CreateOptions{})
+		require.NoError(t, err)
 	})
 	assert.Zero(t, runs.applies("win-1"), "in sync: nothing to apply")
 }

@@ -254,7 +254,9 @@ func settingsAccess(o Overlay) []access {
 		return append(list,
 			allow("watch", "", "configmaps", "openshift-kube-apiserver-operator", "kube-apiserver-to-kubelet-client-ca", "the kubelet CA WMCO watches, by name"),
 			deny("list", "", "configmaps", "openshift-kube-apiserver-operator", "", "that ConfigMap only"),
-			deny("update", "", "configmaps", "openshift-kube-apiserver-operator", "kube-apiserver-to-kubelet-client-ca", "reads only"))
+			deny("update", "", "configmaps", "openshift-kube-apiserver-operator", "kube-apiserver-to-kubelet-client-ca", "reads only"),
+			allow("watch", "", "secrets", "openshift-config", "pull-secret", "the mirrors' credentials, by name"),
+			deny("watch", "", "secrets", "openshift-config", "", "the pull secret only"))
 	}
 	return append(list,
 		allow("watch", "", "configmaps", "kube-public", "cluster-info", "the cluster CA, by name"),
@@ -289,7 +291,9 @@ func everyAccess(o Overlay) []access {
 		deny("list", "", "secrets", "", "", "no Secret list cluster-wide"),
 		deny("get", "", "secrets", "default", otherSecret, "no Secret outside what is named"),
 		deny("list", "", "secrets", "default", "", "no Secret outside what is named"),
-		deny("get", "", "secrets", "openshift-config", "pull-secret", "the pull secret"),
+		deny("get", "", "secrets", "openshift-config", otherSecret, "the pull secret only"),
+		deny("list", "", "secrets", "openshift-config", "", "the pull secret only, by name"),
+		deny("update", "", "secrets", "openshift-config", "pull-secret", "never writes the pull secret"),
 		deny("get", "", "secrets", "openshift-machine-config-operator", otherSecret, "node-bootstrapper-token only"),
 		deny("get", "", "secrets", WMCONamespace, otherSecret, "cloud-private-key only"),
 		deny("list", "", "secrets", WMCONamespace, "", "cloud-private-key only, by name"),
@@ -335,7 +339,7 @@ func flavourAccess(o Overlay) []access {
 			deny("get", "", "configmaps", "kube-public", "cluster-info", "no cluster-info on OpenShift"),
 			allow("get", "", "configmaps", "openshift-config", "user-ca-bundle", "k8s_trusted_ca: the proxy's trusted CA bundle"),
 			deny("list", "", "configmaps", "openshift-config", "", "read by the name the Proxy gives"),
-			deny("get", "", "secrets", "openshift-config", "pull-secret", "no Secret of openshift-config"),
+			allow("get", "", "secrets", "openshift-config", "pull-secret", "k8s_image_mirrors: the mirror registries' credentials"),
 			allow("get", "config.openshift.io", "proxies", "", "cluster", "k8s_trusted_ca: which ConfigMap"),
 			allow("list", "config.openshift.io", "imagedigestmirrorsets", "", "", "k8s_image_mirrors"),
 			allow("list", "config.openshift.io", "imagetagmirrorsets", "", "", "k8s_image_mirrors"),
@@ -362,6 +366,7 @@ func flavourAccess(o Overlay) []access {
 		deny("get", "", "configmaps", "kube-system", "other", "kubeadm-config and kubelet-config only"),
 		deny("list", "", "services", "kube-system", "", "kube-dns only"),
 		deny("get", "", "configmaps", "openshift-config", "user-ca-bundle", "OpenShift only"),
+		deny("get", "", "secrets", "openshift-config", "pull-secret", "OpenShift only"),
 	}
 }
 

@@ -62,7 +62,7 @@ variable "registry_auths" {
   type        = map(string)
   default     = null
   sensitive   = true
-  description = "Credentials of the mirror registries, by registry host (host[:port]): each the base64 of user:password, as a pull secret's .dockerconfigjson \"auths\" holds them. A mirror on a host listed gets an Authorization header in its hosts.toml (never shown in a plan, readable by SYSTEM and Administrators only). null: none."
+  description = "Credentials of the mirror registries, by registry host (host[:port]): each the base64 of user:password, as a pull secret's .dockerconfigjson \"auths\" holds them. A mirror on a host listed gets an Authorization header in its hosts.toml (never shown in a plan, readable by SYSTEM and Administrators only). On OpenShift the cluster's pull secret (openshift-config/pull-secret) gives the mirror hosts' credentials; a host listed here wins over it. null: the pull secret's only."
 }
 
 variable "trusted_ca_bundle" {
@@ -195,7 +195,9 @@ play "check-runtime" {
         for source, mirrors in var.registry_mirrors : { source = source, mirrors = mirrors, resolve_tags = true, never_contact_source = false }
       ] : try(task["image mirrors"].mirrors, [])
       skip_invalid = var.registry_mirrors == null
-      auths        = var.registry_auths
+      # The pull secret's credentials of the cluster's mirror hosts
+      # (k8s_image_mirrors), registry_auths' per host over them.
+      auths = merge(try(task["image mirrors"].auths, {}), var.registry_auths != null ? var.registry_auths : {})
     }
     notify = ["restart containerd"]
   }

@@ -204,7 +204,7 @@ variable "registry_auths" {
   type        = map(string)
   default     = null
   sensitive   = true
-  description = "Credentials of the mirror registries, by registry host (host[:port]): each the base64 of user:password, as a pull secret's .dockerconfigjson \"auths\" holds them; a mirror on a host listed gets an Authorization header in its hosts.toml, never shown. Set it from a Secret (the controller's spec.varsFrom). null: none."
+  description = "Credentials of the mirror registries, by registry host (host[:port]): each the base64 of user:password, as a pull secret's .dockerconfigjson \"auths\" holds them; a mirror on a host listed gets an Authorization header in its hosts.toml, never shown. On OpenShift the cluster's pull secret (openshift-config/pull-secret) gives the mirror hosts' credentials; a host listed here wins over it (set it from a Secret: the controller's spec.varsFrom). null: the pull secret's only."
 }
 
 variable "trusted_ca_bundle" {

@@ -32,8 +32,21 @@ var mirrorType = cty.Object(map[string]cty.Type{
 	"source": cty.String, "mirrors": cty.List(cty.String), "resolve_tags": cty.Bool, "never_contact_source": cty.Bool,
 })
 
+// Where OpenShift keeps the cluster's pull secret: every node's registry
+// credentials (the machine-config operator writes it to each Linux node).
+const (
+	PullSecretNamespace = "openshift-config"
+	PullSecretName      = "pull-secret"
+)
+
+var imageMirrorsAttributes = []modules.Attribute{
+	{Name: "pull_secret", Type: cty.String, Default: cty.StringVal(PullSecretNamespace + "/" + PullSecretName),
+		Description: "The Secret (`namespace/name`, type `kubernetes.io/dockerconfigjson`) whose credentials the mirror registries get: for each registry host a mirror lives on, its `auths` entry, and no other (WMCO reads the same pull secret). A Secret that does not exist gives none; one that cannot be read fails the task. `\"\"`: read none."},
+}
+
 var imageMirrorsResults = []modules.Attribute{
 	{Name: "mirrors", Type: cty.List(mirrorType), Description: "Every entry of every ImageDigestMirrorSet (`resolve_tags = false`) and then every ImageTagMirrorSet (`resolve_tags = true`), each set by name: `{ source, mirrors, resolve_tags, never_contact_source }`. Empty when the cluster has none or does not serve them."},
+	{Name: "auths", Type: cty.Map(cty.String), Sensitive: true, Description: "The pull secret's credentials of the mirrors' registry hosts (`host[:port]` → base64 of `user:password`), the shape `win_containerd_mirrors`' `auths` takes; empty when no mirror host has an entry. Never shown."},
 	{Name: "reason", Type: cty.String, Description: "What was found, in a sentence."},
 }
 
@@ -46,9 +59,10 @@ func (ImageMirrors) Schema() modules.Schema {
 			"`win_containerd_mirrors` takes: a digest mirror set's mirrors serve pulls by digest only, a " +
 			"tag mirror set's may resolve tags, and `mirrorSourcePolicy: NeverContactSource` becomes " +
 			"`never_contact_source`. A cluster that does not serve these resources (not OpenShift, or " +
-			"older than 4.13) has no mirrors: the result is empty and says so.",
+			"older than 4.13) has no mirrors: the result is empty and says so. With mirrors, the cluster's " +
+			"pull secret is read for the credentials of the registries they live on (`auths`), as WMCO does.",
 		Target:     modules.TargetController,
-		Attributes: withConn(),
+		Attributes: withConn(imageMirrorsAttributes...),
 		Results:    imageMirrorsResults,
 		Show:       "reason",
 		Example: `task "image mirrors" {
@@ -87,10 +101,15 @@ func mirrorSetEntries(ctx context.Context, cl *kube.Client, gvr schema.GroupVers
 	return entries, len(list.Items), true, nil
 }
 
-// read lists both kinds, for Plan and Apply alike: it is read-only.
+// read lists both kinds and the mirrors' credentials, for Plan and Apply
+// alike: it is read-only.
 func (m ImageMirrors) read(ctx context.Context, cfg modules.Config) (cty.Value, hcl.Diagnostics) {
-	cl, known, diags := m.client(cfg)
-	if diags.HasErrors() || !known {
+	if diags := requireKnown(cfg, "pull_secret"); diags.HasErrors() {
+		return unknownResult(imageMirrorsResults), diags
+	}
+	ref, diags := pullSecretRef(cfg)
+	cl, known, cdiags := m.client(cfg)
+	if diags = append(diags, cdiags...); diags.HasErrors() || !known {
 		return unknownResult(imageMirrorsResults), diags
 	}
 	digest, nDigest, servedDigest, err := mirrorSetEntries(ctx, cl, idmsGVR, "imageDigestMirrors", false)
@@ -106,11 +125,20 @@ func (m ImageMirrors) read(ctx context.Context, cfg modules.Config) (cty.Value, 
 	if !servedDigest && !servedTag {
 		reason = "no mirrors: the API server serves neither imagedigestmirrorsets nor imagetagmirrorsets (config.openshift.io)"
 	}
+	auths, said, err := mirrorAuths(ctx, cl, ref, mirrorHosts(all))
+	if err != nil {
+		return unknownResult(imageMirrorsResults), apiError(cfg, "pull_secret", "Cannot read the pull secret", err)
+	}
+	if said != "" {
+		reason += "; " + said
+	}
 	list := cty.ListValEmpty(mirrorType)
 	if len(all) > 0 {
 		list = cty.ListVal(all)
 	}
-	return result(imageMirrorsResults, map[string]cty.Value{"mirrors": list, "reason": cty.StringVal(reason)}), nil
+	return result(imageMirrorsResults, map[string]cty.Value{
+		"mirrors": list, "auths": authsValue(auths), "reason": cty.StringVal(reason),
+	}), nil
 }
 
 func (m ImageMirrors) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {

@@ -99,7 +99,57 @@ func TestOpenShiftConfigModules(t *testing.T) {
 			mirrorObj("quay.io/org/img", false, true, "mirror.local:5000/org/img"),
 			mirrorObj("mcr.microsoft.com/oss/kubernetes/pause", true, false, "mirror.local:5000/win/oss/kubernetes/pause"),
 		}), p.Result.GetAttr("mirrors"))
-		assert.Equal(t, "4 mirror entries from 2 ImageDigestMirrorSets and 1 ImageTagMirrorSets", p.Result.GetAttr("reason").AsString())
+		assert.Equal(t, "4 mirror entries from 2 ImageDigestMirrorSets and 1 ImageTagMirrorSets; no registry credentials: there is no Secret openshift-config/pull-secret", p.Result.GetAttr("reason").AsString())
+	})
+
+	// The mirrors' credentials from the cluster's pull secret: only the
+	// mirror hosts' entries, sensitive, nothing of them in the reason.
+	t.Run("pull secret", func(t *testing.T) {
+		for _, r := range mirrors.Schema().Results {
+			assert.Equal(t, r.Name == "auths", r.Sensitive, "%s: only the credentials are sensitive", r.Name)
+		}
+		_, res := converge(t, mirrors, mcfg)
+		assert.Equal(t, cty.MapValEmpty(cty.String), res.GetAttr("auths"))
+		assert.Contains(t, res.GetAttr("reason").AsString(), "no registry credentials: there is no Secret openshift-config/pull-secret")
+
+		require.NoError(t, c.EnsureNamespace(ctx, PullSecretNamespace))
+		const mirrorAuth = "bWlycm9yOnMzY3JldA==" // mirror:s3cret
+		pull := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: PullSecretName, Namespace: PullSecretNamespace},
+			Type:       corev1.SecretTypeDockerConfigJson,
+			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{` +
+				`"mirror.local:5000":{"auth":"` + mirrorAuth + `"},` +
+				`"m1.local":{"username":"u","password":"p@ss"},` +
+				`"quay.io":{"auth":"cXVheTpub3QtZm9yLXRoZS1ub2Rl"},` +
+				`"registry.local":{"auth":"c291cmNlOm5vdC1hLW1pcnJvcg=="}}}`)},
+		}
+		_, err := c.Client.CoreV1().Secrets(PullSecretNamespace).Create(ctx, pull, metav1.CreateOptions{})
+		require.NoError(t, err)
+		p := plan(t, mirrors, mcfg)
+		require.Empty(t, p.Diagnostics)
+		require.Nil(t, p.Change, "reading never changes anything")
+		assert.Equal(t, cty.MapVal(map[string]cty.Value{
+			"mirror.local:5000": cty.StringVal(mirrorAuth),
+			"m1.local":          cty.StringVal("dTpwQHNz"), // u:p@ss
+		}), p.Result.GetAttr("auths"), "the mirror hosts' entries only: not quay.io, not a source registry")
+		reason := p.Result.GetAttr("reason").AsString()
+		assert.Contains(t, reason, "credentials for m1.local, mirror.local:5000 from openshift-config/pull-secret")
+		assert.NotContains(t, reason, mirrorAuth)
+
+		off := kcfg(t, c, mirrors, map[string]cty.Value{"pull_secret": cty.StringVal("")})
+		_, res = converge(t, mirrors, off)
+		assert.Equal(t, cty.MapValEmpty(cty.String), res.GetAttr("auths"), `pull_secret = "" reads none`)
+
+		bad := kcfg(t, c, mirrors, map[string]cty.Value{"pull_secret": cty.StringVal("pull-secret")})
+		requireDiag(t, plan(t, mirrors, bad).Diagnostics, bad, "Invalid pull_secret", "pull_secret")
+
+		pull.Data[corev1.DockerConfigJsonKey] = []byte(`{"auths": "` + mirrorAuth + `"}`)
+		_, err = c.Client.CoreV1().Secrets(PullSecretNamespace).Update(ctx, pull, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		d := requireDiag(t, plan(t, mirrors, mcfg).Diagnostics, mcfg, "Cannot read the pull secret", "pull_secret")
+		assert.Contains(t, d.Detail, "is not a docker config")
+		assert.NotContains(t, d.Detail, mirrorAuth, "a bad Secret's content is not quoted")
+		require.NoError(t, c.Client.CoreV1().Secrets(PullSecretNamespace).Delete(ctx, PullSecretName, metav1.DeleteOptions{}))
 	})
 
 	t.Run("trusted CA", func(t *testing.T) {
