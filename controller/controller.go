@@ -92,6 +92,14 @@ type Options struct {
 	// its instances alone while WMCO's operator runs in the BYOH namespace
 	// (wmco.go): for an admin who runs both, on different ConfigMaps.
 	IgnoreWMCO bool
+	// MachineNamespace holds the Machine API's Machines whose Windows
+	// ones become instances (machines.go); default openshift-machine-api.
+	// Machines are read only where the cluster serves the kind.
+	MachineNamespace string
+	// MachineUsername is the account on every Windows Machine's host; "":
+	// the platform's (capi on Azure, Administrator elsewhere). A Machine's
+	// wsu.dev/username annotation overrides both.
+	MachineUsername string
 	// MaxConcurrentRuns bounds the playbook runs at once.
 	MaxConcurrentRuns int
 	// Vars and VarFiles are playbook variables for every run (the
@@ -159,6 +167,9 @@ func (o *Options) defaults() {
 	}
 	if o.BYOHNamespace == "" {
 		o.BYOHNamespace = o.Namespace
+	}
+	if o.MachineNamespace == "" {
+		o.MachineNamespace = MachineNamespace
 	}
 	if o.MaxConcurrentRuns <= 0 {
 		o.MaxConcurrentRuns = DefaultMaxRuns
@@ -327,6 +338,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	if err := setupUserData(mgr, o); err != nil { // userdatasecret.go
+		return err
+	}
+	if err := setupMachines(mgr, o); err != nil { // machines.go
 		return err
 	}
 	if o.ConfigMap == "" {

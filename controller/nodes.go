@@ -173,7 +173,7 @@ func nodeVars(wi *wsuv1.WindowsInstance, playbook string) []string {
 		vars = append(vars, "node_uid="+uid)
 	}
 	if playbook != "wsu:remove.hcl" {
-		return append(vars, "adopt_node=false")
+		return append(append(vars, "adopt_node=false"), machineVars(wi, playbook)...)
 	}
 	vars = append(vars, fmt.Sprintf("node_registered=%t", wi.Status.NodeUID != ""))
 	if wi.Status.NodeUID != "" {

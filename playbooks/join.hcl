@@ -134,6 +134,18 @@ variable "adopt_node" {
   description = "Take over a Windows Node of this name that carries no wsu.dev/owner annotation (one an earlier wsu joined, or a join cut short before it marked the Node). A Linux Node, or one of another owner, is refused all the same."
 }
 
+variable "provider_id" {
+  type        = string
+  default     = null
+  description = "The Node's spec.providerID, given to the kubelet (--provider-id) so it registers with it: an OpenShift Machine API Machine's spec.providerID, which machine-api's nodelink controller matches to link the Node to its Machine (the controller passes the Machine's for an instance made from one). null: none given (a cloud controller sets it)."
+}
+
+variable "machine" {
+  type        = string
+  default     = null
+  description = "The OpenShift Machine API Machine of the host, NAMESPACE/NAME: written on its Node as annotation machine.openshift.io/machine, as machine-api's nodelink controller does (the controller passes it for an instance made from a Machine). null: none."
+}
+
 variable "platform" {
   type        = string
   default     = null
@@ -838,7 +850,7 @@ include "kubelet" {
     node_labels        = local.node_labels
     node_taints        = local.node_taints
     kubelet_verbosity  = coalesce(include.ignition.kubelet_verbosity, var.kubelet_verbosity)
-    extra_kubelet_args = var.extra_kubelet_args
+    extra_kubelet_args = concat(var.extra_kubelet_args, var.provider_id != null ? ["--provider-id=${var.provider_id}"] : [])
     log_runner_flags   = local.log_runner_flags
     cloud_provider     = local.cloud_provider
     cloud_config       = include.ignition.cloud_config
@@ -1003,7 +1015,7 @@ play "ready" {
       # and the host's address, not by the mark.
       only_if_owned = !try(task["node name"].wmco, false)
       labels        = merge(local.wmco_leftover_labels, local.node_labels_after_join)
-      annotations   = merge(local.wmco_leftover_annotations, local.version_annotations, { "wsu.dev/network" = local.network })
+      annotations   = merge(local.wmco_leftover_annotations, local.version_annotations, { "wsu.dev/network" = local.network }, var.machine != null ? { "machine.openshift.io/machine" = var.machine } : {})
     }
   }
 }

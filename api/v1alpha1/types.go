@@ -37,10 +37,14 @@ const (
 	// still deleted).
 	ForgetAnnotation = "wsu.dev/forget"
 	// SourceLabel says where an instance comes from: "configmap" for an
-	// entry of the BYOH windows-instances ConfigMap.
+	// entry of the BYOH windows-instances ConfigMap, "machine" for a
+	// Machine API Machine.
 	SourceLabel = "wsu.dev/source"
 	// SourceConfigMap is SourceLabel's value for BYOH entries.
 	SourceConfigMap = "configmap"
+	// SourceMachine is SourceLabel's value for the instances made from
+	// OpenShift Machine API Machines.
+	SourceMachine = "machine"
 	// Finalizer keeps a deleted instance until its host is deconfigured.
 	Finalizer = "wsu.dev/deconfigure"
 )

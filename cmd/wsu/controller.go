@@ -86,6 +86,8 @@ the workflows and a troubleshooting table.`,
 	f.StringVar(&o.ConfigMap, "configmap", controller.DefaultConfigMap, "BYOH ConfigMap to turn into WindowsInstances (\"\" to turn it off)")
 	f.StringVar(&defaultApproval, "default-approval", string(wsuv1.ApprovalAuto), "approval of the WindowsInstances made from the BYOH ConfigMap, set when each is created: Auto, or Manual (each plan applied only once an admin approved its hash)")
 	f.BoolVar(&wmcoCheck, "wmco-check", true, "leave the BYOH ConfigMap and its instances alone while WMCO's operator (Deployment windows-machine-config-operator in the BYOH namespace) runs: false only when WMCO and wsu use different ConfigMaps")
+	f.StringVar(&o.MachineNamespace, "machine-namespace", controller.MachineNamespace, "namespace of the Machine API's Machines whose Windows ones (label machine.openshift.io/os-id=Windows) become WindowsInstances; read only where the cluster serves machine.openshift.io Machines")
+	f.StringVar(&o.MachineUsername, "machine-username", "", "account wsu logs in as on every Windows Machine's host (default: the platform's, capi on Azure and Administrator elsewhere, as WMCO); a Machine's wsu.dev/username annotation overrides it")
 	f.IntVar(&o.MaxConcurrentRuns, "max-concurrent-runs", controller.DefaultMaxRuns, "playbook runs at once")
 	f.StringVar(&maxUnavailable, "max-unavailable", controller.DefaultMaxUnavailable.String(), "instances out of service at once for upgrades and removals, across all instances: a number or a percentage (\"25%\")")
 	f.DurationVar(&o.PayloadCheck, "payload-check", controller.DefaultPayloadCheck, "how often joined nodes' versions are compared with the payload's (a payload changed in place is rolled out)")

@@ -52,8 +52,9 @@ func TestParseFlags(t *testing.T) {
 
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	o, err := loadOptions([]string{"--kubeconfig=" + kc, "--cert-dir=" + t.TempDir(), "--node-ip=10.0.0.5", "--hostname-override=WIN-1",
-		"--node-labels=a=b,node.openshift.io/os_id=Windows"}, &simhost.Paths{})
+		"--node-labels=a=b,node.openshift.io/os_id=Windows", "--provider-id=aws:///us-east-1a/i-0abc"}, &simhost.Paths{})
 	require.NoError(t, err)
+	assert.Equal(t, "aws:///us-east-1a/i-0abc", o.providerID, "--provider-id is the Node's spec.providerID")
 	assert.Equal(t, "win-1", o.nodeName, "the kubelet lower-cases the name")
 	assert.Equal(t, map[string]string{"a": "b", "node.openshift.io/os_id": "Windows"}, o.nodeLabels)
 	assert.Regexp(t, `^v1\.\d+\.\d+-wsu-standin$`, o.version)

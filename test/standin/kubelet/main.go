@@ -80,6 +80,10 @@ type options struct {
 	version                                          string
 	windowsBuild                                     string
 	kc                                               kubeletConfig
+
+	// providerID is the Node's spec.providerID at registration
+	// (--provider-id), as the kubelet sets it.
+	providerID string
 }
 
 // kubeletConfig is the part of KubeletConfiguration the stand-in uses.
@@ -102,7 +106,7 @@ type taint struct {
 var valueFlags = map[string]bool{
 	"config": true, "bootstrap-kubeconfig": true, "kubeconfig": true, "cert-dir": true,
 	"hostname-override": true, "node-ip": true, "node-labels": true, "v": true,
-	"cloud-provider": true, "cloud-config": true, "windows-priorityclass": true,
+	"cloud-provider": true, "cloud-config": true, "windows-priorityclass": true, "provider-id": true,
 }
 
 var boolFlags = map[string]bool{"windows-service": true}
@@ -143,6 +147,7 @@ func loadOptions(args []string, paths *simhost.Paths) (*options, error) {
 		return nil, err
 	}
 	o := &options{nodeLabels: map[string]string{}, heartbeat: 10 * time.Second, cloudProvider: f["cloud-provider"],
+		providerID:   f["provider-id"],
 		windowsBuild: "10.0.20348"}
 	if v, ok := f["v"]; ok {
 		if o.verbosity, err = strconv.Atoi(v); err != nil {

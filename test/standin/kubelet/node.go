@@ -42,6 +42,7 @@ func initialNode(o *options) *corev1.Node {
 	for _, t := range o.kc.RegisterWithTaints {
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
 	}
+	n.Spec.ProviderID = o.providerID
 	if o.cloudProvider == "external" {
 		// Until a cloud controller initialises the node.
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: corev1.TaintEffectNoSchedule})
