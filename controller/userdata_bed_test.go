@@ -38,7 +38,7 @@ func TestUserDataSecret(t *testing.T) {
 	for _, n := range append([]string{ns, wmcoNamespace}, controller.UserDataNamespaces()...) {
 		require.NoError(t, cluster.EnsureNamespace(ctx, n))
 	}
-	startControllerAs(t, asControllerSA(t, cluster, grantBYOH), controller.Options{Namespace: ns, BYOHNamespace: wmcoNamespace,
+	startControllerAs(t, asControllerSA(t, cluster, grantBYOH, grantClusterInfo), controller.Options{Namespace: ns, BYOHNamespace: wmcoNamespace,
 		ConfigMap: "windows-instances", StateDir: t.TempDir(), Runner: &inSyncRunner{}})
 
 	secrets := cluster.Client.CoreV1().Secrets(wmcoNamespace)
