@@ -20,26 +20,33 @@ import (
 // every instance at once, and never plans sooner than one interval after
 // the time status.lastPlan records.
 type planSchedule struct {
-	now   func() time.Time
-	start time.Time
+	now func() time.Time
 
-	mu   sync.Mutex
-	next map[types.UID]time.Time
+	mu sync.Mutex
+	// start is the first pass this controller made (after it was elected,
+	// not when it was set up: a standby that leads hours later spreads
+	// from then).
+	start time.Time
+	next  map[types.UID]time.Time
 }
 
-// newPlanSchedule starts a schedule at now().
+// newPlanSchedule is an empty schedule on the clock now.
 func newPlanSchedule(now func() time.Time) *planSchedule {
-	return &planSchedule{now: now, start: now(), next: map[types.UID]time.Time{}}
+	return &planSchedule{now: now, next: map[types.UID]time.Time{}}
 }
 
 // until is how long wi waits for its next pass, every interval: when a
 // plan of this controller's set it, or its first pass.
 func (s *planSchedule) until(wi *wsuv1.WindowsInstance, interval time.Duration) time.Duration {
 	s.mu.Lock()
+	if s.start.IsZero() {
+		s.start = s.now()
+	}
 	next, known := s.next[wi.UID]
+	start := s.start
 	s.mu.Unlock()
 	if !known {
-		next = s.start.Add(spread(wi.UID, interval))
+		next = start.Add(spread(wi.UID, interval))
 		if lp := wi.Status.LastPlan; lp != nil && lp.Time.Add(interval).After(next) {
 			next = lp.Time.Add(interval)
 		}

@@ -30,7 +30,8 @@ func joinedLongAgo(uid string, now time.Time) *wsuv1.WindowsInstance {
 // instances yet (restarted) plans them over one drift interval by a stable
 // hash of their UIDs, not all at once; the same UID gets the same offset
 // from a later start; an instance whose recorded plan is recent waits one
-// interval from it; a plan made schedules the next one interval (plus up
+// interval from it; a standby's offsets count from its first pass, not
+// its set-up; a plan made schedules the next one interval (plus up
 // to a tenth of jitter) away.
 func TestRestartSpreadsFirstPasses(t *testing.T) {
 	const interval = 10 * time.Minute
@@ -49,8 +50,10 @@ func TestRestartSpreadsFirstPasses(t *testing.T) {
 		assert.Less(t, n, 30, "tenth %d of the interval has %d of 100 first passes: %v", i, n, buckets)
 	}
 
-	clock.t = clock.t.Add(3 * time.Hour)
+	// Set up at one time, leading (its first pass) three hours later: the
+	// offsets count from the first pass.
 	later := newPlanSchedule(clock.now)
+	clock.t = clock.t.Add(3 * time.Hour)
 	for uid, d := range offsets {
 		assert.Equal(t, d, later.until(joinedLongAgo(uid, clock.t), interval), "a later start keeps %s's offset", uid)
 	}
