@@ -198,6 +198,9 @@ func newClusterSettings(mgr ctrl.Manager, namespace string) (*clusterSettings, e
 	if err != nil {
 		return nil, fmt.Errorf("controller: cluster settings: %w", err)
 	}
+	if err := checkSettingsAccess(mgr.GetConfig(), mgr.GetRESTMapper(), sources); err != nil { // settingsaccess.go
+		return nil, fmt.Errorf("controller: %w", err)
+	}
 	by := map[client.Object]cache.ByObject{}
 	for _, s := range sources {
 		by[s.object()] = s.byObject()

@@ -295,6 +295,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		metrics:  metrics,
 		rollouts: newRolloutLimit(),
 		payloads: payloads,
+		schedule: newPlanSchedule(time.Now),
 	}
 	if ir.settings, err = newClusterSettings(mgr, o.Namespace); err != nil { // clustersettings.go
 		return err

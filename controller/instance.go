@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,6 +47,7 @@ type InstanceReconciler struct {
 	settings *clusterSettings
 	rollouts *rolloutLimit
 	payloads *payloadVersions
+	schedule *planSchedule
 }
 
 // Event reasons (WMCO's where it has one).
@@ -104,6 +106,9 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !wi.DeletionTimestamp.IsZero() {
+		if r.schedule != nil {
+			r.schedule.forget(wi.UID)
+		}
 		return r.deconfigure(ctx, wi)
 	}
 	if res, paused, err := r.checkPaused(ctx, wi); paused || err != nil { // pause.go
@@ -178,7 +183,7 @@ func (r *InstanceReconciler) untilNextPlan(wi *wsuv1.WindowsInstance, settings s
 	case st.Phase != wsuv1.PhaseJoined, !meta.IsStatusConditionTrue(st.Conditions, wsuv1.ConditionJoined):
 		return 0
 	}
-	return r.Options.DriftInterval - time.Since(st.LastPlan.Time.Time)
+	return r.untilPlan(wi) // planschedule.go
 }
 
 // watchNode records the Node's readiness between plans.
@@ -260,7 +265,7 @@ func (r *InstanceReconciler) converge(ctx context.Context, orig, wi *wsuv1.Windo
 		r.metrics.drifted(wi, true)
 		if wi.Spec.DriftPolicy != wsuv1.DriftCorrect {
 			r.event(wi, corev1.EventTypeWarning, ReasonDrifted, "plan %s: %d change(s) on a joined host (driftPolicy Report): %s", plan.Hash, plan.Changed, strings.Join(plan.Tasks, ", "))
-			return r.done(ctx, orig, wi, wsuv1.PhaseJoined, r.driftRequeue())
+			return r.done(ctx, orig, wi, wsuv1.PhaseJoined, r.untilPlan(wi))
 		}
 	}
 	if !r.approved(wi, plan) {
@@ -348,7 +353,7 @@ func (r *InstanceReconciler) nodeRequeue(ctx context.Context, wi *wsuv1.WindowsI
 		log.FromContext(ctx).Error(err, "reading the Node")
 		return r.Options.NodeReadyCheck
 	}
-	return r.joinedRequeue(ready, r.driftRequeue())
+	return r.joinedRequeue(ready, r.untilPlan(wi))
 }
 
 // recordNode finds the instance's Node and records whether it is Ready.
@@ -555,17 +560,34 @@ func (r *InstanceReconciler) recordReach(wi *wsuv1.WindowsInstance, out RunOutco
 	}
 }
 
-// recordPlan records a successful plan.
+// recordPlan records a successful plan and schedules the next. The same
+// plan made again keeps the time it was first made, so a pass that finds
+// nothing new writes no status (planschedule.go).
 func (r *InstanceReconciler) recordPlan(wi *wsuv1.WindowsInstance, playbook string, out RunOutcome) {
+	was := wi.Status.LastPlan
 	wi.Status.LastPlan = &wsuv1.PlanSummary{
 		Hash: out.Hash, Playbook: playbook, Add: out.Add, Change: out.Change, Destroy: out.Destroy, Run: out.Run,
 		Tasks: out.Tasks, Time: metav1.Now(),
 	}
+	if samePlan(was, wi.Status.LastPlan) {
+		wi.Status.LastPlan.Time = was.Time
+	}
+	r.schedulePlan(wi)
 	msg := fmt.Sprintf("plan %s: %d to add, %d to change, %d to destroy, %d to run", out.Hash, out.Add, out.Change, out.Destroy, out.Run)
 	setCondition(wi, wsuv1.ConditionPlanned, metav1.ConditionTrue, ReasonPlanned, msg)
 	if out.Changed > 0 {
 		r.event(wi, corev1.EventTypeNormal, ReasonPlanned, "%s", msg)
 	}
+}
+
+// samePlan says whether b is the plan a recorded: the same hash, playbook,
+// counts and tasks (its time and cluster settings aside).
+func samePlan(a, b *wsuv1.PlanSummary) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	return a.Hash == b.Hash && a.Playbook == b.Playbook && a.Add == b.Add && a.Change == b.Change &&
+		a.Destroy == b.Destroy && a.Run == b.Run && slices.Equal(a.Tasks, b.Tasks)
 }
 
 // failed records a failed run and when it is tried again: exponential

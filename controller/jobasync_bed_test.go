@@ -50,12 +50,7 @@ func TestJobModeAdoptsRuns(t *testing.T) {
 		Data:       map[string][]byte{kubeinv.KeySecretKey: privateKeyPEM(t)},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/rbac/controller/role.yaml")
-	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/rbac/wsu-cluster-role.yaml", "wsu-cluster-info") // the cluster CA's watch, as every overlay binds it
-	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/components/job-mode/rbac.yaml")
-	asController := rest.CopyConfig(cluster.Config)
-	asController.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + controllerServiceAccount,
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
+	asController := asControllerSA(t, cluster, grantClusterInfo, grantJobMode)
 	c := hostVarsClient(t, cluster)
 	wi := hvInstance("win-a", nil)
 	require.NoError(t, c.Create(ctx, wi))

@@ -84,16 +84,10 @@ func TestJobMode(t *testing.T) {
 	require.NoError(t, err)
 	bindRBAC(t, env.Cluster, jobServiceAccount, "../deploy/rbac/wsu-cluster-role.yaml")
 	// The controller runs as its own ServiceAccount with its generated
-	// RBAC (real authorization): Job mode needs no Secret written.
-	bindRBAC(t, env.Cluster, controllerServiceAccount, "../deploy/rbac/controller/role.yaml")
-	// The cluster CA's watch (clustersettings.go): every overlay binds
+	// RBAC (real authorization): Job mode needs no Secret written. The
+	// cluster CA's watch (clustersettings.go): every overlay binds
 	// wsu-cluster-info to the controller, in Job mode too.
-	bindRBAC(t, env.Cluster, controllerServiceAccount, "../deploy/rbac/wsu-cluster-role.yaml", "wsu-cluster-info")
-	// and Job mode's Role (deploy/components/job-mode), bound only with it.
-	bindRBAC(t, env.Cluster, controllerServiceAccount, "../deploy/components/job-mode/rbac.yaml")
-	asController := rest.CopyConfig(env.Cluster.Config)
-	asController.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + controllerServiceAccount,
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
+	asController := asControllerSA(t, env.Cluster, grantClusterInfo, grantJobMode)
 
 	img := wsuImageFile(t, env)
 	runner, err := podrunner.Start(ctx, podrunner.Options{Config: env.Cluster.Config, Images: map[string]string{wsuImage: img}, Logf: t.Logf})
@@ -394,6 +388,54 @@ func wsuImageFile(t *testing.T, env *harness.Env) string {
 		User:       "65532:65532",
 	}))
 	return img
+}
+
+// controllerGrant is an RBAC grant of the controller's beyond its generated
+// Role, as an install binds it.
+type controllerGrant int
+
+const (
+	// grantClusterInfo: the wsu-cluster-info Role (the cluster CA's watch,
+	// clustersettings.go), which every overlay binds.
+	grantClusterInfo controllerGrant = iota
+	// grantBYOH: the OpenShift overlay's Roles in WMCO's namespace
+	// (deploy/overlays/openshift/byoh.yaml).
+	grantBYOH
+	// grantJobMode: Job mode's Role (deploy/components/job-mode), bound
+	// only with it.
+	grantJobMode
+)
+
+// asControllerSA binds the controller's ServiceAccount to its generated
+// Role (deploy/rbac/controller/role.yaml) and the grants given, and is the
+// bed's config impersonating it: the controller as it runs in a cluster,
+// with real authorization.
+func asControllerSA(t *testing.T, cluster *kubetest.Cluster, grants ...controllerGrant) *rest.Config {
+	t.Helper()
+	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/rbac/controller/role.yaml")
+	for _, g := range grants {
+		switch g {
+		case grantClusterInfo:
+			bindRBAC(t, cluster, controllerServiceAccount, "../deploy/rbac/wsu-cluster-role.yaml", "wsu-cluster-info")
+		case grantBYOH:
+			bindRBAC(t, cluster, controllerServiceAccount, "../deploy/overlays/openshift/byoh.yaml")
+		case grantJobMode:
+			bindRBAC(t, cluster, controllerServiceAccount, "../deploy/components/job-mode/rbac.yaml")
+		default:
+			t.Fatalf("no such grant %d", g)
+		}
+	}
+	return controllerIdentity(t, cluster)
+}
+
+// controllerIdentity is the bed's config impersonating the controller's
+// ServiceAccount.
+func controllerIdentity(t *testing.T, cluster *kubetest.Cluster) *rest.Config {
+	t.Helper()
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + controllerServiceAccount,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
+	return cfg
 }
 
 // bindRBAC creates the ServiceAccount sa and binds it to the rules of the

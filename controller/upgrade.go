@@ -178,7 +178,7 @@ func (r *InstanceReconciler) awaitingApproval(wi *wsuv1.WindowsInstance, playboo
 		st.ObservedGeneration != wi.Generation || wi.Annotations[wsuv1.ApprovedPlanAnnotation] == st.LastPlan.Hash {
 		return 0
 	}
-	return r.Options.DriftInterval - time.Since(st.LastPlan.Time.Time)
+	return r.untilPlan(wi) // planschedule.go
 }
 
 // runResult names a run's result in status.lastApply.

@@ -38,9 +38,7 @@ func TestUserDataSecret(t *testing.T) {
 	for _, n := range append([]string{ns, wmcoNamespace}, controller.UserDataNamespaces()...) {
 		require.NoError(t, cluster.EnsureNamespace(ctx, n))
 	}
-	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/rbac/controller/role.yaml")
-	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/overlays/openshift/byoh.yaml")
-	startControllerAs(t, controllerIdentity(t, cluster), controller.Options{Namespace: ns, BYOHNamespace: wmcoNamespace,
+	startControllerAs(t, asControllerSA(t, cluster, grantBYOH, grantClusterInfo), controller.Options{Namespace: ns, BYOHNamespace: wmcoNamespace,
 		ConfigMap: "windows-instances", StateDir: t.TempDir(), Runner: &inSyncRunner{}})
 
 	secrets := cluster.Client.CoreV1().Secrets(wmcoNamespace)
@@ -91,7 +89,7 @@ func TestUserDataSecretVanilla(t *testing.T) {
 	cluster := kubetest.Start(t)
 	ctx := context.Background()
 	require.NoError(t, cluster.EnsureNamespace(ctx, ns))
-	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/rbac/controller/role.yaml") // the Machine API Roles skipped: no such namespace
+	asController := asControllerSA(t, cluster) // the Machine API Roles skipped: no such namespace
 	_, err := cluster.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: kubeinv.KeySecret},
 		Data:       map[string][]byte{kubeinv.KeySecretKey: privateKeyPEM(t)},
@@ -100,7 +98,7 @@ func TestUserDataSecretVanilla(t *testing.T) {
 
 	scheme, err := controller.NewScheme()
 	require.NoError(t, err)
-	c, err := client.New(controllerIdentity(t, cluster), client.Options{Scheme: scheme})
+	c, err := client.New(asController, client.Options{Scheme: scheme})
 	require.NoError(t, err)
 	r := &controller.UserDataReconciler{Client: c, Reader: c, Namespaces: controller.UserDataNamespaces(),
 		KeySecret: types.NamespacedName{Namespace: ns, Name: kubeinv.KeySecret}}
@@ -126,8 +124,7 @@ func TestUserDataSecretLeftToWMCO(t *testing.T) {
 	for _, n := range append([]string{ns, wmcoNamespace}, controller.UserDataNamespaces()...) {
 		require.NoError(t, cluster.EnsureNamespace(ctx, n))
 	}
-	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/rbac/controller/role.yaml")
-	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/overlays/openshift/byoh.yaml")
+	asController := asControllerSA(t, cluster, grantBYOH)
 	key := privateKeyPEM(t)
 	_, err := cluster.Client.CoreV1().Secrets(wmcoNamespace).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: kubeinv.KeySecret},
@@ -138,7 +135,7 @@ func TestUserDataSecretLeftToWMCO(t *testing.T) {
 
 	scheme, err := controller.NewScheme()
 	require.NoError(t, err)
-	c, err := client.New(controllerIdentity(t, cluster), client.Options{Scheme: scheme})
+	c, err := client.New(asController, client.Options{Scheme: scheme})
 	require.NoError(t, err)
 	r := &controller.UserDataReconciler{Client: c, Reader: c, WMCO: c, WMCONamespace: wmcoNamespace,
 		Namespaces: controller.UserDataNamespaces(), KeySecret: types.NamespacedName{Namespace: wmcoNamespace, Name: kubeinv.KeySecret}}
@@ -175,7 +172,7 @@ func TestUserDataSecretForbidden(t *testing.T) {
 	for _, n := range []string{ns, userdata.MachineAPINamespace} {
 		require.NoError(t, cluster.EnsureNamespace(ctx, n))
 	}
-	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/rbac/controller/role.yaml")
+	asController := asControllerSA(t, cluster)
 	// Made after the binding: no Role of the controller's there.
 	require.NoError(t, cluster.EnsureNamespace(ctx, userdata.ClusterAPINamespace))
 	key := privateKeyPEM(t)
@@ -187,7 +184,7 @@ func TestUserDataSecretForbidden(t *testing.T) {
 
 	scheme, err := controller.NewScheme()
 	require.NoError(t, err)
-	c, err := client.New(controllerIdentity(t, cluster), client.Options{Scheme: scheme})
+	c, err := client.New(asController, client.Options{Scheme: scheme})
 	require.NoError(t, err)
 	events := record.NewFakeRecorder(10)
 	r := &controller.UserDataReconciler{Client: c, Reader: c, Events: events, Resync: time.Hour,

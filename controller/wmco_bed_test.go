@@ -44,11 +44,11 @@ const wmcoNamespace = "openshift-windows-machine-config-operator"
 // removed entry's host is removed.
 func TestWMCORunningLeavesConfigMapAlone(t *testing.T) {
 	t.Parallel()
-	cluster, admin := wmcoBed(t)
+	cluster, asController, admin := wmcoBed(t)
 	ctx := context.Background()
 	cs := cluster.Client
 	runs := &inSyncRunner{}
-	startControllerAs(t, controllerIdentity(t, cluster), controller.Options{Namespace: ns, BYOHNamespace: wmcoNamespace,
+	startControllerAs(t, asController, controller.Options{Namespace: ns, BYOHNamespace: wmcoNamespace,
 		ConfigMap: "windows-instances", StateDir: t.TempDir(), Runner: runs})
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "windows-instances", Namespace: wmcoNamespace},
@@ -127,10 +127,10 @@ func TestWMCORunningLeavesConfigMapAlone(t *testing.T) {
 // without the condition.
 func TestWMCOCheckOff(t *testing.T) {
 	t.Parallel()
-	cluster, admin := wmcoBed(t)
+	cluster, asController, admin := wmcoBed(t)
 	ctx := context.Background()
 	wmcoDeployment(t, cluster.Client, 1)
-	startControllerAs(t, controllerIdentity(t, cluster), controller.Options{Namespace: ns, BYOHNamespace: wmcoNamespace,
+	startControllerAs(t, asController, controller.Options{Namespace: ns, BYOHNamespace: wmcoNamespace,
 		ConfigMap: "windows-instances", StateDir: t.TempDir(), Runner: &inSyncRunner{}, IgnoreWMCO: true})
 	require.NoError(t, admin.Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "windows-instances", Namespace: wmcoNamespace},
@@ -148,8 +148,8 @@ func TestWMCOCheckOff(t *testing.T) {
 
 // wmcoBed is a test bed with the CRD, wsu's namespace and WMCO's (the key
 // Secret in it), the controller's ServiceAccount bound to the shipped
-// Roles, and an admin client.
-func wmcoBed(t *testing.T) (*kubetest.Cluster, client.Client) {
+// Roles (the config impersonating it), and an admin client.
+func wmcoBed(t *testing.T) (*kubetest.Cluster, *rest.Config, client.Client) {
 	t.Helper()
 	cluster := kubetest.Start(t)
 	ctx := context.Background()
@@ -162,21 +162,8 @@ func wmcoBed(t *testing.T) (*kubetest.Cluster, client.Client) {
 		Data:       map[string][]byte{kubeinv.KeySecretKey: privateKeyPEM(t)},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/rbac/controller/role.yaml")
-	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/overlays/openshift/byoh.yaml")
-	bindRBAC(t, cluster, controllerServiceAccount, "../deploy/rbac/wsu-cluster-role.yaml", "wsu-cluster-info") // the cluster CA's watch, as every overlay binds it
-	require.NoError(t, cluster.AwaitRBAC(ctx))
-	return cluster, hostVarsClient(t, cluster)
-}
-
-// controllerIdentity is the bed's config impersonating the controller's
-// ServiceAccount.
-func controllerIdentity(t *testing.T, cluster *kubetest.Cluster) *rest.Config {
-	t.Helper()
-	cfg := rest.CopyConfig(cluster.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + controllerServiceAccount,
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
-	return cfg
+	asController := asControllerSA(t, cluster, grantBYOH, grantClusterInfo)
+	return cluster, asController, hostVarsClient(t, cluster)
 }
 
 // wmcoDeployment creates WMCO's operator Deployment with replicas wanted

@@ -251,7 +251,8 @@ type PlanSummary struct {
 	// 50).
 	// +optional
 	Tasks []string `json:"tasks,omitempty"`
-	// Time the plan was made.
+	// Time this plan was first made: a later pass that makes the same plan
+	// leaves it (and the status) unwritten.
 	Time metav1.Time `json:"time"`
 	// ClusterSettings is the version of the cluster settings this plan
 	// saw (a hash of the watched sources' resource versions: kubelet CA,

@@ -59,24 +59,39 @@ type clusterProxy struct {
 }
 
 func readProxy(ctx context.Context, cl *kube.Client) (clusterProxy, error) {
-	ok, err := served(cl, proxyGVR)
-	if err != nil {
-		return clusterProxy{}, fmt.Errorf("discovering %s: %w", proxyGVR.GroupVersion(), err)
-	}
-	if !ok {
-		return clusterProxy{where: "no proxy: the API server does not serve proxies.config.openshift.io"}, nil
-	}
-	p, err := cl.Dynamic.Resource(proxyGVR).Get(ctx, "cluster", metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return clusterProxy{where: "no proxy: there is no proxy.config.openshift.io/cluster"}, nil
-	}
-	if err != nil {
-		return clusterProxy{}, fmt.Errorf("reading proxy.config.openshift.io/cluster: %w", err)
+	p, absent, err := getClusterProxy(ctx, cl)
+	switch {
+	case err != nil:
+		return clusterProxy{}, err
+	case p == nil:
+		return clusterProxy{where: "no proxy: " + absent}, nil
 	}
 	if st := proxyFields(p, "status"); st.http != "" || st.https != "" || st.no != "" {
 		return st, nil
 	}
 	return proxyFields(p, "spec"), nil
+}
+
+// getClusterProxy reads OpenShift's proxy.config.openshift.io/cluster, which
+// both the proxy and the trusted CA come from. A cluster without it is no
+// error: the object is nil and absent says why (the kind is not served, or
+// there is no object named cluster).
+func getClusterProxy(ctx context.Context, cl *kube.Client) (p *unstructured.Unstructured, absent string, err error) {
+	ok, err := served(cl, proxyGVR)
+	if err != nil {
+		return nil, "", fmt.Errorf("discovering %s: %w", proxyGVR.GroupVersion(), err)
+	}
+	if !ok {
+		return nil, "the API server does not serve proxies.config.openshift.io", nil
+	}
+	p, err = cl.Dynamic.Resource(proxyGVR).Get(ctx, "cluster", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, "there is no proxy.config.openshift.io/cluster", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("reading proxy.config.openshift.io/cluster: %w", err)
+	}
+	return p, "", nil
 }
 
 // proxyFields are the proxy's values in part (status or spec).

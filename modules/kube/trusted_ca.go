@@ -6,7 +6,6 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -61,19 +60,12 @@ type trustedBundle struct {
 }
 
 func readTrustedCA(ctx context.Context, cl *kube.Client) (trustedBundle, error) {
-	ok, err := served(cl, proxyGVR)
-	if err != nil {
-		return trustedBundle{}, fmt.Errorf("discovering %s: %w", proxyGVR.GroupVersion(), err)
-	}
-	if !ok {
-		return trustedBundle{reason: "no trusted CA: the API server does not serve proxies.config.openshift.io"}, nil
-	}
-	proxy, err := cl.Dynamic.Resource(proxyGVR).Get(ctx, "cluster", metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return trustedBundle{reason: "no trusted CA: there is no proxy.config.openshift.io/cluster"}, nil
-	}
-	if err != nil {
-		return trustedBundle{}, fmt.Errorf("reading proxy.config.openshift.io/cluster: %w", err)
+	proxy, absent, err := getClusterProxy(ctx, cl) // proxy.go
+	switch {
+	case err != nil:
+		return trustedBundle{}, err
+	case proxy == nil:
+		return trustedBundle{reason: "no trusted CA: " + absent}, nil
 	}
 	name, _, _ := unstructured.NestedString(proxy.Object, "spec", "trustedCA", "name")
 	if name == "" {

@@ -246,11 +246,13 @@ func startController(ctx context.Context, cfg *rest.Config, o controller.Options
 	return stop, nil
 }
 
-// sweep makes every instance's last plan older than the drift interval,
-// as time would, and waits until each was planned again and found in sync.
-// The instances were idle (joined, in sync) before.
+// sweep wakes every instance for a plan now, as its drift pass would (the
+// controller keeps each instance's next pass in memory, so the bench
+// cannot age it from outside): it clears status.lastPlan.clusterSettings,
+// which plans at once, and waits until each was planned again and found in
+// sync (the plan records the settings' version again). The instances were
+// idle (joined, in sync) before.
 func sweep(ctx context.Context, cl client.WithWatch, names []string) error {
-	aged := metav1.NewTime(time.Now().Add(-2 * controller.DefaultDriftInterval).Truncate(time.Second))
 	for _, name := range names {
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			wi := &wsuv1.WindowsInstance{}
@@ -261,7 +263,7 @@ func sweep(ctx context.Context, cl client.WithWatch, names []string) error {
 				return fmt.Errorf("%s has no plan", name)
 			}
 			orig := wi.DeepCopy()
-			wi.Status.LastPlan.Time = aged
+			wi.Status.LastPlan.ClusterSettings = ""
 			return cl.Status().Patch(ctx, wi, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 		})
 		if err != nil {
@@ -269,7 +271,7 @@ func sweep(ctx context.Context, cl client.WithWatch, names []string) error {
 		}
 	}
 	return waitInstances(ctx, cl, names, func(wi *wsuv1.WindowsInstance) bool {
-		return joinedReady(wi) && !wi.Status.LastPlan.Time.Equal(&aged) && wi.Status.ObservedGeneration == wi.Generation
+		return joinedReady(wi) && wi.Status.LastPlan.ClusterSettings != "" && wi.Status.ObservedGeneration == wi.Generation
 	})
 }
 
