@@ -97,6 +97,8 @@ func grantFor(namespace string) string {
 		return "the Role wsu-cluster-info (deploy/rbac/wsu-cluster-role.yaml) to the controller's ServiceAccount"
 	case KubeletCANamespace:
 		return "the Role wsu-controller-kubelet-ca (deploy/overlays/openshift/cluster-settings.yaml) to the controller's ServiceAccount"
+	case PullSecretNamespace:
+		return "the Role wsu-pull-secret (deploy/rbac/wsu-cluster-role.yaml) to the controller's ServiceAccount"
 	}
 	return "the controller's generated ClusterRole and Role (deploy/rbac/controller/role.yaml, wsu-controller) to its ServiceAccount"
 }
