@@ -145,11 +145,14 @@ type InProcess struct {
 	// instance and run; bounded, and keyed by each file's path and
 	// metadata. nil: each run hashes its own.
 	Sources *setup.SourceHashes
+	// Trace, when set, sees every event of every run as it happens (make
+	// bench keeps them to split the controller's time); nil: none.
+	Trace engine.Hooks
 }
 
 // Run implements Runner.
 func (p InProcess) Run(ctx context.Context, req RunRequest) RunOutcome {
-	rec := &recorder{}
+	rec := &recorder{trace: p.Trace}
 	run, diags := setup.Prepare(ctx, setup.Options{
 		Request:  req.setup(),
 		Hooks:    rec,
@@ -173,10 +176,14 @@ type recorder struct {
 	mu      sync.Mutex
 	out     RunOutcome
 	message string
+	trace   engine.Hooks // nil: none
 }
 
 // Event implements engine.Hooks.
 func (r *recorder) Event(ev engine.Event) {
+	if r.trace != nil {
+		r.trace.Event(ev)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch ev.Type {

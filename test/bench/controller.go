@@ -26,6 +26,7 @@ import (
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/test/harness"
 	"github.com/wsu-project/wsu/transport/agentbin"
+	"github.com/wsu-project/wsu/view"
 )
 
 // controllerResult is what the controller rows measured: the controller
@@ -77,8 +78,19 @@ func measureController(ctx context.Context, c config, env *harness.Env, fresh *h
 		// The joined hosts' are by address (an instance may set none of
 		// them: only port, user and timeouts).
 		AddressHostVars: map[string]map[string]string{},
-		Runner:          controller.InProcess{Agents: agentbin.New(agentbin.Options{Dir: filepath.Dir(env.Agent)})},
 	}
+	runner := controller.InProcess{Agents: agentbin.New(agentbin.Options{Dir: filepath.Dir(env.Agent)})}
+	if c.events != "" {
+		// Every in-process run's events, in one file, to split the
+		// controller's time as the CLI's joins are split.
+		f, err := os.Create(filepath.Join(c.events, "controller.json"))
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		runner.Trace = view.NewJSON(f)
+	}
+	o.Runner = runner
 	for _, h := range joined {
 		if o.AddressHostVars[h.Name], err = env.InstanceHostVars(h); err != nil {
 			return nil, err
