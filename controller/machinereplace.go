@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -104,6 +105,9 @@ func (r *InstanceReconciler) replaceIfLoginRefused(ctx context.Context, orig, wi
 // instance to be forgotten.
 func (r *InstanceReconciler) replaceMachine(ctx context.Context, orig, wi *wsuv1.WindowsInstance, why string) (ctrl.Result, error) {
 	machine, _ := instanceMachine(wi)
+	if c := meta.FindStatusCondition(wi.Status.Conditions, wsuv1.ConditionKeyRotated); c != nil && c.Reason == ReasonMachineReplacing {
+		return ctrl.Result{}, nil // deleted already; its instance goes with it (machines.go)
+	}
 	ok, err := r.takeSlot(ctx, wi) // rollout.go
 	if err != nil {
 		return ctrl.Result{}, err
