@@ -241,6 +241,9 @@ func (r *InstanceReconciler) converge(ctx context.Context, orig, wi *wsuv1.Windo
 		return resumeAfter(plan), nil
 	}
 	r.recordReach(wi, plan)
+	if res, done, err := r.replaceIfLoginRefused(ctx, orig, wi, plan); done { // machinereplace.go
+		return res, err
+	}
 	if plan.Failed {
 		reason := ReasonPlanFailed
 		if plan.Unreachable {

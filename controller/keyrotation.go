@@ -143,6 +143,9 @@ func (r *InstanceReconciler) rotateKeyIfPending(ctx context.Context, orig, wi *w
 	if err != nil {
 		return ctrl.Result{}, false, nil // converge reports the Secret's problem
 	}
+	if isMachineInstance(wi) {
+		return r.machineKeys(ctx, orig, wi, keys) // machinereplace.go
+	}
 	recorded := wi.Status.Identity.KeyFingerprint
 	if !keys.pending(recorded) {
 		if recorded == "" || (recorded != keys.currentFP && recorded != keys.nextFP) {

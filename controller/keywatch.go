@@ -76,10 +76,17 @@ func secretToInstances(c client.Reader) handler.EventHandler {
 }
 
 // keyRotationPending reports whether the instance's key Secret holds a new
-// key the host has not been moved to: such an instance is converged at
-// once, not at its next drift pass. A Secret that cannot be read is left
+// key the host has not been moved to, or, for a Machine's instance, one
+// its Machine is replaced for (machinereplace.go): such an instance is
+// converged at once, not at its next drift pass. A Secret that cannot be read is left
 // to the next plan to report.
 func (r *InstanceReconciler) keyRotationPending(ctx context.Context, wi *wsuv1.WindowsInstance) bool {
 	keys, err := r.readKeys(ctx, wi)
-	return err == nil && keys.pending(wi.Status.Identity.KeyFingerprint)
+	if err != nil {
+		return false
+	}
+	if isMachineInstance(wi) {
+		return machineKeyStale(wi, keys) // machinereplace.go
+	}
+	return keys.pending(wi.Status.Identity.KeyFingerprint)
 }

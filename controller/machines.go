@@ -43,7 +43,9 @@ import (
 // to its Machine (spec.providerID, annotation machine.openshift.io/machine),
 // so MachineHealthChecks and the cluster autoscaler see the Node as the
 // Machine's. From then on the instance is kept joined like any other: a
-// Running Machine whose Node lacks wsu's version annotation is configured.
+// Running Machine whose Node lacks wsu's version annotation is configured;
+// a Machine whose host's key went stale, or whose host refuses the key, is
+// replaced rather than rotated (machinereplace.go).
 //
 // A Machine deleted or being deleted deletes its instance, whose finalizer
 // drains and releases its Node under the rollout limit (the path of a BYOH

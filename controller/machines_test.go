@@ -82,3 +82,26 @@ func TestMachineVars(t *testing.T) {
 	assert.Nil(t, machineVars(byoh, "wsu:join.hcl"))
 	assert.Equal(t, []string{"node_owner=" + nodeOwner(byoh), "adopt_node=false"}, nodeVars(byoh, "wsu:join.hcl"))
 }
+
+// TestMachineKeyStale: a Machine instance's key is stale when it is not
+// the one the user data authorises (KEY.new while a rotation is under
+// way, else KEY); one that recorded none yet is not.
+func TestMachineKeyStale(t *testing.T) {
+	rotating := instanceKeys{current: "k", currentFP: "SHA256:old", next: "n", nextFP: "SHA256:new"}
+	settled := instanceKeys{current: "k", currentFP: "SHA256:new"}
+	for _, c := range []struct {
+		recorded string
+		keys     instanceKeys
+		stale    bool
+	}{
+		{"", rotating, false},
+		{"SHA256:old", rotating, true},
+		{"SHA256:new", rotating, false},
+		{"SHA256:new", settled, false},
+		{"SHA256:old", settled, true},
+	} {
+		wi := &wsuv1.WindowsInstance{}
+		wi.Status.Identity.KeyFingerprint = c.recorded
+		assert.Equal(t, c.stale, machineKeyStale(wi, c.keys), "recorded %q, user data %s", c.recorded, c.keys.userDataFP())
+	}
+}

@@ -5,7 +5,8 @@ package controller
 // and openshift-cluster-api where OpenShift runs the Cluster API) at first
 // boot, which authorises the key wsu logs in with. The controller keeps
 // that Secret current from the BYOH key Secret (cloud-private-key, in the
-// BYOH namespace), as WMCO's secret controller does: created when the key
+// BYOH namespace; its private-key.pem.new while a key rotation is under
+// way, keyrotation.go), as WMCO's secret controller does: created when the key
 // Secret appears, rewritten when its key changes, with the renderer
 // `wsu user-data --secret` prints (package userdata), so the CLI and the
 // controller write the same bytes. A namespace that does not exist (a
@@ -119,7 +120,7 @@ func (r *UserDataReconciler) Reconcile(ctx context.Context, _ reconcile.Request)
 	} else if err != nil {
 		return reconcile.Result{}, fmt.Errorf("key Secret %s: %w", r.KeySecret, err)
 	}
-	pub, err := userdata.PublicKey(key.Data[kubeinv.KeySecretKey])
+	pub, err := userdata.PublicKey(userDataKey(key))
 	if err != nil {
 		// An admin's to fix; the key Secret's next change wakes us.
 		log.FromContext(ctx).Info("no user data from the key Secret", "secret", r.KeySecret.String(), "key", kubeinv.KeySecretKey, "reason", err.Error())
@@ -136,6 +137,17 @@ func (r *UserDataReconciler) Reconcile(ctx context.Context, _ reconcile.Request)
 		}
 	}
 	return r.writeAll(ctx, key, pub)
+}
+
+// userDataKey is the private key whose public half new Machines
+// authorise: the rotation's new key (KEY.new) while one is under way, so a
+// Machine made, or replaced (machinereplace.go), during a rotation gets
+// the key the others move to; else KEY.
+func userDataKey(key *corev1.Secret) []byte {
+	if next := key.Data[kubeinv.KeySecretKey+NewKeySuffix]; len(next) > 0 {
+		return next
+	}
+	return key.Data[kubeinv.KeySecretKey]
 }
 
 // writeAll writes the user data into each namespace: one that fails does

@@ -234,7 +234,35 @@ func controllerAccess(o Overlay) []access {
 				deny("get", "", "secrets", mapi, "windows-user-data", "OpenShift only"))
 		}
 	}
-	return append(append(list, settingsAccess(o)...), flavourAccess(o)...)
+	return append(append(append(list, machineAccess(o)...), settingsAccess(o)...), flavourAccess(o)...)
+}
+
+// machineAccess is the controller's hold on the Machine API's Machines
+// (controller/machines.go, machinereplace.go): it reads the Windows ones
+// and deletes one to replace it, in openshift-machine-api on OpenShift
+// only; it never writes a Machine, nor touches a MachineSet or a Machine
+// elsewhere.
+func machineAccess(o Overlay) []access {
+	mapi := "openshift-machine-api"
+	list := []access{
+		deny("create", "machine.openshift.io", "machines", mapi, "", "never makes a Machine: the MachineSet's"),
+		deny("update", "machine.openshift.io", "machines", mapi, "win-a", "never edits a Machine"),
+		deny("patch", "machine.openshift.io", "machines", mapi, "win-a", "never edits a Machine"),
+		deny("delete", "machine.openshift.io", "machinesets", mapi, "windows", "never deletes a MachineSet"),
+		deny("update", "machine.openshift.io", "machinesets", mapi, "windows", "never scales a MachineSet"),
+		deny("delete", "machine.openshift.io", "machines", "openshift-cluster-api", "win-a", "Machines of openshift-machine-api only"),
+		deny("delete", "machine.openshift.io", "machines", "default", "win-a", "Machines of openshift-machine-api only"),
+	}
+	if o.Flavour != "openshift" {
+		return append(list,
+			deny("get", "machine.openshift.io", "machines", mapi, "win-a", "OpenShift only"),
+			deny("delete", "machine.openshift.io", "machines", mapi, "win-a", "OpenShift only"))
+	}
+	return append(list,
+		allow("get", "machine.openshift.io", "machines", mapi, "win-a", "a Windows Machine becomes an instance"),
+		allow("list", "machine.openshift.io", "machines", mapi, "", "the Machine cache"),
+		allow("watch", "machine.openshift.io", "machines", mapi, "", "the Machine cache"),
+		allow("delete", "machine.openshift.io", "machines", mapi, "win-a", "a Machine replaced (key changed, login refused)"))
 }
 
 // settingsAccess is the controller's watch of the cluster settings it

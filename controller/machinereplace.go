@@ -1,0 +1,150 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+)
+
+// Cattle, not pets: a host made from a Machine (wsu.dev/source=machine,
+// machines.go) is not rotated to a new key nor nursed through a lost one;
+// its Machine is deleted and its MachineSet makes a new one, whose VM
+// authorises the key of the user data (userdatasecret.go), as WMCO does.
+// Two things replace a Machine:
+//
+//   - its key went stale: the key the instance logs in with (its recorded
+//     fingerprint) is not the key the user data now authorises (the key
+//     Secret's KEY.new while a rotation is under way, else KEY) — an admin
+//     added a new key, swapped or replaced the key in place;
+//   - the host refuses every key of the Secret (an SSH authentication
+//     failure after the auth retry window and the other key, tryOtherKey).
+//
+// A BYOH host, which no MachineSet can make anew, keeps rotate-key.
+//
+// A replacement takes a rollout slot (rollout.go) and marks the Node out
+// of service ("remove") before the Machine is deleted, so the mark counts
+// against maxUnavailable until the Node is gone: Machines are replaced one
+// at a time as maxUnavailable allows. The instance is annotated
+// wsu.dev/forget=true first: its VM is the Machine API's to delete, so
+// removing it deletes the Node without running remove on a host that may
+// refuse the login. A replacement runs nothing on the host and so has no
+// plan to approve: it is not held to approval: Manual (the new Machine's
+// instance is, for its join).
+
+// The instance controller may delete Machines (a replacement).
+// +kubebuilder:rbac:groups=machine.openshift.io,namespace=openshift-machine-api,resources=machines,verbs=delete
+
+// Reasons of a replacement: the MachineReplaced event, and KeyRotated's
+// reason while it waits for a slot or is under way.
+const (
+	ReasonMachineReplaced   = "MachineReplaced"
+	ReasonMachineReplacing  = "MachineReplacing"
+	ReasonMachineReplaceErr = "MachineReplaceFailed"
+)
+
+// isMachineInstance says whether wi was made from a Machine.
+func isMachineInstance(wi *wsuv1.WindowsInstance) bool {
+	_, ok := instanceMachine(wi)
+	return ok
+}
+
+// userDataFP is the fingerprint of the key the user data authorises on a
+// new Machine: KEY.new while a rotation is under way, else KEY.
+func (k instanceKeys) userDataFP() string {
+	if k.next != "" {
+		return k.nextFP
+	}
+	return k.currentFP
+}
+
+// machineKeyStale says a Machine instance logs in with a key new Machines
+// no longer get. An instance that recorded none yet is not stale.
+func machineKeyStale(wi *wsuv1.WindowsInstance, keys instanceKeys) bool {
+	fp := wi.Status.Identity.KeyFingerprint
+	return fp != "" && fp != keys.userDataFP()
+}
+
+// machineKeys is rotateKeyIfPending for a Machine instance: a first login
+// records the user data's key (the key its VM was made with); a stale key
+// replaces the Machine. done: converge stops here.
+func (r *InstanceReconciler) machineKeys(ctx context.Context, orig, wi *wsuv1.WindowsInstance, keys instanceKeys) (ctrl.Result, bool, error) {
+	if wi.Status.Identity.KeyFingerprint == "" {
+		wi.Status.Identity.KeyFingerprint = keys.userDataFP()
+	}
+	if !machineKeyStale(wi, keys) {
+		setCondition(wi, wsuv1.ConditionKeyRotated, metav1.ConditionTrue, ReasonKeyInUse,
+			fmt.Sprintf("logging in with %s", wi.Status.Identity.KeyFingerprint))
+		return ctrl.Result{}, false, nil
+	}
+	res, err := r.replaceMachine(ctx, orig, wi, fmt.Sprintf("the host authorises %s, but new Machines get %s from the Secret %s",
+		wi.Status.Identity.KeyFingerprint, keys.userDataFP(), keys.secret))
+	return res, true, err
+}
+
+// replaceIfLoginRefused replaces the Machine of an instance whose host
+// refused every key (out, after tryOtherKey). done: the pass stops here.
+func (r *InstanceReconciler) replaceIfLoginRefused(ctx context.Context, orig, wi *wsuv1.WindowsInstance, out RunOutcome) (ctrl.Result, bool, error) {
+	if !isMachineInstance(wi) || !loginRefused(out) {
+		return ctrl.Result{}, false, nil
+	}
+	res, err := r.replaceMachine(ctx, orig, wi, "the host refuses the SSH key: "+truncate(out.Message, 500))
+	return res, true, err
+}
+
+// replaceMachine deletes wi's Machine under the rollout limit (why says
+// what made it stale), after marking its Node out of service and its
+// instance to be forgotten.
+func (r *InstanceReconciler) replaceMachine(ctx context.Context, orig, wi *wsuv1.WindowsInstance, why string) (ctrl.Result, error) {
+	machine, _ := instanceMachine(wi)
+	if c := meta.FindStatusCondition(wi.Status.Conditions, wsuv1.ConditionKeyRotated); c != nil && c.Reason == ReasonMachineReplacing {
+		return ctrl.Result{}, nil // deleted already; its instance goes with it (machines.go)
+	}
+	ok, err := r.takeSlot(ctx, wi) // rollout.go
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !ok {
+		setCondition(wi, wsuv1.ConditionKeyRotated, metav1.ConditionFalse, ReasonRolloutWait,
+			fmt.Sprintf("the Machine %s is replaced once maxUnavailable allows: %s", machine, why))
+		return r.done(ctx, orig, wi, wi.Status.Phase, r.slotRecheck())
+	}
+	defer r.rollouts.release(wi)
+	if err := r.markNode(ctx, wi, unavailableRemove); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.forgetOnRemoval(ctx, wi); err != nil {
+		return ctrl.Result{}, err
+	}
+	m := machineObject()
+	m.SetNamespace(machine.Namespace)
+	m.SetName(machine.Name)
+	if err := r.Client.Delete(ctx, m); client.IgnoreNotFound(err) != nil {
+		r.event(wi, corev1.EventTypeWarning, ReasonMachineReplaceErr, "deleting the Machine %s: %v", machine, err)
+		return ctrl.Result{}, err
+	}
+	log.FromContext(ctx).Info("replacing the Machine", "machine", machine.String(), "why", why)
+	r.event(wi, corev1.EventTypeNormal, ReasonMachineReplaced, "deleted the Machine %s for its MachineSet to make anew: %s", machine, why)
+	setCondition(wi, wsuv1.ConditionKeyRotated, metav1.ConditionFalse, ReasonMachineReplacing,
+		fmt.Sprintf("the Machine %s was deleted for its MachineSet to make anew: %s", machine, why))
+	return r.done(ctx, orig, wi, wi.Status.Phase, 0)
+}
+
+// forgetOnRemoval annotates wi wsu.dev/forget=true: its removal deletes
+// the Node without running remove on the host.
+func (r *InstanceReconciler) forgetOnRemoval(ctx context.Context, wi *wsuv1.WindowsInstance) error {
+	if wi.Annotations[wsuv1.ForgetAnnotation] == "true" {
+		return nil
+	}
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+wsuv1.ForgetAnnotation+`":"true"}}}`))
+	cur := &wsuv1.WindowsInstance{ObjectMeta: metav1.ObjectMeta{Namespace: wi.Namespace, Name: wi.Name}}
+	return r.Client.Patch(ctx, cur, patch)
+}
