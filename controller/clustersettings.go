@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/kube"
 )
 
 // Cluster settings pushed to the nodes, as WMCO does: the kubelet's client
@@ -76,8 +77,6 @@ const (
 	KubeletCANamespace    = "openshift-kube-apiserver-operator"
 	KubeletCAConfigMap    = "kube-apiserver-to-kubelet-client-ca"
 	TrustedCAConfigMap    = "wsu-trusted-ca"
-	PullSecretNamespace   = "openshift-config"
-	PullSecretName        = "pull-secret"
 	renderedWorkerPrefix  = "rendered-worker-"
 	clusterProxyName      = "cluster"
 	ReasonSettingsChanged = "ClusterSettingsChanged"
@@ -186,7 +185,7 @@ func settingsSources(mapper meta.RESTMapper, namespace string) ([]settingsSource
 		mirrorSets = mirrorSets || ok
 	}
 	if mirrorSets { // the mirrors' credentials
-		out = append(out, settingsSource{gvk: secretGVK, namespace: map[string]string{PullSecretNamespace: PullSecretName}})
+		out = append(out, settingsSource{gvk: secretGVK, namespace: map[string]string{kube.PullSecretNamespace: kube.PullSecretName}})
 	}
 	return append([]settingsSource{{gvk: configMapGVK, namespace: configMaps}}, out...), nil
 }

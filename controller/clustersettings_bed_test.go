@@ -30,6 +30,7 @@ import (
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
 	"github.com/wsu-project/wsu/engine"
+	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/test/kubetest"
 )
 
@@ -275,13 +276,13 @@ func TestClusterSettingsWatch(t *testing.T) {
 			Data: map[string]string{"ca-bundle.crt": string(newCAPEM(t))}}))
 	})
 	plansOnce("the pull secret (after another Secret there, which counts for nothing)", func() {
-		require.NoError(t, cluster.EnsureNamespace(ctx, controller.PullSecretNamespace))
-		secrets := cluster.Client.CoreV1().Secrets(controller.PullSecretNamespace) // openshift-config is no site admin's
+		require.NoError(t, cluster.EnsureNamespace(ctx, kube.PullSecretNamespace))
+		secrets := cluster.Client.CoreV1().Secrets(kube.PullSecretNamespace) // openshift-config is no site admin's
 		_, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "unrelated"},
 			Data: map[string][]byte{"a": []byte("b")}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 		_, err = secrets.Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: controller.PullSecretName},
+			ObjectMeta: metav1.ObjectMeta{Name: kube.PullSecretName},
 			Type:       corev1.SecretTypeDockerConfigJson,
 			Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"mirror.local":{"auth":"dTpw"}}}`)}}, metav1.CreateOptions{})
 		require.NoError(t, err)

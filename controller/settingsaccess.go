@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/wsu-project/wsu/kube"
 )
 
 // A missing grant for one of the settings' watches is reported at the
@@ -97,7 +99,7 @@ func grantFor(namespace string) string {
 		return "the Role wsu-cluster-info (deploy/rbac/wsu-cluster-role.yaml) to the controller's ServiceAccount"
 	case KubeletCANamespace:
 		return "the Role wsu-controller-kubelet-ca (deploy/overlays/openshift/cluster-settings.yaml) to the controller's ServiceAccount"
-	case PullSecretNamespace:
+	case kube.PullSecretNamespace:
 		return "the Role wsu-pull-secret (deploy/rbac/wsu-cluster-role.yaml) to the controller's ServiceAccount"
 	}
 	return "the controller's generated ClusterRole and Role (deploy/rbac/controller/role.yaml, wsu-controller) to its ServiceAccount"

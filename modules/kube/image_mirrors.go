@@ -32,15 +32,8 @@ var mirrorType = cty.Object(map[string]cty.Type{
 	"source": cty.String, "mirrors": cty.List(cty.String), "resolve_tags": cty.Bool, "never_contact_source": cty.Bool,
 })
 
-// Where OpenShift keeps the cluster's pull secret: every node's registry
-// credentials (the machine-config operator writes it to each Linux node).
-const (
-	PullSecretNamespace = "openshift-config"
-	PullSecretName      = "pull-secret"
-)
-
 var imageMirrorsAttributes = []modules.Attribute{
-	{Name: "pull_secret", Type: cty.String, Default: cty.StringVal(PullSecretNamespace + "/" + PullSecretName),
+	{Name: "pull_secret", Type: cty.String, Default: cty.StringVal(kube.PullSecretNamespace + "/" + kube.PullSecretName),
 		Description: "The Secret (`namespace/name`, type `kubernetes.io/dockerconfigjson`) whose credentials the mirror registries get: for each registry host a mirror lives on, its `auths` entry, and no other (WMCO reads the same pull secret). A Secret that does not exist gives none; one that cannot be read fails the task. `\"\"`: read none."},
 }
 

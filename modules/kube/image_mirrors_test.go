@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/test/kubetest"
 )
 
@@ -112,10 +113,10 @@ func TestOpenShiftConfigModules(t *testing.T) {
 		assert.Equal(t, cty.MapValEmpty(cty.String), res.GetAttr("auths"))
 		assert.Contains(t, res.GetAttr("reason").AsString(), "no registry credentials: there is no Secret openshift-config/pull-secret")
 
-		require.NoError(t, c.EnsureNamespace(ctx, PullSecretNamespace))
+		require.NoError(t, c.EnsureNamespace(ctx, kube.PullSecretNamespace))
 		const mirrorAuth = "bWlycm9yOnMzY3JldA==" // mirror:s3cret
 		pull := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: PullSecretName, Namespace: PullSecretNamespace},
+			ObjectMeta: metav1.ObjectMeta{Name: kube.PullSecretName, Namespace: kube.PullSecretNamespace},
 			Type:       corev1.SecretTypeDockerConfigJson,
 			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{` +
 				`"mirror.local:5000":{"auth":"` + mirrorAuth + `"},` +
@@ -123,7 +124,7 @@ func TestOpenShiftConfigModules(t *testing.T) {
 				`"quay.io":{"auth":"cXVheTpub3QtZm9yLXRoZS1ub2Rl"},` +
 				`"registry.local":{"auth":"c291cmNlOm5vdC1hLW1pcnJvcg=="}}}`)},
 		}
-		_, err := c.Client.CoreV1().Secrets(PullSecretNamespace).Create(ctx, pull, metav1.CreateOptions{})
+		_, err := c.Client.CoreV1().Secrets(kube.PullSecretNamespace).Create(ctx, pull, metav1.CreateOptions{})
 		require.NoError(t, err)
 		p := plan(t, mirrors, mcfg)
 		require.Empty(t, p.Diagnostics)
@@ -144,12 +145,12 @@ func TestOpenShiftConfigModules(t *testing.T) {
 		requireDiag(t, plan(t, mirrors, bad).Diagnostics, bad, "Invalid pull_secret", "pull_secret")
 
 		pull.Data[corev1.DockerConfigJsonKey] = []byte(`{"auths": "` + mirrorAuth + `"}`)
-		_, err = c.Client.CoreV1().Secrets(PullSecretNamespace).Update(ctx, pull, metav1.UpdateOptions{})
+		_, err = c.Client.CoreV1().Secrets(kube.PullSecretNamespace).Update(ctx, pull, metav1.UpdateOptions{})
 		require.NoError(t, err)
 		d := requireDiag(t, plan(t, mirrors, mcfg).Diagnostics, mcfg, "Cannot read the pull secret", "pull_secret")
 		assert.Contains(t, d.Detail, "is not a docker config")
 		assert.NotContains(t, d.Detail, mirrorAuth, "a bad Secret's content is not quoted")
-		require.NoError(t, c.Client.CoreV1().Secrets(PullSecretNamespace).Delete(ctx, PullSecretName, metav1.DeleteOptions{}))
+		require.NoError(t, c.Client.CoreV1().Secrets(kube.PullSecretNamespace).Delete(ctx, kube.PullSecretName, metav1.DeleteOptions{}))
 	})
 
 	t.Run("trusted CA", func(t *testing.T) {

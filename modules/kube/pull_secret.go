@@ -36,7 +36,7 @@ func pullSecretRef(cfg modules.Config) (types.NamespacedName, hcl.Diagnostics) {
 	ns, name, ok := strings.Cut(v, "/")
 	if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
 		return types.NamespacedName{}, hcl.Diagnostics{cfg.Error("pull_secret", "Invalid pull_secret",
-			fmt.Sprintf("%q is not namespace/name of a Secret (for example %s/%s), nor \"\".", v, PullSecretNamespace, PullSecretName))}
+			fmt.Sprintf("%q is not namespace/name of a Secret (for example %s/%s), nor \"\".", v, kube.PullSecretNamespace, kube.PullSecretName))}
 	}
 	return types.NamespacedName{Namespace: ns, Name: name}, nil
 }
