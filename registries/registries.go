@@ -64,6 +64,14 @@ func split(r string) (host, path string) {
 	return host, path
 }
 
+// Host is a location's registry host (host[:port]): what Auths are keyed
+// by, so whoever gathers credentials for mirrors keys them as RenderAuth
+// looks them up.
+func Host(loc string) string {
+	h, _ := split(loc)
+	return h
+}
+
 // Check reports why an entry cannot be written: a source or mirror that is
 // not host[:port][/path], or a mirror whose path does not end with the
 // source's repository path.
@@ -194,8 +202,7 @@ func (r Registry) RenderAuth(auths Auths) (out []byte, secret bool) {
 	}
 	fmt.Fprintf(&b, "server = %q\noverride_path = true\n", url(server))
 	header := func(loc, table string) {
-		h, _ := split(loc)
-		if a := auths[h]; a != "" {
+		if a := auths[Host(loc)]; a != "" {
 			fmt.Fprintf(&b, "\n[%s]\n  Authorization = %q\n", table, "Basic "+a)
 			secret = true
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/modules"
+	"github.com/wsu-project/wsu/registries"
 )
 
 // The mirrors' credentials come from the cluster's pull secret, as WMCO's
@@ -48,8 +49,7 @@ func mirrorHosts(entries []cty.Value) map[string]bool {
 	for _, e := range entries {
 		for it := e.GetAttr("mirrors").ElementIterator(); it.Next(); {
 			_, m := it.Element()
-			host, _, _ := strings.Cut(m.AsString(), "/")
-			hosts[host] = true
+			hosts[registries.Host(m.AsString())] = true
 		}
 	}
 	return hosts
