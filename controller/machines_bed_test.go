@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -115,15 +114,7 @@ func TestMachinesBecomeInstances(t *testing.T) {
 	provision(t, admin, "win-azure", "Running", "10.1.44.2")
 	provision(t, admin, "win-named", "Running", "10.1.44.3")
 
-	get := func(name string) *wsuv1.WindowsInstance {
-		wi := &wsuv1.WindowsInstance{}
-		err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, wi)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		require.NoError(t, err)
-		return wi
-	}
+	get := func(name string) *wsuv1.WindowsInstance { return instanceIfAny(t, admin, name) }
 	want := map[string]struct{ address, user, providerID string }{
 		"win-aws":   {"10.1.44.1", "Administrator", "aws:///us-east-1a/i-0aws"},
 		"win-azure": {"10.1.44.2", "capi", "azure:///subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachines/win-azure"},

@@ -293,6 +293,18 @@ func getInstance(t *testing.T, c client.Client, name string) *wsuv1.WindowsInsta
 	return wi
 }
 
+// instanceIfAny is the named instance, or nil when there is none.
+func instanceIfAny(t *testing.T, c client.Client, name string) *wsuv1.WindowsInstance {
+	t.Helper()
+	wi := &wsuv1.WindowsInstance{}
+	err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, wi)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	return wi
+}
+
 func pauseInstance(t *testing.T, c client.Client, name string, paused bool) {
 	t.Helper()
 	wi := getInstance(t, c, name)

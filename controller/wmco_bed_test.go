@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -55,15 +54,7 @@ func TestWMCORunningLeavesConfigMapAlone(t *testing.T) {
 		Data:       map[string]string{"10.1.43.1": "username=Administrator", "10.1.43.4": "username=Administrator"},
 	}
 	require.NoError(t, admin.Create(ctx, cm))
-	get := func(name string) *wsuv1.WindowsInstance {
-		wi := &wsuv1.WindowsInstance{}
-		err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, wi)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		require.NoError(t, err)
-		return wi
-	}
+	get := func(name string) *wsuv1.WindowsInstance { return instanceIfAny(t, admin, name) }
 	for _, name := range []string{"10.1.43.1", "10.1.43.4"} {
 		eventually(t, time.Minute, name+" joined", func() (bool, string) {
 			wi := get(name)
