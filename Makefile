@@ -164,8 +164,8 @@ bench-smoke: build ## the bench, short (CI): fails only when something fails to 
 	$(GO) build -o bin/wsu-bench ./test/bench
 	bin/wsu-bench --wsu $(BIN) --smoke
 
-bench-engine: ## engine microbenchmarks
-	$(GO) test -run '^$$' -bench . -benchmem ./engine/
+bench-engine: ## engine microbenchmarks (and the stock join's playbook load)
+	$(GO) test -run '^$$' -bench . -benchmem ./engine/ ./playbooks/
 
 clean: ## remove build output
 	rm -rf bin cmd/wsu/agents

@@ -41,6 +41,9 @@ type Loader struct {
 	// nil: from disk, bounded, on every read.
 	Files   *limits.Files
 	sources map[string][]byte
+	// ahead holds the stock playbooks being parsed ahead of their include
+	// (prefetch), by display name.
+	ahead map[string]*parsing
 }
 
 // NewLoader returns a loader resolving modules in reg.
@@ -153,16 +156,28 @@ func (l *Loader) LoadSource(filename string, src []byte) (*Playbook, hcl.Diagnos
 }
 
 func (l *Loader) load(loc location, stack []string, at *hcl.Range) (*Playbook, hcl.Diagnostics) {
+	if p, ok := l.ahead[loc.display()]; ok {
+		delete(l.ahead, loc.display())
+		<-p.done
+		if p.err != nil {
+			return nil, readError(loc, p.err, at)
+		}
+		return l.build(loc, p.src, p.file, p.diags, stack)
+	}
 	src, err := l.read(loc)
 	if err != nil {
-		return nil, hcl.Diagnostics{{
-			Severity: hcl.DiagError,
-			Summary:  "Cannot read playbook",
-			Detail:   fmt.Sprintf("Reading %s: %s.", loc.display(), err),
-			Subject:  at,
-		}}
+		return nil, readError(loc, err, at)
 	}
 	return l.parse(loc, src, stack)
+}
+
+func readError(loc location, err error, at *hcl.Range) hcl.Diagnostics {
+	return hcl.Diagnostics{{
+		Severity: hcl.DiagError,
+		Summary:  "Cannot read playbook",
+		Detail:   fmt.Sprintf("Reading %s: %s.", loc.display(), err),
+		Subject:  at,
+	}}
 }
 
 var fileSchema = &hcl.BodySchema{
@@ -176,12 +191,30 @@ var fileSchema = &hcl.BodySchema{
 }
 
 func (l *Loader) parse(loc location, src []byte, stack []string) (*Playbook, hcl.Diagnostics) {
+	file, diags := parseFile(loc, src)
+	return l.build(loc, src, file, diags, stack)
+}
+
+// parseFile parses one playbook file. A file on disk is first held to the
+// nesting and size limits (limits.CheckConfig), so that hostile input
+// cannot exhaust the parser's stack; the stock playbooks are the binary's
+// own and are held to them by a test instead (playbooks'
+// TestStockPlaybooksWithinLimits): lexing a file twice was a third of a
+// no-op re-run's load.
+func parseFile(loc location, src []byte) (*hcl.File, hcl.Diagnostics) {
+	display := loc.display()
+	if loc.fsys == nil {
+		if diags := limits.CheckConfig(src, display, hcl.InitialPos); diags.HasErrors() {
+			return nil, diags
+		}
+	}
+	return hclsyntax.ParseConfig(src, display, hcl.InitialPos)
+}
+
+// build turns a parsed file into its Playbook, loading its includes.
+func (l *Loader) build(loc location, src []byte, file *hcl.File, diags hcl.Diagnostics, stack []string) (*Playbook, hcl.Diagnostics) {
 	display := loc.display()
 	l.sources[display] = src
-	if diags := limits.CheckConfig(src, display, hcl.InitialPos); diags.HasErrors() {
-		return nil, diags
-	}
-	file, diags := hclsyntax.ParseConfig(src, display, hcl.InitialPos)
 	if diags.HasErrors() {
 		return nil, diags
 	}
@@ -199,6 +232,7 @@ func (l *Loader) parse(loc location, src []byte, stack []string) (*Playbook, hcl
 	content, moreDiags := file.Body.Content(fileSchema)
 	diags = append(diags, moreDiags...)
 	stack = append(stack, display)
+	l.prefetch(content.Blocks, loc, stack)
 
 	names := map[string]map[string]hcl.Range{}
 	dup := func(kind, name string, r hcl.Range) bool {
