@@ -51,6 +51,9 @@ type controllerFleetResult struct {
 	plans, applies int64
 	requests       int64
 	statusWrites   int64
+	// settleWrites are the status writes of the drift interval before
+	// the window: each joined instance's first in-sync plan recorded.
+	settleWrites int64
 }
 
 // perInstanceInterval is n per instance per drift interval in the window.
@@ -119,6 +122,17 @@ func measureControllerFleet(ctx context.Context, c config, wsu string, n int) (*
 		return res, fmt.Errorf("%d ConfigMap entries to Ready Nodes: %w", n, err)
 	}
 
+	// Each instance's first drift pass after its join records an in-sync
+	// plan where the join's plan (with its changes) was: a real status
+	// change, once. The steady state is measured after it.
+	c.logf("controller fleet: settling, one drift interval of %s", fleetDriftInterval)
+	reqs.reset()
+	select {
+	case <-ctx.Done():
+		return res, ctx.Err()
+	case <-time.After(fleetDriftInterval):
+	}
+	res.settleWrites = reqs.statusWrites.Load()
 	c.logf("controller fleet: the steady state, %d drift intervals of %s", fleetSteadyIntervals, fleetDriftInterval)
 	reqs.reset()
 	runs.reset()

@@ -82,7 +82,7 @@ func main() {
 	flag.StringVar(&c.events, "events", "", "directory: keep every wsu run's JSON events there")
 	flag.BoolVar(&c.verbose, "v", false, "print progress")
 	flag.IntVar(&c.fleet, "fleet", 0, "also measure this many hosts (up to 100) in a set-up of their own with the small payload: the fleet rows (make bench-fleet: 100)")
-	flag.IntVar(&c.controllerFleet, "controller-fleet", 0, "also measure the controller joining this many hosts (up to 100) listed in one BYOH ConfigMap, then its steady state over two 1-minute drift intervals, in a set-up of its own (make bench-fleet: 100)")
+	flag.IntVar(&c.controllerFleet, "controller-fleet", 0, "also measure the controller joining this many hosts (up to 100) listed in one BYOH ConfigMap, then, after one settling interval, its steady state over two 1-minute drift intervals, in a set-up of its own (make bench-fleet: 100)")
 	flag.IntVar(&c.forks, "forks", 0, "wsu --forks, and the floors' concurrency (default: the host count, at most 50)")
 	flag.BoolVar(&c.nodeOnly, "node-only", true, "also measure a node-only join (bootstrap token, no kubeconfig) on a kubeadm set-up of its own with the hostprocess network")
 	flag.BoolVar(&c.split, "split", true, "split the joins' wall time with wsu's hidden --timings (false: for a wsu built before it)")
