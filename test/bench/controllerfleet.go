@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
+	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/test/harness"
@@ -51,8 +52,8 @@ type controllerFleetResult struct {
 	plans, applies int64
 	requests       int64
 	statusWrites   int64
-	// settleWrites are the status writes of the drift interval before
-	// the window: each joined instance's first in-sync plan recorded.
+	// settleWrites are the status writes before the window, until each
+	// joined instance's first in-sync plan was recorded.
 	settleWrites int64
 }
 
@@ -124,13 +125,12 @@ func measureControllerFleet(ctx context.Context, c config, wsu string, n int) (*
 
 	// Each instance's first drift pass after its join records an in-sync
 	// plan where the join's plan (with its changes) was: a real status
-	// change, once. The steady state is measured after it.
-	c.logf("controller fleet: settling, one drift interval of %s", fleetDriftInterval)
+	// change, once. The steady state is measured after every instance
+	// made it (a loaded machine's passes slip past one interval).
+	c.logf("controller fleet: settling, until every instance recorded an in-sync plan")
 	reqs.reset()
-	select {
-	case <-ctx.Done():
-		return res, ctx.Err()
-	case <-time.After(fleetDriftInterval):
+	if err := waitInstancesFor(ctx, cl, names, inSyncPlanned, (fleetSteadyIntervals+3)*fleetDriftInterval); err != nil {
+		return res, fmt.Errorf("settling: %w", err)
 	}
 	res.settleWrites = reqs.statusWrites.Load()
 	c.logf("controller fleet: the steady state, %d drift intervals of %s", fleetSteadyIntervals, fleetDriftInterval)
@@ -147,6 +147,13 @@ func measureControllerFleet(ctx context.Context, c config, wsu string, n int) (*
 	res.requests, res.statusWrites = reqs.total.Load(), reqs.statusWrites.Load()
 	res.peakRSS = selfPeakRSS()
 	return res, nil
+}
+
+// inSyncPlanned is an instance whose recorded plan has nothing to do: its
+// first drift pass after the join was made.
+func inSyncPlanned(wi *wsuv1.WindowsInstance) bool {
+	p := wi.Status.LastPlan
+	return joinedReady(wi) && p.Add+p.Change+p.Destroy+p.Run == 0
 }
 
 // countingRunner counts the controller's playbook runs by mode.

@@ -260,7 +260,7 @@ func controllerFleetRows(c config, runs []*runResult) ([][]string, []string) {
 		secs(median(steady, func(r *controllerFleetResult) time.Duration { return r.window })), "",
 		secs(median(steady, func(r *controllerFleetResult) time.Duration { return r.cpu })), "", "", "", "", "", "",
 		"— (one plan per instance per interval, no status write in sync)", "info"})
-	note := fmt.Sprintf("controller steady state, per instance per drift interval (%s, nothing to change): %.2f plans, %.2f applies, %.1f API requests, %.2f status writes; CPU %.1f ms; in the settling interval before it: %.2f status writes per instance (the first in-sync plan after the join)",
+	note := fmt.Sprintf("controller steady state, per instance per drift interval (%s, nothing to change): %.2f plans, %.2f applies, %.1f API requests, %.2f status writes; CPU %.1f ms; settling before it: %.2f status writes per instance (until each recorded its first in-sync plan after the join)",
 		fleetDriftInterval, per(func(r *controllerFleetResult) int64 { return r.plans }), per(func(r *controllerFleetResult) int64 { return r.applies }),
 		per(func(r *controllerFleetResult) int64 { return r.requests }), per(func(r *controllerFleetResult) int64 { return r.statusWrites }),
 		per(func(r *controllerFleetResult) int64 { return r.cpu.Milliseconds() }),
