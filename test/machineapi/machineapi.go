@@ -132,6 +132,10 @@ type Cloud interface {
 // StandIn is a running stand-in; Stop ends it.
 type StandIn struct {
 	client client.Client
+	// reader reads uncached: a MachineSet counts its Machines from the
+	// API server, never from a cache that has not seen the ones it just
+	// made (the real controller's "expectations").
+	reader client.Reader
 	cloud  Cloud
 
 	mu  sync.Mutex
@@ -154,7 +158,7 @@ func Start(cfg *rest.Config, cloud Cloud) (*StandIn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("machineapi: %w", err)
 	}
-	s := &StandIn{client: mgr.GetClient(), cloud: cloud, vms: map[types.UID]VM{}, done: make(chan error, 1)}
+	s := &StandIn{client: mgr.GetClient(), reader: mgr.GetAPIReader(), cloud: cloud, vms: map[types.UID]VM{}, done: make(chan error, 1)}
 	if err := s.setup(mgr); err != nil {
 		return nil, err
 	}
@@ -242,7 +246,7 @@ func (s *StandIn) reconcileSet(ctx context.Context, req reconcile.Request) (reco
 func (s *StandIn) setMachines(ctx context.Context, set *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(MachineGVK.GroupVersion().WithKind("MachineList"))
-	if err := s.client.List(ctx, list, client.InNamespace(set.GetNamespace())); err != nil {
+	if err := s.reader.List(ctx, list, client.InNamespace(set.GetNamespace())); err != nil {
 		return nil, err
 	}
 	var out []*unstructured.Unstructured
@@ -321,8 +325,8 @@ func (s *StandIn) reconcileMachine(ctx context.Context, req reconcile.Request) (
 	if phase == "" {
 		return reconcile.Result{}, s.setPhase(ctx, m, PhaseProvisioning)
 	}
-	if _, made := s.vm(m.GetUID()); !made {
-		return s.provision(ctx, m)
+	if done, err := s.provision(ctx, m); !done || err != nil {
+		return reconcile.Result{}, err
 	}
 	want := PhaseProvisioned
 	if hasNode(m) {
@@ -341,25 +345,30 @@ func (s *StandIn) vm(uid types.UID) (VM, bool) {
 	return vm, ok
 }
 
-// provision has the cloud make m's VM, then gives m its providerID and
-// address: phase Provisioned.
-func (s *StandIn) provision(ctx context.Context, m *unstructured.Unstructured) (reconcile.Result, error) {
-	vm, err := s.cloud.Create(ctx, m)
-	if err != nil {
-		return reconcile.Result{}, fmt.Errorf("machineapi: creating the VM of %s: %w", m.GetName(), err)
+// provision has the cloud make m's VM once, then gives m its
+// providerID and address (phase Provisioned); done: m has both.
+func (s *StandIn) provision(ctx context.Context, m *unstructured.Unstructured) (done bool, err error) {
+	vm, made := s.vm(m.GetUID())
+	if !made {
+		if vm, err = s.cloud.Create(ctx, m); err != nil {
+			return false, fmt.Errorf("machineapi: creating the VM of %s: %w", m.GetName(), err)
+		}
+		s.mu.Lock()
+		s.vms[m.GetUID()] = vm
+		s.mu.Unlock()
 	}
-	s.mu.Lock()
-	s.vms[m.GetUID()] = vm
-	s.mu.Unlock()
-	_ = unstructured.SetNestedField(m.Object, vm.ProviderID, "spec", "providerID")
-	if err := s.client.Update(ctx, m); err != nil {
-		return reconcile.Result{}, err
+	if id, _, _ := unstructured.NestedString(m.Object, "spec", "providerID"); id != vm.ProviderID {
+		_ = unstructured.SetNestedField(m.Object, vm.ProviderID, "spec", "providerID")
+		return false, client.IgnoreNotFound(s.client.Update(ctx, m))
+	}
+	if machineInternalIP(m) == vm.Address {
+		return true, nil
 	}
 	_ = unstructured.SetNestedSlice(m.Object, []any{
 		map[string]any{"type": string(corev1.NodeInternalIP), "address": vm.Address},
 		map[string]any{"type": string(corev1.NodeInternalDNS), "address": m.GetName()},
 	}, "status", "addresses")
-	return reconcile.Result{}, s.setPhase(ctx, m, PhaseProvisioned)
+	return false, s.setPhase(ctx, m, PhaseProvisioned)
 }
 
 func (s *StandIn) setPhase(ctx context.Context, m *unstructured.Unstructured, phase string) error {
