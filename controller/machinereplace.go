@@ -5,8 +5,11 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,8 +43,10 @@ import (
 // plan to approve: it is not held to approval: Manual (the new Machine's
 // instance is, for its join).
 
-// The instance controller may delete Machines (a replacement).
+// The instance controller may delete Machines (a replacement), and reads
+// their MachineSets' replicas (machineSetShort).
 // +kubebuilder:rbac:groups=machine.openshift.io,namespace=openshift-machine-api,resources=machines,verbs=delete
+// +kubebuilder:rbac:groups=machine.openshift.io,namespace=openshift-machine-api,resources=machinesets,verbs=get
 
 // Reasons of a replacement: the MachineReplaced event, and KeyRotated's
 // reason while it waits for a slot or is under way.
@@ -108,6 +113,15 @@ func (r *InstanceReconciler) replaceMachine(ctx context.Context, orig, wi *wsuv1
 	if c := meta.FindStatusCondition(wi.Status.Conditions, wsuv1.ConditionKeyRotated); c != nil && c.Reason == ReasonMachineReplacing {
 		return ctrl.Result{}, nil // deleted already; its instance goes with it (machines.go)
 	}
+	short, err := r.machineSetShort(ctx, machine)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if short != "" {
+		setCondition(wi, wsuv1.ConditionKeyRotated, metav1.ConditionFalse, ReasonRolloutWait,
+			fmt.Sprintf("the Machine %s is replaced once its MachineSet is back in service (%s): %s", machine, short, why))
+		return r.done(ctx, orig, wi, wi.Status.Phase, r.Options.NodeReadyCheck)
+	}
 	ok, err := r.takeSlot(ctx, wi) // rollout.go
 	if err != nil {
 		return ctrl.Result{}, err
@@ -136,6 +150,82 @@ func (r *InstanceReconciler) replaceMachine(ctx context.Context, orig, wi *wsuv1
 	setCondition(wi, wsuv1.ConditionKeyRotated, metav1.ConditionFalse, ReasonMachineReplacing,
 		fmt.Sprintf("the Machine %s was deleted for its MachineSet to make anew: %s", machine, why))
 	return r.done(ctx, orig, wi, wi.Status.Phase, 0)
+}
+
+// MachineSetGVK is the Machine API's MachineSet.
+var MachineSetGVK = schema.GroupVersionKind{Group: "machine.openshift.io", Version: "v1beta1", Kind: "MachineSet"}
+
+// machineSetShort says why machine's MachineSet cannot lose a Machine to
+// a replacement now, "" when it can: as WMCO, a set's Machine is replaced
+// only while its other Machines out of service — the set's replicas
+// (but this one) not in service: not yet made, being deleted, or whose
+// instance is not Joined with its Node Ready — are fewer than
+// maxUnavailable (scaled to the replicas). So a replaced Machine's
+// successor joins before the next one goes, and a set never has more
+// than maxUnavailable Machines out of service for a key change. A
+// Machine no MachineSet controls is not held. Read uncached: the
+// manager's cache holds neither MachineSets nor Linux Machines.
+func (r *InstanceReconciler) machineSetShort(ctx context.Context, machine types.NamespacedName) (string, error) {
+	m := machineObject()
+	if err := r.apiReader().Get(ctx, machine, m); err != nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	ref := metav1.GetControllerOf(m)
+	if ref == nil || ref.Kind != MachineSetGVK.Kind {
+		return "", nil
+	}
+	set := &unstructured.Unstructured{}
+	set.SetGroupVersionKind(MachineSetGVK)
+	if err := r.apiReader().Get(ctx, types.NamespacedName{Namespace: machine.Namespace, Name: ref.Name}, set); err != nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	replicas, found, _ := unstructured.NestedInt64(set.Object, "spec", "replicas")
+	if !found {
+		replicas = 1
+	}
+	inService, err := r.machinesInService(ctx, machine, ref.UID)
+	if err != nil {
+		return "", err
+	}
+	limit, err := scaledMaxUnavailable(r.Options.MaxUnavailable, int(replicas))
+	if err != nil {
+		return "", err
+	}
+	if out := int(replicas) - 1 - inService; out >= max(limit, 1) {
+		return fmt.Sprintf("%d of its other Machines out of service, maxUnavailable %d", out, max(limit, 1)), nil
+	}
+	return "", nil
+}
+
+// machinesInService counts the Machines of the MachineSet set but
+// machine that are not being deleted and whose instance is Joined with
+// its Node Ready.
+func (r *InstanceReconciler) machinesInService(ctx context.Context, machine types.NamespacedName, set types.UID) (int, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(MachineGVK.GroupVersion().WithKind("MachineList"))
+	if err := r.apiReader().List(ctx, list, client.InNamespace(machine.Namespace), client.MatchingLabelsSelector{Selector: windowsMachines()}); err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range list.Items {
+		m := &list.Items[i]
+		ref := metav1.GetControllerOf(m)
+		if m.GetName() == machine.Name || ref == nil || ref.UID != set || m.GetDeletionTimestamp() != nil {
+			continue
+		}
+		wi := &wsuv1.WindowsInstance{}
+		err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Options.Namespace, Name: m.GetName()}, wi)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if meta.IsStatusConditionTrue(wi.Status.Conditions, wsuv1.ConditionJoined) && meta.IsStatusConditionTrue(wi.Status.Conditions, wsuv1.ConditionNodeReady) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // forgetOnRemoval annotates wi wsu.dev/forget=true: its removal deletes

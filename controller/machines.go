@@ -181,11 +181,11 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	err := r.Machines.Get(ctx, req.NamespacedName, m)
 	switch {
 	case apierrors.IsNotFound(err):
-		return ctrl.Result{}, r.release(ctx, req.NamespacedName, "is gone")
+		return ctrl.Result{}, r.release(ctx, req.NamespacedName, machineGone)
 	case err != nil:
 		return ctrl.Result{}, err
 	case m.GetDeletionTimestamp() != nil:
-		return ctrl.Result{}, r.release(ctx, req.NamespacedName, "is being deleted")
+		return ctrl.Result{}, r.release(ctx, req.NamespacedName, machineDeleting)
 	case m.GetLabels()[MachineOSIDLabel] != "Windows":
 		return ctrl.Result{}, nil
 	}
@@ -303,16 +303,30 @@ func (r *MachineReconciler) ensure(ctx context.Context, m *unstructured.Unstruct
 // another source.
 const ReasonMachineConflict = "MachineConflict"
 
+// Why a Machine's instance is released.
+const (
+	machineGone     = "is gone"
+	machineDeleting = "is being deleted"
+)
+
 // release deletes the instance of a Machine that is gone or going (its
 // finalizer drains and releases the Node), unless wsu is being
-// uninstalled.
+// uninstalled. Once the Machine is gone its VM is too (the machine
+// controller lets a Machine go only after its VM and Node), so an
+// instance whose remove failed is forgotten (forgetGone).
 func (r *MachineReconciler) release(ctx context.Context, machine types.NamespacedName, why string) error {
 	wi := &wsuv1.WindowsInstance{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.InstanceNamespace, Name: machine.Name}, wi)
 	if err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if got, ok := instanceMachine(wi); !ok || got != machine || !wi.DeletionTimestamp.IsZero() {
+	if got, ok := instanceMachine(wi); !ok || got != machine {
+		return nil
+	}
+	if !wi.DeletionTimestamp.IsZero() {
+		if why == machineGone {
+			return r.forgetGone(ctx, wi)
+		}
 		return nil
 	}
 	reader := r.Reader
@@ -327,6 +341,22 @@ func (r *MachineReconciler) release(ctx context.Context, machine types.Namespace
 	}
 	log.FromContext(ctx).Info("the Machine "+why+": removing its instance", "instance", wi.Name)
 	return client.IgnoreNotFound(r.Client.Delete(ctx, wi))
+}
+
+// forgetGone annotates wsu.dev/forget=true the instance of a Machine
+// that is gone once the instance's remove has failed: its host went with
+// the Machine's VM, so remove could never reach it (it would retry for
+// ever); the instance's finalizer then lets it go without remove,
+// deleting its Node by UID if that is still there. A remove not yet
+// tried is left to run (a host still up is deconfigured).
+func (r *MachineReconciler) forgetGone(ctx context.Context, wi *wsuv1.WindowsInstance) error {
+	failed := wi.Status.Phase == wsuv1.PhaseRemoving && wi.Status.Failures > 0
+	if !failed || wi.Annotations[wsuv1.ForgetAnnotation] == "true" || !slices.Contains(wi.Finalizers, wsuv1.Finalizer) {
+		return nil
+	}
+	log.FromContext(ctx).Info("the Machine is gone with its VM: its instance's removal is forgotten", "instance", wi.Name)
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+wsuv1.ForgetAnnotation+`":"true"}}}`))
+	return client.IgnoreNotFound(r.Client.Patch(ctx, wi, patch))
 }
 
 // machineVars are the join's variables that link the Node of an instance

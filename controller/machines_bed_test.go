@@ -177,3 +177,48 @@ func TestMachinesBecomeInstances(t *testing.T) {
 		assert.Zero(t, runs.removals(name), name)
 	}
 }
+
+// TestGoneMachineForgotten: a Machine being deleted has its instance
+// removed, but its host no longer takes the login (the machine controller
+// deleted its VM): remove fails, and the instance keeps its finalizer. Once
+// the machine controller lets the Machine go (its VM and Node gone), the
+// instance is forgotten: it goes without remove succeeding (a Forgotten
+// event), instead of retrying remove on a host that is no more.
+func TestGoneMachineForgotten(t *testing.T) {
+	t.Parallel()
+	cluster, admin := machineBed(t)
+	ctx := context.Background()
+	runs := &keyRunner{refuse: map[string]bool{}}
+	startControllerAs(t, controllerIdentity(t, cluster), controller.Options{Namespace: ns, BYOHNamespace: wmcoNamespace,
+		StateDir: t.TempDir(), Runner: runs})
+
+	m := newMachine("win-vm", "Windows", "AWSMachineProviderConfig", "aws:///us-east-1a/i-0vm")
+	m.SetFinalizers([]string{hold}) // the machine controller's, held by the test
+	require.NoError(t, admin.Create(ctx, m))
+	provision(t, admin, "win-vm", "Running", "10.1.46.1")
+	eventually(t, time.Minute, "joined", func() (bool, string) {
+		wi := instanceIfAny(t, admin, "win-vm")
+		return wi != nil && wi.Status.Phase == wsuv1.PhaseJoined, describe(wi)
+	})
+
+	runs.refuseLogins("win-vm") // its VM is being deleted
+	require.NoError(t, admin.Delete(ctx, newMachine("win-vm", "", "", "")))
+	waitMachineEvent(t, cluster, "win-vm", controller.ReasonTeardownFailure)
+	wi := instanceIfAny(t, admin, "win-vm")
+	require.NotNil(t, wi, "remove failed: the instance keeps its finalizer")
+	assert.NotEqual(t, "true", wi.Annotations[wsuv1.ForgetAnnotation], "not forgotten while its Machine is there")
+
+	removeFinalizer(t, admin, machineObjectFor("win-vm"), client.ObjectKey{Namespace: controller.MachineNamespace, Name: "win-vm"})
+	eventually(t, time.Minute, "the instance of the gone Machine forgotten", func() (bool, string) {
+		wi := instanceIfAny(t, admin, "win-vm")
+		return wi == nil, describe(wi)
+	})
+	waitMachineEvent(t, cluster, "win-vm", controller.ReasonForgotten)
+}
+
+func machineObjectFor(name string) *unstructured.Unstructured {
+	m := &unstructured.Unstructured{}
+	m.SetGroupVersionKind(controller.MachineGVK)
+	m.SetName(name)
+	return m
+}

@@ -239,9 +239,10 @@ func controllerAccess(o Overlay) []access {
 
 // machineAccess is the controller's hold on the Machine API's Machines
 // (controller/machines.go, machinereplace.go): it reads the Windows ones
-// and deletes one to replace it, in openshift-machine-api on OpenShift
-// only; it never writes a Machine, nor touches a MachineSet or a Machine
-// elsewhere.
+// and deletes one to replace it, and reads a MachineSet's replicas (a
+// replacement waits while its set is short), in openshift-machine-api on
+// OpenShift only; it never writes a Machine or a MachineSet, nor touches
+// either elsewhere.
 func machineAccess(o Overlay) []access {
 	mapi := "openshift-machine-api"
 	list := []access{
@@ -256,13 +257,17 @@ func machineAccess(o Overlay) []access {
 	if o.Flavour != "openshift" {
 		return append(list,
 			deny("get", "machine.openshift.io", "machines", mapi, "win-a", "OpenShift only"),
-			deny("delete", "machine.openshift.io", "machines", mapi, "win-a", "OpenShift only"))
+			deny("delete", "machine.openshift.io", "machines", mapi, "win-a", "OpenShift only"),
+			deny("get", "machine.openshift.io", "machinesets", mapi, "windows", "OpenShift only"))
 	}
 	return append(list,
 		allow("get", "machine.openshift.io", "machines", mapi, "win-a", "a Windows Machine becomes an instance"),
 		allow("list", "machine.openshift.io", "machines", mapi, "", "the Machine cache"),
 		allow("watch", "machine.openshift.io", "machines", mapi, "", "the Machine cache"),
-		allow("delete", "machine.openshift.io", "machines", mapi, "win-a", "a Machine replaced (key changed, login refused)"))
+		allow("delete", "machine.openshift.io", "machines", mapi, "win-a", "a Machine replaced (key changed, login refused)"),
+		allow("get", "machine.openshift.io", "machinesets", mapi, "windows", "a replacement waits while its MachineSet is short"),
+		deny("list", "machine.openshift.io", "machinesets", mapi, "", "MachineSets by name only"),
+		deny("get", "machine.openshift.io", "machinesets", "openshift-cluster-api", "windows", "MachineSets of openshift-machine-api only"))
 }
 
 // settingsAccess is the controller's watch of the cluster settings it
