@@ -37,6 +37,7 @@ import (
 	"github.com/wsu-project/wsu/agent/platform/sim"
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 	"github.com/wsu-project/wsu/test/harness"
@@ -131,7 +132,7 @@ func (b *bed) startController(t *testing.T, opts controller.Options, m controlle
 	}
 	opts.VarFiles = []string{b.env.VarFile}
 	opts.StateDir = t.TempDir()
-	runs := &recordingRunner{inner: controller.InProcess{Agents: agentbin.New(agentbin.Options{Dir: filepath.Dir(b.env.Agent)})}}
+	runs := &recordingRunner{inner: run.InProcess{Agents: agentbin.New(agentbin.Options{Dir: filepath.Dir(b.env.Agent)})}}
 	opts.Runner = runs
 	opts.NodeReadyCheck = time.Second
 	opts.Backoff = 2 * time.Second
@@ -180,7 +181,7 @@ func (r *running) stop(t *testing.T) {
 // recordingRunner runs playbooks in process and records each run: how
 // many started, and how each ended.
 type recordingRunner struct {
-	inner controller.Runner
+	inner run.Runner
 
 	mu      sync.Mutex
 	started int
@@ -191,12 +192,12 @@ type runRecord struct {
 	instance string // NAMESPACE/NAME
 	playbook string
 	mode     engine.Mode
-	out      controller.RunOutcome
+	out      run.Outcome
 	// cancelled: the controller's context ended during the run.
 	cancelled bool
 }
 
-func (r *recordingRunner) Run(ctx context.Context, req controller.RunRequest) controller.RunOutcome {
+func (r *recordingRunner) Run(ctx context.Context, req run.Request) run.Outcome {
 	r.mu.Lock()
 	r.started++
 	r.mu.Unlock()

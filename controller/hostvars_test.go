@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 )
 
@@ -55,11 +56,11 @@ type countingRunner struct {
 	n  int
 }
 
-func (c *countingRunner) Run(context.Context, RunRequest) RunOutcome {
+func (c *countingRunner) Run(context.Context, run.Request) run.Outcome {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.n++
-	return RunOutcome{Failed: true, Message: "no host in this test"}
+	return run.Outcome{Failed: true, Message: "no host in this test"}
 }
 
 func (c *countingRunner) count() int {

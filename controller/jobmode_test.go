@@ -37,6 +37,7 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 	"github.com/wsu-project/wsu/test/harness"
 	"github.com/wsu-project/wsu/test/kubetest"
@@ -106,8 +107,8 @@ func TestJobMode(t *testing.T) {
 	require.NoError(t, err)
 	opts := controller.Options{
 		Namespace: ns, VarFiles: []string{varFile}, StateDir: t.TempDir(), AddressHostVars: simHostVars(t, env),
-		RunMode: controller.RunModeJob,
-		Job: controller.JobOptions{Image: wsuImage, ServiceAccount: jobServiceAccount, TTL: 5 * time.Second,
+		RunMode: run.ModeJob,
+		Job: run.JobOptions{Image: wsuImage, ServiceAccount: jobServiceAccount, TTL: 5 * time.Second,
 			Template: payloadTemplate(env)},
 		NodeReadyCheck: time.Second, Backoff: 2 * time.Second, DriftInterval: time.Hour,
 	}
@@ -175,7 +176,7 @@ func TestJobMode(t *testing.T) {
 		for _, h := range env.Hosts {
 			modes := map[string]int{}
 			for _, j := range jobs.of(h.Name) {
-				modes[j.Labels[controller.JobModeLabel]]++
+				modes[j.Labels[run.JobModeLabel]]++
 				require.Len(t, j.OwnerReferences, 1)
 				owner := j.OwnerReferences[0]
 				assert.Equal(t, "WindowsInstance", owner.Kind)
@@ -185,7 +186,7 @@ func TestJobMode(t *testing.T) {
 				assert.Equal(t, int32(5), *j.Spec.TTLSecondsAfterFinished)
 				assert.Equal(t, wsuImage, j.Spec.Template.Spec.Containers[0].Image)
 				assert.Equal(t, jobServiceAccount, j.Spec.Template.Spec.ServiceAccountName)
-				assert.Equal(t, int64(controller.DefaultJobActiveDeadline/time.Second), *j.Spec.ActiveDeadlineSeconds)
+				assert.Equal(t, int64(run.DefaultJobActiveDeadline/time.Second), *j.Spec.ActiveDeadlineSeconds)
 				for _, c := range append(append([]corev1.Container{}, j.Spec.Template.Spec.InitContainers...), j.Spec.Template.Spec.Containers...) {
 					assert.False(t, *c.SecurityContext.AllowPrivilegeEscalation, "%s: restricted by the controller", c.Name)
 					assert.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop, c.Name)
@@ -227,7 +228,7 @@ func TestJobMode(t *testing.T) {
 	t.Run("finished Jobs and their pods are cleaned up", func(t *testing.T) {
 		for _, h := range env.Hosts {
 			eventually(t, 2*time.Minute, h.Name+"'s Jobs and pods gone", func() (bool, string) {
-				sel := controller.JobInstanceLabel + "=" + h.Name
+				sel := run.JobInstanceLabel + "=" + h.Name
 				js, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 				require.NoError(t, err)
 				ps, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
@@ -298,7 +299,7 @@ func (l *jobLog) of(instance string) []*batchv1.Job {
 	defer l.mu.Unlock()
 	var out []*batchv1.Job
 	for _, j := range l.jobs {
-		if j.Labels[controller.JobInstanceLabel] == instance {
+		if j.Labels[run.JobInstanceLabel] == instance {
 			out = append(out, j)
 		}
 	}
@@ -317,7 +318,7 @@ func (l *jobLog) describe() string {
 		case finishedAs(j, batchv1.JobFailed):
 			state = "failed"
 		}
-		lines = append(lines, fmt.Sprintf("%s (%s) %s", name, j.Labels[controller.JobModeLabel], state))
+		lines = append(lines, fmt.Sprintf("%s (%s) %s", name, j.Labels[run.JobModeLabel], state))
 	}
 	sort.Strings(lines)
 	return "Jobs: " + strings.Join(lines, ", ")

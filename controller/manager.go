@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 )
 
@@ -126,7 +127,7 @@ func ManagerConfig(o Options, m ManagerOptions) (ctrl.Options, error) {
 			secretMetadata(): {Namespaces: o.cacheNamespaces(kubeinv.KeySecret)},
 			// Job mode's watch of the runs' Jobs: the controller's
 			// namespace, the Jobs it labelled.
-			jobMetadata(): {Namespaces: map[string]cache.Config{o.Namespace: {}}, Label: runJobSelector()},
+			jobMetadata(): {Namespaces: map[string]cache.Config{o.Namespace: {}}, Label: run.JobSelector()},
 			// WMCO's operator Deployment, by name, in the BYOH namespace
 			// (wmco.go).
 			wmcoDeploymentObject(): {Namespaces: map[string]cache.Config{o.BYOHNamespace: {

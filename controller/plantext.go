@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/view"
 )
 
@@ -59,7 +60,7 @@ func PlanConfigMapName(instance string) string {
 
 // keepPlanText writes out's plan as text for wi, when it is a new one. A
 // failure is logged, not the pass's: the plan's summary is in status.
-func (r *InstanceReconciler) keepPlanText(ctx context.Context, wi *wsuv1.WindowsInstance, playbook string, out RunOutcome) {
+func (r *InstanceReconciler) keepPlanText(ctx context.Context, wi *wsuv1.WindowsInstance, playbook string, out run.Outcome) {
 	if out.Plan == nil || out.Hash == "" {
 		return
 	}
@@ -74,7 +75,7 @@ func (r *InstanceReconciler) keepPlanText(ctx context.Context, wi *wsuv1.Windows
 		if cm.Annotations == nil {
 			cm.Annotations = map[string]string{}
 		}
-		cm.Labels[JobInstanceLabel] = wi.Name
+		cm.Labels[run.JobInstanceLabel] = wi.Name
 		cm.Annotations[PlanHashAnnotation] = out.Hash
 		cm.Data = map[string]string{PlanTextKey: planText(wi, playbook, out)}
 		return controllerutil.SetControllerReference(wi, cm, r.Client.Scheme())
@@ -86,7 +87,7 @@ func (r *InstanceReconciler) keepPlanText(ctx context.Context, wi *wsuv1.Windows
 
 // planText is the plan as an approver reads it: what it is of, its
 // changes as `wsu show` prints them, and how to approve it.
-func planText(wi *wsuv1.WindowsInstance, playbook string, out RunOutcome) string {
+func planText(wi *wsuv1.WindowsInstance, playbook string, out run.Outcome) string {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "Plan %s of %s for WindowsInstance %s/%s (%s), made %s\n",
 		out.Hash, playbook, wi.Namespace, wi.Name, wi.Spec.Address, metav1.Now().UTC().Format("2006-01-02T15:04:05Z"))

@@ -17,6 +17,7 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/limits"
 	"github.com/wsu-project/wsu/setup"
@@ -58,14 +59,14 @@ the workflows and a troubleshooting table.`,
 			// Installed by OLM: report Upgradeable (controller/upgradeable.go).
 			o.OperatorCondition = envValue(a.env, controller.OperatorConditionNameEnv)
 			switch o.RunMode {
-			case controller.RunModeInProcess:
-				o.Runner = controller.InProcess{Agents: a.agentSource(), Sources: setup.NewSourceHashes()}
-			case controller.RunModeJob:
+			case run.ModeInProcess:
+				o.Runner = run.InProcess{Agents: a.agentSource(), Sources: setup.NewSourceHashes()}
+			case run.ModeJob:
 				if o.Job.Template, err = readPodTemplate(jobTemplate); err != nil {
 					return err
 				}
 			default:
-				return fmt.Errorf("--run-mode %q: want %s or %s", o.RunMode, controller.RunModeInProcess, controller.RunModeJob)
+				return fmt.Errorf("--run-mode %q: want %s or %s", o.RunMode, run.ModeInProcess, run.ModeJob)
 			}
 			if o.StateDir == "" {
 				o.StateDir = filepath.Join(os.TempDir(), "wsu-controller")
@@ -107,12 +108,12 @@ the workflows and a troubleshooting table.`,
 	f.StringVar(&m.MetricsAddr, "metrics-bind-address", controller.DefaultMetricsAddr, "address of the Prometheus metrics endpoint, HTTPS, authenticated and authorized by the API server (\"0\" turns it off)")
 	f.StringVar(&m.MetricsCertDir, "metrics-cert-dir", "", "directory of the metrics endpoint's tls.crt and tls.key (default: a self-signed certificate made at start)")
 	f.StringVar(&m.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
-	f.StringVar(&o.RunMode, "run-mode", controller.RunModeInProcess, "where playbooks run: in-process, or job (one Kubernetes Job per run, from --job-image)")
+	f.StringVar(&o.RunMode, "run-mode", run.ModeInProcess, "where playbooks run: in-process, or job (one Kubernetes Job per run, from --job-image)")
 	f.StringVar(&o.Job.Image, "job-image", "", "the wsu image the Jobs run (--run-mode=job)")
-	f.StringVar(&o.Job.ServiceAccount, "job-service-account", controller.DefaultJobServiceAccount, "the ServiceAccount the Jobs run as (never the namespace's \"default\")")
-	f.DurationVar(&o.Job.ActiveDeadline, "job-active-deadline", controller.DefaultJobActiveDeadline, "how long a Job's run may take before the Job controller stops it (activeDeadlineSeconds)")
+	f.StringVar(&o.Job.ServiceAccount, "job-service-account", run.DefaultJobServiceAccount, "the ServiceAccount the Jobs run as (never the namespace's \"default\")")
+	f.DurationVar(&o.Job.ActiveDeadline, "job-active-deadline", run.DefaultJobActiveDeadline, "how long a Job's run may take before the Job controller stops it (activeDeadlineSeconds)")
 	f.StringVar(&jobTemplate, "job-template", "", "a YAML PodTemplateSpec the Jobs' pods start from: payload volumes and init containers, node selector, resources")
-	f.DurationVar(&o.Job.TTL, "job-ttl", controller.DefaultJobTTL, "how long a finished Job is kept (ttlSecondsAfterFinished)")
+	f.DurationVar(&o.Job.TTL, "job-ttl", run.DefaultJobTTL, "how long a finished Job is kept (ttlSecondsAfterFinished)")
 	cmd.AddCommand(a.runJobCommand())
 	return cmd
 }
@@ -136,7 +137,7 @@ func readPodTemplate(path string) (*corev1.PodTemplateSpec, error) {
 // runJobCommand is what a Job's pod runs in --run-mode=job: one run, as the
 // controller asked for it, its result written as the termination message.
 func (a *app) runJobCommand() *cobra.Command {
-	o := controller.RunJobOptions{}
+	o := run.JobPodOptions{}
 	cmd := &cobra.Command{
 		Use:    "run-job",
 		Short:  "Run one playbook run a controller in Job mode asked for (inside its Job)",
@@ -144,7 +145,7 @@ func (a *app) runJobCommand() *cobra.Command {
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Agents = a.agentSource()
-			out, err := controller.RunJob(cmd.Context(), o)
+			out, err := run.JobPod(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
