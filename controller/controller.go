@@ -45,6 +45,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/approval"
 	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/kube"
 )
@@ -52,8 +53,9 @@ import (
 // Defaults of Options.
 const (
 	// DefaultNamespace is WMCO's, where its users keep the BYOH ConfigMap
-	// and the cloud-private-key Secret.
-	DefaultNamespace = "openshift-windows-machine-config-operator"
+	// and the cloud-private-key Secret (one constant with `wsu approve`'s
+	// default).
+	DefaultNamespace = approval.DefaultNamespace
 	// DefaultConfigMap is the BYOH ConfigMap's name.
 	DefaultConfigMap      = "windows-instances"
 	DefaultMaxRuns        = 10
@@ -272,7 +274,7 @@ func (o *Options) runner(cfg *rest.Config, scheme *runtime.Scheme) error {
 }
 
 // Setup registers the controller's reconcilers with mgr. The manager's
-// scheme must hold the core types and wsu.dev/v1alpha1 (NewScheme).
+// scheme must hold the core types and wsu.dev/v1alpha1 (approval.NewScheme).
 func Setup(mgr ctrl.Manager, o Options) error {
 	o.defaults()
 	if err := o.check(); err != nil {

@@ -31,6 +31,7 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/approval"
 	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 	"github.com/wsu-project/wsu/test/kubetest"
@@ -219,7 +220,7 @@ func hvInstance(name string, vars map[string]string) *wsuv1.WindowsInstance {
 
 func hostVarsClient(t *testing.T, cluster *kubetest.Cluster) client.Client {
 	t.Helper()
-	scheme, err := controller.NewScheme()
+	scheme, err := approval.NewScheme()
 	require.NoError(t, err)
 	c, err := client.New(cluster.Config, client.Options{Scheme: scheme})
 	require.NoError(t, err)

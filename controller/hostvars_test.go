@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/approval"
 	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 )
@@ -75,7 +76,7 @@ func newHostVarsBed(t *testing.T, o Options, objs ...client.Object) *hostVarsBed
 	require.NoError(t, err)
 	block, err := gossh.MarshalPrivateKey(priv, "")
 	require.NoError(t, err)
-	scheme, err := NewScheme()
+	scheme, err := approval.NewScheme()
 	require.NoError(t, err)
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: kubeinv.KeySecret},
 		Data: map[string][]byte{kubeinv.KeySecretKey: pem.EncodeToMemory(block)}}

@@ -37,6 +37,7 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/approval"
 	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 	"github.com/wsu-project/wsu/test/harness"
@@ -103,7 +104,7 @@ func TestJobMode(t *testing.T) {
 	// (deploy/rbac/kubeadm-kube-proxy.yaml).
 	varFile := filepath.Join(t.TempDir(), "job.wsuvars")
 	require.NoError(t, os.WriteFile(varFile, []byte(fmt.Sprintf("cluster_flavour = \"kubeadm\"\nnetwork = \"ovn-hybrid\"\nkube_proxy_identity = \"kubelet\"\npayload_dir = %q\ncsr_timeout = 120\nready_timeout = 120\n", env.PayloadDir)), 0o644))
-	scheme, err := controller.NewScheme()
+	scheme, err := approval.NewScheme()
 	require.NoError(t, err)
 	opts := controller.Options{
 		Namespace: ns, VarFiles: []string{varFile}, StateDir: t.TempDir(), AddressHostVars: simHostVars(t, env),

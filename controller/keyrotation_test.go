@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/approval"
 	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/inventory"
@@ -82,7 +83,7 @@ func TestRotationVars(t *testing.T) {
 // whose key is in it (the default cloud-private-key, or their
 // keySecretRef), in its namespace.
 func TestSecretToInstances(t *testing.T) {
-	scheme, err := NewScheme()
+	scheme, err := approval.NewScheme()
 	require.NoError(t, err)
 	wi := func(ns, name, secret string) *wsuv1.WindowsInstance {
 		w := &wsuv1.WindowsInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}

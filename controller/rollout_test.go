@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/approval"
 	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/engine"
 )
@@ -22,7 +23,7 @@ import (
 // rotation Job counts its instance out of service (whoever started it); a
 // join's Job, or a finished one, does not.
 func TestJobRolloutSlots(t *testing.T) {
-	scheme, err := NewScheme()
+	scheme, err := approval.NewScheme()
 	require.NoError(t, err)
 	inst := func(name string) *wsuv1.WindowsInstance {
 		return &wsuv1.WindowsInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}

@@ -17,6 +17,7 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/approval"
 	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/limits"
@@ -216,7 +217,7 @@ that is not the instance's last plan is refused.`,
 			if err != nil {
 				return err
 			}
-			scheme, err := controller.NewScheme()
+			scheme, err := approval.NewScheme()
 			if err != nil {
 				return err
 			}
@@ -228,7 +229,7 @@ that is not the instance's last plan is refused.`,
 			if plan == "" {
 				return a.showPlan(cmd.Context(), c, key)
 			}
-			if err := controller.Approve(cmd.Context(), c, key, plan); err != nil {
+			if err := approval.Approve(cmd.Context(), c, key, plan); err != nil {
 				return err
 			}
 			fmt.Fprintf(a.stdout, "Approved plan %s of %s.\n", plan, key)
@@ -236,7 +237,7 @@ that is not the instance's last plan is refused.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&namespace, "namespace", "n", controller.DefaultNamespace, "namespace of the WindowsInstance")
+	f.StringVarP(&namespace, "namespace", "n", approval.DefaultNamespace, "namespace of the WindowsInstance")
 	f.StringVar(&plan, "plan", "", "the plan hash to approve (status.lastPlan.hash)")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig (default: KUBECONFIG, in-cluster, ~/.kube/config)")
 	f.StringVar(&kubeContext, "context", "", "kubeconfig context")
@@ -253,8 +254,8 @@ func (a *app) showPlan(ctx context.Context, c client.Client, key client.ObjectKe
 	if p == nil {
 		return fmt.Errorf("WindowsInstance %s has no plan yet", key)
 	}
-	fmt.Fprintf(a.stdout, "Plan %s of %s (%s, %s): %s.\n", p.Hash, key, p.Playbook, p.Time.UTC().Format("2006-01-02 15:04:05Z"), controller.Summary(p))
-	text, err := controller.ReadPlanText(ctx, c, key, p.Hash)
+	fmt.Fprintf(a.stdout, "Plan %s of %s (%s, %s): %s.\n", p.Hash, key, p.Playbook, p.Time.UTC().Format("2006-01-02 15:04:05Z"), approval.Summary(p))
+	text, err := approval.ReadPlanText(ctx, c, key, p.Hash)
 	if err != nil {
 		return err
 	}

@@ -10,13 +10,12 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/approval"
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/engine/planfile"
 	"github.com/wsu-project/wsu/inventory"
@@ -67,7 +66,7 @@ func TestJobPodRestricted(t *testing.T) {
 	assert.Error(t, checkJobOptions(JobOptions{Image: "wsu", ServiceAccount: "default"}), "the namespace's default ServiceAccount is refused")
 	assert.NoError(t, checkJobOptions(JobOptions{Image: "wsu", ServiceAccount: "site-runner"}))
 
-	scheme, err := testScheme()
+	scheme, err := approval.NewScheme()
 	require.NoError(t, err)
 	c := fake.NewClientBuilder().WithScheme(scheme).Build()
 	j = &JobRunner{Client: c, Options: JobOptions{Image: "wsu", ActiveDeadline: 90 * time.Second}}
@@ -122,7 +121,7 @@ func TestJobResultFromOwnedPod(t *testing.T) {
 // once, a run beyond them waiting with a retry; a finished Job's result is
 // read once (with the Job's own run time), and the Job marked recorded.
 func TestJobRunnerOneRunPerHost(t *testing.T) {
-	scheme, err := testScheme()
+	scheme, err := approval.NewScheme()
 	require.NoError(t, err)
 	a := &wsuv1.WindowsInstance{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", UID: "uid-a"}}
 	b := &wsuv1.WindowsInstance{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns", UID: "uid-b"}}
@@ -179,13 +178,4 @@ func TestJobRunnerOneRunPerHost(t *testing.T) {
 	assert.Equal(t, "true", first.Annotations[JobRecordedAnnotation])
 	assert.True(t, j.Run(ctx, request("a")).Pending, "read once: asked again, a new run")
 	assert.Len(t, jobs(), 2)
-}
-
-// testScheme holds the core types and wsu.dev/v1alpha1, as the manager's.
-func testScheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	return s, wsuv1.AddToScheme(s)
 }

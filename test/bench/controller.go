@@ -22,6 +22,7 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/approval"
 	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 	"github.com/wsu-project/wsu/kube"
@@ -207,7 +208,7 @@ func prepareCluster(ctx context.Context, env *harness.Env) (client.WithWatch, er
 	if err != nil {
 		return nil, err
 	}
-	scheme, err := controller.NewScheme()
+	scheme, err := approval.NewScheme()
 	if err != nil {
 		return nil, err
 	}
