@@ -25,7 +25,7 @@ import (
 // was planned (someone changed the host, or the payload, between the
 // admin's approval and the apply). A plan reports its hash only, as a
 // JobRunner's does; an apply goes through the request a Job's pod would
-// receive (run.PodRequest, decoded as run-job decodes it) and is refused, as `wsu controller run-job`
+// receive (run.PodRequest, decoded as run-job decodes it) and is refused, as `wsu-controller run-job`
 // refuses it (run/runjob.go), when the request holds it to a hash the fresh
 // plan no longer has.
 type changingHost struct {

@@ -22,7 +22,7 @@ const knownHostsVar = "ssh_known_hosts_file"
 
 // jobRequest is req as a Job's pod receives it (request.json, from an
 // annotation of the Job's pod template through a downwardAPI volume): the
-// run's setup.Request, packed, so `wsu controller run-job` makes exactly
+// run's setup.Request, packed, so `wsu-controller run-job` makes exactly
 // the run the in-process runner would. The files the controller holds (a
 // site playbook, var files, known_hosts) travel by content; the secrets —
 // the private key, a rotation's new key, the values of varsFrom Secrets —

@@ -114,6 +114,9 @@ const (
 	// maxJobRequest bounds the request: the API server allows 256 KiB of
 	// annotations on an object.
 	maxJobRequest = 200 << 10
+	// JobCommand is what the run container runs: the image's
+	// wsu-controller (its entrypoint is the wsu CLI).
+	JobCommand = "/usr/local/bin/wsu-controller"
 	// JobContainer is the name of the container that runs wsu.
 	JobContainer = "run"
 	// JobInstanceLabel names the WindowsInstance a Job runs for.
@@ -138,7 +141,7 @@ const (
 )
 
 // JobRunner runs each playbook run as a Kubernetes Job from wsu's own
-// image: `wsu controller run-job` in the Job's pod reads the run request
+// image: `wsu-controller run-job` in the Job's pod reads the run request
 // (an annotation of the Job's pod template, through a downwardAPI volume)
 // and the Secrets it names (the instance's key Secret and varsFrom
 // Secrets, mounted by reference: the runner writes no Secret, so the
@@ -574,9 +577,10 @@ func (j *JobRunner) podTemplate(wi *wsuv1.WindowsInstance, mode engine.Mode, req
 	}
 	vmounts = append(vmounts, corev1.VolumeMount{Name: "wsu-request", MountPath: jobRequestDir, ReadOnly: true})
 	c := corev1.Container{
-		Name:  JobContainer,
-		Image: j.Options.Image,
-		Args: []string{"controller", "run-job",
+		Name:    JobContainer,
+		Image:   j.Options.Image,
+		Command: []string{JobCommand},
+		Args: []string{"run-job",
 			"--request", jobRequestDir + "/" + jobRequestFile,
 			"--key-file", keyFile},
 		VolumeMounts:             append(vmounts, mounts.mountsFor()...),

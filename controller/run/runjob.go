@@ -11,7 +11,7 @@ import (
 	"github.com/wsu-project/wsu/transport/agentbin"
 )
 
-// JobPodOptions are what `wsu controller run-job` (a Job's pod) is given.
+// JobPodOptions are what `wsu-controller run-job` (a Job's pod) is given.
 type JobPodOptions struct {
 	// Request is the run request file (the Job's request annotation,
 	// mounted through the downward API).
