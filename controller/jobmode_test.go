@@ -358,15 +358,19 @@ func wsuImageFile(t *testing.T, env *harness.Env) string {
 	// Static, as the shipped image's: the image has no C library.
 	root, err := harness.ModuleRoot()
 	require.NoError(t, err)
-	wsu := filepath.Join(t.TempDir(), "wsu")
-	cmd := exec.Command("go", "build", "-o", wsu, "./cmd/wsu")
-	cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "building a static wsu: %s", out)
-	files := []podrunner.ImageFile{
-		{Path: "/usr/local/bin/wsu", Source: wsu, Mode: 0o755},
-		{Path: "/usr/local/bin/" + filepath.Base(env.Agent), Source: env.Agent, Mode: 0o755},
+	// wsu, and wsu-controller, which the run Jobs start (run.JobCommand).
+	bin := t.TempDir()
+	var files []podrunner.ImageFile
+	for _, name := range []string{"wsu", "wsu-controller"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(bin, name), "./cmd/"+name)
+		cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "building a static %s: %s", name, out)
+		files = append(files, podrunner.ImageFile{Path: "/usr/local/bin/" + name, Source: filepath.Join(bin, name), Mode: 0o755})
 	}
+	files = append(files, []podrunner.ImageFile{
+		{Path: "/usr/local/bin/" + filepath.Base(env.Agent), Source: env.Agent, Mode: 0o755},
+	}...)
 	err = filepath.WalkDir(env.PayloadDir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
