@@ -15,6 +15,7 @@ COPY --chmod=0644 passwd /etc/passwd
 COPY --chmod=0644 group /etc/group
 COPY --chmod=0644 ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --chmod=0755 wsu /usr/local/bin/wsu
+COPY --chmod=0755 wsu-controller /usr/local/bin/wsu-controller
 ENV PATH=/usr/local/bin:/usr/bin:/bin
 ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
 WORKDIR /

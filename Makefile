@@ -3,6 +3,9 @@ GO       ?= go
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X github.com/wsu-project/wsu/version.Version=$(VERSION)
 BIN      := bin/wsu
+# The cluster face, a binary of its own so the CLI links none of the
+# controller (`wsu controller ARGS` runs it from beside wsu or PATH).
+CONTROLLER_BIN := bin/wsu-controller
 # The node agent builds wsu carries (embedded by make build) and deploys.
 AGENT_PLATFORMS := windows/amd64 linux/amd64
 # Stripped, with paths trimmed: every byte goes to every new node. -X still
@@ -27,23 +30,24 @@ help: ## list targets
 
 # Static and -trimpath, as the image's wsu is built (build/image): the image
 # build and its tests then find every package compiled already.
-build: agents ## build bin/wsu, carrying the node agents it deploys
+build: agents ## build bin/wsu and bin/wsu-controller, carrying the node agents they deploy
 	CGO_ENABLED=0 $(GO) build -trimpath -tags wsu_embed_agents -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/wsu
+	CGO_ENABLED=0 $(GO) build -trimpath -tags wsu_embed_agents -ldflags "$(LDFLAGS)" -o $(CONTROLLER_BIN) ./cmd/wsu-controller
 
-# bin/wsu-agent-GOOS-GOARCH[.exe], copied into cmd/wsu/agents (ignored by
+# bin/wsu-agent-GOOS-GOARCH[.exe], copied into cmd/internal/agents (ignored by
 # git) for the embed with its sha256 and size beside it (NAME.sha256, so a
 # run need not read and hash the build to compare it with a host's); a wsu
 # built without make finds them in bin/.
 agents: ## cross-build the node agent (cmd/wsu-agent) for AGENT_PLATFORMS
-	@mkdir -p bin cmd/wsu/agents
-	@rm -f cmd/wsu/agents/wsu-agent-*
+	@mkdir -p bin cmd/internal/agents
+	@rm -f cmd/internal/agents/wsu-agent-*
 	@set -e; for p in $(AGENT_PLATFORMS); do \
 	  os=$${p%/*}; arch=$${p#*/}; out=bin/wsu-agent-$$os-$$arch; \
 	  if [ $$os = windows ]; then out=$$out.exe; fi; \
 	  echo "GOOS=$$os GOARCH=$$arch go build -o $$out ./cmd/wsu-agent"; \
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(AGENT_LDFLAGS)" -o $$out ./cmd/wsu-agent; \
-	  cp $$out cmd/wsu/agents/; \
-	  echo "$$(sha256sum < $$out | cut -d' ' -f1) $$(wc -c < $$out)" > cmd/wsu/agents/$$(basename $$out).sha256; \
+	  cp $$out cmd/internal/agents/; \
+	  echo "$$(sha256sum < $$out | cut -d' ' -f1) $$(wc -c < $$out)" > cmd/internal/agents/$$(basename $$out).sha256; \
 	done
 
 # The container images (build/image; docs/install.md): no daemon, no base
@@ -168,4 +172,4 @@ bench-engine: ## engine microbenchmarks (and the stock join's playbook load)
 	$(GO) test -run '^$$' -bench . -benchmem ./engine/ ./playbooks/
 
 clean: ## remove build output
-	rm -rf bin cmd/wsu/agents
+	rm -rf bin cmd/internal/agents/wsu-agent-*

@@ -15,6 +15,7 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/engine"
 )
 
@@ -25,9 +26,9 @@ type changesRunner struct{ requestRecorder }
 
 const changesHash = "0123456789abcdef"
 
-func (r *changesRunner) Run(ctx context.Context, req controller.RunRequest) controller.RunOutcome {
+func (r *changesRunner) Run(ctx context.Context, req run.Request) run.Outcome {
 	r.requestRecorder.Run(ctx, req)
-	return controller.RunOutcome{Hash: changesHash, Add: 2, Changed: 2, Tasks: []string{"play.join.task.a", "play.join.task.b"}}
+	return run.Outcome{Hash: changesHash, Add: 2, Changed: 2, Tasks: []string{"play.join.task.a", "play.join.task.b"}}
 }
 
 // modes are the modes of instance name's recorded runs, in order.

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 )
@@ -211,7 +212,7 @@ func (r *ConfigMapReconciler) markEntries(ctx context.Context, bad map[string]st
 }
 
 func (r *ConfigMapReconciler) entryMessage(why string) string {
-	return truncate(fmt.Sprintf("the entry in ConfigMap %s/%s is not usable: %s The instance keeps its last good address and username and is not removed; fix the entry, or delete it to remove the host.", r.Namespace, r.Name, why), 1000)
+	return run.Truncate(fmt.Sprintf("the entry in ConfigMap %s/%s is not usable: %s The instance keeps its last good address and username and is not removed; fix the entry, or delete it to remove the host.", r.Namespace, r.Name, why), 1000)
 }
 
 // InstanceName is the WindowsInstance of a ConfigMap entry: its address,

@@ -18,6 +18,7 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/engine"
 )
 
@@ -28,14 +29,14 @@ type inSyncRunner struct {
 	changes int
 
 	mu   sync.Mutex
-	reqs []controller.RunRequest
+	reqs []run.Request
 }
 
-func (r *inSyncRunner) Run(_ context.Context, req controller.RunRequest) controller.RunOutcome {
+func (r *inSyncRunner) Run(_ context.Context, req run.Request) run.Outcome {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reqs = append(r.reqs, req)
-	out := controller.RunOutcome{Hash: "0123456789abcdef0123456789abcdef"}
+	out := run.Outcome{Hash: "0123456789abcdef0123456789abcdef"}
 	if req.Mode == engine.ModePlan && r.changes > 0 {
 		out.Changed, out.Add = r.changes, r.changes
 	}
@@ -43,10 +44,10 @@ func (r *inSyncRunner) Run(_ context.Context, req controller.RunRequest) control
 }
 
 // all are the runs of instance name so far.
-func (r *inSyncRunner) all(name string) []controller.RunRequest {
+func (r *inSyncRunner) all(name string) []run.Request {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []controller.RunRequest
+	var out []run.Request
 	for _, req := range r.reqs {
 		if req.Instance == ns+"/"+name {
 			out = append(out, req)

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/kube"
 )
 
@@ -292,7 +293,7 @@ func pushPending(wi *wsuv1.WindowsInstance, settings string) bool {
 // approval mode, and under the rollout limit (one slot while it runs; the
 // Node is not marked, as for a key rotation). An instance refused a slot
 // waits, and plans again when one frees.
-func (r *InstanceReconciler) push(ctx context.Context, orig, wi *wsuv1.WindowsInstance, rr RunRequest, plan RunOutcome) (ctrl.Result, error) {
+func (r *InstanceReconciler) push(ctx context.Context, orig, wi *wsuv1.WindowsInstance, rr run.Request, plan run.Outcome) (ctrl.Result, error) {
 	msg := fmt.Sprintf("the cluster settings changed: plan %s, %d change(s): %s", plan.Hash, plan.Changed, strings.Join(plan.Tasks, ", "))
 	if !r.approved(wi, plan) {
 		r.event(wi, corev1.EventTypeNormal, ReasonSettingsChanged, "%s", msg)

@@ -29,6 +29,7 @@ import (
 	"github.com/wsu-project/wsu/agent/platform/sim"
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/approval"
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/test/kubetest"
@@ -149,10 +150,10 @@ func TestClusterCAPushed(t *testing.T) {
 		})
 		assert.Equal(t, was, nodeCA(), "nothing applied before approval")
 		cm := &corev1.ConfigMap{}
-		require.NoError(t, b.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: controller.PlanConfigMapName(h.Name)}, cm))
+		require.NoError(t, b.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: approval.PlanConfigMapName(h.Name)}, cm))
 		assert.Contains(t, cm.Data["plan.txt"], "kubelet-ca.crt", "the plan's text shows the file an approver reviews")
 
-		require.NoError(t, controller.Approve(ctx, b.client, client.ObjectKey{Namespace: ns, Name: h.Name}, hash))
+		require.NoError(t, approval.Approve(ctx, b.client, client.ObjectKey{Namespace: ns, Name: h.Name}, hash))
 		eventually(t, 3*time.Minute, "applied once approved", func() (bool, string) {
 			return nodeCA() == bundle, describe(b.get(t, h.Name))
 		})

@@ -30,6 +30,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -44,14 +45,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/approval"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/kube"
 )
 
 // Defaults of Options.
 const (
 	// DefaultNamespace is WMCO's, where its users keep the BYOH ConfigMap
-	// and the cloud-private-key Secret.
-	DefaultNamespace = "openshift-windows-machine-config-operator"
+	// and the cloud-private-key Secret (one constant with `wsu approve`'s
+	// default).
+	DefaultNamespace = approval.DefaultNamespace
 	// DefaultConfigMap is the BYOH ConfigMap's name.
 	DefaultConfigMap      = "windows-instances"
 	DefaultMaxRuns        = 10
@@ -152,13 +156,13 @@ type Options struct {
 	// changed in place is rolled out without waiting for a drift pass.
 	PayloadCheck time.Duration
 	// Runner runs the playbooks; nil: by RunMode.
-	Runner Runner
-	// RunMode chooses the runner when Runner is nil: RunModeInProcess (the
-	// default) or RunModeJob (one Kubernetes Job per run, configured by
+	Runner run.Runner
+	// RunMode chooses the runner when Runner is nil: run.ModeInProcess (the
+	// default) or run.ModeJob (one Kubernetes Job per run, configured by
 	// Job).
 	RunMode string
 	// Job configures the Job runner.
-	Job JobOptions
+	Job run.JobOptions
 }
 
 func (o *Options) defaults() {
@@ -193,10 +197,10 @@ func (o *Options) defaults() {
 		o.MaxUnavailable = DefaultMaxUnavailable
 	}
 	if o.RunMode == "" {
-		o.RunMode = RunModeInProcess
+		o.RunMode = run.ModeInProcess
 	}
-	if o.Runner == nil && o.RunMode == RunModeInProcess {
-		o.Runner = InProcess{}
+	if o.Runner == nil && o.RunMode == run.ModeInProcess {
+		o.Runner = run.InProcess{}
 	}
 }
 
@@ -251,26 +255,26 @@ func scaledMaxUnavailable(v intstr.IntOrString, total int) (int, error) {
 }
 
 // runner makes the Job runner when RunMode asks for it.
-func (o *Options) runner(cfg *rest.Config) error {
+func (o *Options) runner(cfg *rest.Config, scheme *runtime.Scheme) error {
 	switch {
 	case o.Runner != nil:
 		return nil
-	case o.RunMode == RunModeJob:
+	case o.RunMode == run.ModeJob:
 		if o.Job.MaxRunning == 0 {
 			o.Job.MaxRunning = o.MaxConcurrentRuns
 		}
-		jr, err := NewJobRunner(cfg, o.Job)
+		jr, err := run.NewJobRunner(cfg, scheme, o.Job)
 		if err != nil {
 			return err
 		}
 		o.Runner = jr
 		return nil
 	}
-	return fmt.Errorf("controller: unknown run mode %q (want %s or %s)", o.RunMode, RunModeInProcess, RunModeJob)
+	return fmt.Errorf("controller: unknown run mode %q (want %s or %s)", o.RunMode, run.ModeInProcess, run.ModeJob)
 }
 
 // Setup registers the controller's reconcilers with mgr. The manager's
-// scheme must hold the core types and wsu.dev/v1alpha1 (NewScheme).
+// scheme must hold the core types and wsu.dev/v1alpha1 (approval.NewScheme).
 func Setup(mgr ctrl.Manager, o Options) error {
 	o.defaults()
 	if err := o.check(); err != nil {
@@ -280,7 +284,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
-	if err := o.runner(mgr.GetConfig()); err != nil {
+	if err := o.runner(mgr.GetConfig(), mgr.GetScheme()); err != nil {
 		return err
 	}
 	metrics := newMetrics()
@@ -323,10 +327,10 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		// WMCO's operator starting or stopping (wmco.go).
 		b = b.Watches(wmcoDeploymentObject(), wmcoToInstances(mgr.GetClient(), o.Namespace), onlyWMCO(o.BYOHNamespace))
 	}
-	if _, ok := o.Runner.(*JobRunner); ok {
+	if _, ok := o.Runner.(*run.JobRunner); ok {
 		// The runs' Jobs, metadata only: a Job's change (its completion)
 		// reconciles its instance, whose pass reads the result
-		// (jobrunner.go).
+		// (run/jobrunner.go).
 		b = b.Owns(jobMetadata(), builder.OnlyMetadata)
 	}
 	if err := b.Complete(ir); err != nil {

@@ -37,6 +37,8 @@ import (
 	"github.com/wsu-project/wsu/agent/platform/sim"
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/approval"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 	"github.com/wsu-project/wsu/test/harness"
@@ -105,7 +107,7 @@ func newBedWith(t *testing.T, hopts harness.Options) *bed {
 		Data:       map[string][]byte{kubeinv.KeySecretKey: key},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	scheme, err := controller.NewScheme()
+	scheme, err := approval.NewScheme()
 	require.NoError(t, err)
 	c, err := client.NewWithWatch(env.Cluster.Config, client.Options{Scheme: scheme})
 	require.NoError(t, err)
@@ -131,7 +133,7 @@ func (b *bed) startController(t *testing.T, opts controller.Options, m controlle
 	}
 	opts.VarFiles = []string{b.env.VarFile}
 	opts.StateDir = t.TempDir()
-	runs := &recordingRunner{inner: controller.InProcess{Agents: agentbin.New(agentbin.Options{Dir: filepath.Dir(b.env.Agent)})}}
+	runs := &recordingRunner{inner: run.InProcess{Agents: agentbin.New(agentbin.Options{Dir: filepath.Dir(b.env.Agent)})}}
 	opts.Runner = runs
 	opts.NodeReadyCheck = time.Second
 	opts.Backoff = 2 * time.Second
@@ -180,7 +182,7 @@ func (r *running) stop(t *testing.T) {
 // recordingRunner runs playbooks in process and records each run: how
 // many started, and how each ended.
 type recordingRunner struct {
-	inner controller.Runner
+	inner run.Runner
 
 	mu      sync.Mutex
 	started int
@@ -191,12 +193,12 @@ type runRecord struct {
 	instance string // NAMESPACE/NAME
 	playbook string
 	mode     engine.Mode
-	out      controller.RunOutcome
+	out      run.Outcome
 	// cancelled: the controller's context ended during the run.
 	cancelled bool
 }
 
-func (r *recordingRunner) Run(ctx context.Context, req controller.RunRequest) controller.RunOutcome {
+func (r *recordingRunner) Run(ctx context.Context, req run.Request) run.Outcome {
 	r.mu.Lock()
 	r.started++
 	r.mu.Unlock()
@@ -364,10 +366,10 @@ func TestManualApprovalJoinThenRemove(t *testing.T) {
 
 	t.Run("approving the plan joins", func(t *testing.T) {
 		key := client.ObjectKey{Namespace: ns, Name: h.Name}
-		err := controller.Approve(ctx, b.client, key, "0123456789abcdef0123456789abcdef")
+		err := approval.Approve(ctx, b.client, key, "0123456789abcdef0123456789abcdef")
 		require.Error(t, err, "wsu approve refuses a hash that is not the last plan")
 		assert.Contains(t, err.Error(), hash, "and names the last plan")
-		require.NoError(t, controller.Approve(ctx, b.client, key, hash))
+		require.NoError(t, approval.Approve(ctx, b.client, key, hash))
 		eventually(t, 5*time.Minute, "joined with a Ready Node", func() (bool, string) {
 			wi := b.get(t, h.Name)
 			return wi != nil && meta.IsStatusConditionTrue(wi.Status.Conditions, wsuv1.ConditionJoined) &&

@@ -22,6 +22,7 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/approval"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 	"github.com/wsu-project/wsu/test/kubetest"
 )
@@ -52,7 +53,7 @@ func siteAdmin(t *testing.T, cluster *kubetest.Cluster) client.Client {
 	require.NoError(t, err)
 	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
 	require.NoError(t, err)
-	scheme, err := controller.NewScheme()
+	scheme, err := approval.NewScheme()
 	require.NoError(t, err)
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	require.NoError(t, err)

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -182,3 +183,6 @@ func (r *InstanceReconciler) setHostVars(h *inventory.Host, wi *wsuv1.WindowsIns
 	}
 	return nil
 }
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

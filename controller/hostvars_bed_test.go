@@ -31,6 +31,8 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/approval"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 	"github.com/wsu-project/wsu/test/kubetest"
 )
@@ -157,7 +159,7 @@ func TestHostVarsRefusedByController(t *testing.T) {
 
 	// The allowed instance ran (its host is not there: the recorder says
 	// unreachable), with the controller's settings.
-	var req controller.RunRequest
+	var req run.Request
 	eventually(t, time.Minute, "a run of the allowed instance", func() (bool, string) {
 		all := runs.all()
 		for _, r := range all {
@@ -193,20 +195,20 @@ func TestHostVarsRefusedByController(t *testing.T) {
 // unreachable (there is none).
 type requestRecorder struct {
 	mu   sync.Mutex
-	reqs []controller.RunRequest
+	reqs []run.Request
 }
 
-func (r *requestRecorder) Run(_ context.Context, req controller.RunRequest) controller.RunOutcome {
+func (r *requestRecorder) Run(_ context.Context, req run.Request) run.Outcome {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reqs = append(r.reqs, req)
-	return controller.RunOutcome{Failed: true, Unreachable: true, Message: "no host in this test"}
+	return run.Outcome{Failed: true, Unreachable: true, Message: "no host in this test"}
 }
 
-func (r *requestRecorder) all() []controller.RunRequest {
+func (r *requestRecorder) all() []run.Request {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]controller.RunRequest(nil), r.reqs...)
+	return append([]run.Request(nil), r.reqs...)
 }
 
 func hvInstance(name string, vars map[string]string) *wsuv1.WindowsInstance {
@@ -218,7 +220,7 @@ func hvInstance(name string, vars map[string]string) *wsuv1.WindowsInstance {
 
 func hostVarsClient(t *testing.T, cluster *kubetest.Cluster) client.Client {
 	t.Helper()
-	scheme, err := controller.NewScheme()
+	scheme, err := approval.NewScheme()
 	require.NoError(t, err)
 	c, err := client.New(cluster.Config, client.Options{Scheme: scheme})
 	require.NoError(t, err)

@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/approval"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 )
 
@@ -55,11 +57,11 @@ type countingRunner struct {
 	n  int
 }
 
-func (c *countingRunner) Run(context.Context, RunRequest) RunOutcome {
+func (c *countingRunner) Run(context.Context, run.Request) run.Outcome {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.n++
-	return RunOutcome{Failed: true, Message: "no host in this test"}
+	return run.Outcome{Failed: true, Message: "no host in this test"}
 }
 
 func (c *countingRunner) count() int {
@@ -74,7 +76,7 @@ func newHostVarsBed(t *testing.T, o Options, objs ...client.Object) *hostVarsBed
 	require.NoError(t, err)
 	block, err := gossh.MarshalPrivateKey(priv, "")
 	require.NoError(t, err)
-	scheme, err := NewScheme()
+	scheme, err := approval.NewScheme()
 	require.NoError(t, err)
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: kubeinv.KeySecret},
 		Data: map[string][]byte{kubeinv.KeySecretKey: pem.EncodeToMemory(block)}}

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/engine/planfile"
 	"github.com/wsu-project/wsu/inventory"
@@ -279,7 +280,7 @@ func (r *InstanceReconciler) converge(ctx context.Context, orig, wi *wsuv1.Windo
 
 // approved says whether plan may be applied: at once (Auto), or when an
 // admin approved exactly its hash (Manual).
-func (r *InstanceReconciler) approved(wi *wsuv1.WindowsInstance, plan RunOutcome) bool {
+func (r *InstanceReconciler) approved(wi *wsuv1.WindowsInstance, plan run.Outcome) bool {
 	if wi.Spec.Approval != wsuv1.ApprovalManual {
 		return true
 	}
@@ -287,7 +288,7 @@ func (r *InstanceReconciler) approved(wi *wsuv1.WindowsInstance, plan RunOutcome
 }
 
 // awaitApproval stops at a plan an admin has not approved.
-func (r *InstanceReconciler) awaitApproval(ctx context.Context, orig, wi *wsuv1.WindowsInstance, plan RunOutcome) (ctrl.Result, error) {
+func (r *InstanceReconciler) awaitApproval(ctx context.Context, orig, wi *wsuv1.WindowsInstance, plan run.Outcome) (ctrl.Result, error) {
 	setCondition(wi, wsuv1.ConditionPlanned, metav1.ConditionTrue, ReasonAwaitingApproval,
 		fmt.Sprintf("plan %s awaits approval: kubectl annotate windowsinstance %s %s=%s (or wsu approve)", plan.Hash, wi.Name, wsuv1.ApprovedPlanAnnotation, plan.Hash))
 	r.event(wi, corev1.EventTypeNormal, ReasonAwaitingApproval, "plan %s of %s (%d to add, %d to change, %d to destroy, %d to run) awaits approval", plan.Hash, wi.Status.LastPlan.Playbook, plan.Add, plan.Change, plan.Destroy, plan.Run)
@@ -296,7 +297,7 @@ func (r *InstanceReconciler) awaitApproval(ctx context.Context, orig, wi *wsuv1.
 
 // apply applies exactly the plan just made (a fresh plan that differs is
 // refused by the engine, so what is applied is what was approved).
-func (r *InstanceReconciler) apply(ctx context.Context, orig, wi *wsuv1.WindowsInstance, rr RunRequest, plan RunOutcome) (ctrl.Result, error) {
+func (r *InstanceReconciler) apply(ctx context.Context, orig, wi *wsuv1.WindowsInstance, rr run.Request, plan run.Outcome) (ctrl.Result, error) {
 	res, took, err := r.adoptionSlot(ctx, orig, wi) // nodes.go
 	if err != nil || res != (ctrl.Result{}) {
 		return res, err
@@ -306,7 +307,7 @@ func (r *InstanceReconciler) apply(ctx context.Context, orig, wi *wsuv1.WindowsI
 	}
 	r.setStatusPhase(ctx, orig, wi, wsuv1.PhaseJoining)
 	orig = wi.DeepCopy()
-	rr.holdTo(plan)
+	rr.HoldTo(plan)
 	out := r.run(ctx, wi, &rr, engine.ModeApply)
 	if interrupted(ctx, out) {
 		return resumeAfter(out), nil
@@ -314,8 +315,8 @@ func (r *InstanceReconciler) apply(ctx context.Context, orig, wi *wsuv1.WindowsI
 	r.recordReach(wi, out)
 	wi.Status.LastApply = &wsuv1.RunSummary{Playbook: rr.Playbook, Result: runResult(out), Changed: out.Changed, Time: metav1.Now()}
 	if out.Failed {
-		setCondition(wi, wsuv1.ConditionJoined, metav1.ConditionFalse, ReasonApplyFailed, truncate(out.Message, 1000))
-		r.event(wi, corev1.EventTypeWarning, ReasonSetupFailure, "applying plan %s failed: %s", plan.Hash, truncate(out.Message, 1000))
+		setCondition(wi, wsuv1.ConditionJoined, metav1.ConditionFalse, ReasonApplyFailed, run.Truncate(out.Message, 1000))
+		r.event(wi, corev1.EventTypeWarning, ReasonSetupFailure, "applying plan %s failed: %s", plan.Hash, run.Truncate(out.Message, 1000))
 		return r.failed(ctx, orig, wi, ReasonApplyFailed, out.Message, out.Unreachable)
 	}
 	wi.Status.ClusterSettings = wi.Status.LastPlan.ClusterSettings
@@ -477,7 +478,7 @@ func (r *InstanceReconciler) deconfigure(ctx context.Context, wi *wsuv1.WindowsI
 	}
 	r.recordReach(wi, out)
 	if out.Failed {
-		r.event(wi, corev1.EventTypeWarning, ReasonTeardownFailure, "removing failed: %s (annotate %s=true to forget a host that is gone for good)", truncate(out.Message, 1000), wsuv1.ForgetAnnotation)
+		r.event(wi, corev1.EventTypeWarning, ReasonTeardownFailure, "removing failed: %s (annotate %s=true to forget a host that is gone for good)", run.Truncate(out.Message, 1000), wsuv1.ForgetAnnotation)
 		return r.failed(ctx, orig, wi, ReasonTeardownFailure, out.Message, out.Unreachable)
 	}
 	r.event(wi, corev1.EventTypeNormal, ReasonTeardown, "the host was deconfigured")
@@ -499,7 +500,7 @@ func (r *InstanceReconciler) release(ctx context.Context, wi *wsuv1.WindowsInsta
 // the apply of it, which plans again to check it) share the host's
 // connection, dialled once instead of three times; the returned func
 // closes it when the reconcile is done with the host.
-func keepConnections(rr *RunRequest) (closeAll func()) {
+func keepConnections(rr *run.Request) (closeAll func()) {
 	rr.Connections = engine.NewConnections()
 	return func() { rr.Connections.Close() }
 }
@@ -507,11 +508,11 @@ func keepConnections(rr *RunRequest) (closeAll func()) {
 // run runs one playbook for the instance, counted in the metrics. A run
 // the host refused to log in to is tried with the key Secret's other key
 // (keyrotation.go), which rr then keeps.
-func (r *InstanceReconciler) run(ctx context.Context, wi *wsuv1.WindowsInstance, rr *RunRequest, mode engine.Mode) RunOutcome {
+func (r *InstanceReconciler) run(ctx context.Context, wi *wsuv1.WindowsInstance, rr *run.Request, mode engine.Mode) run.Outcome {
 	return r.tryOtherKey(ctx, wi, rr, mode, r.runOnce(ctx, *rr, mode))
 }
 
-func (r *InstanceReconciler) runOnce(ctx context.Context, rr RunRequest, mode engine.Mode) RunOutcome {
+func (r *InstanceReconciler) runOnce(ctx context.Context, rr run.Request, mode engine.Mode) run.Outcome {
 	rr.Mode = mode
 	start := time.Now()
 	out := r.Options.Runner.Run(ctx, rr)
@@ -532,21 +533,21 @@ func (r *InstanceReconciler) runOnce(ctx context.Context, rr RunRequest, mode en
 // instance again, or it was cut short because the controller is stopping
 // (its context ended, SIGTERM), not the host's failure, and the next
 // controller starts over from status (and the Jobs).
-func interrupted(ctx context.Context, out RunOutcome) bool {
+func interrupted(ctx context.Context, out run.Outcome) bool {
 	return out.Pending || out.Failed && ctx.Err() != nil
 }
 
 // resumeAfter is the result of a pass stopped at a run: a run waiting for
 // room among the running Jobs is asked for again after RetryAfter; a Job's
 // completion needs no requeue (the controller watches its Jobs).
-func resumeAfter(out RunOutcome) ctrl.Result { return ctrl.Result{RequeueAfter: out.RetryAfter} }
+func resumeAfter(out run.Outcome) ctrl.Result { return ctrl.Result{RequeueAfter: out.RetryAfter} }
 
 // recordReach records whether the host could be reached and what it said
 // of itself.
-func (r *InstanceReconciler) recordReach(wi *wsuv1.WindowsInstance, out RunOutcome) {
+func (r *InstanceReconciler) recordReach(wi *wsuv1.WindowsInstance, out run.Outcome) {
 	switch {
 	case out.Unreachable:
-		setCondition(wi, wsuv1.ConditionReachable, metav1.ConditionFalse, ReasonUnreachable, truncate(out.Message, 1000))
+		setCondition(wi, wsuv1.ConditionReachable, metav1.ConditionFalse, ReasonUnreachable, run.Truncate(out.Message, 1000))
 	case out.Facts != nil:
 		setCondition(wi, wsuv1.ConditionReachable, metav1.ConditionTrue, "Connected", "connected over SSH")
 	}
@@ -566,7 +567,7 @@ func (r *InstanceReconciler) recordReach(wi *wsuv1.WindowsInstance, out RunOutco
 // recordPlan records a successful plan and schedules the next. The same
 // plan made again keeps the time it was first made, so a pass that finds
 // nothing new writes no status (planschedule.go).
-func (r *InstanceReconciler) recordPlan(wi *wsuv1.WindowsInstance, playbook string, out RunOutcome) {
+func (r *InstanceReconciler) recordPlan(wi *wsuv1.WindowsInstance, playbook string, out run.Outcome) {
 	was := wi.Status.LastPlan
 	wi.Status.LastPlan = &wsuv1.PlanSummary{
 		Hash: out.Hash, Playbook: playbook, Add: out.Add, Change: out.Change, Destroy: out.Destroy, Run: out.Run,
@@ -600,11 +601,11 @@ func (r *InstanceReconciler) failed(ctx context.Context, orig, wi *wsuv1.Windows
 	wait := backoff(r.Options.Backoff, r.Options.MaxBackoff, wi.Status.Failures)
 	next := metav1.NewTime(time.Now().Add(wait))
 	wi.Status.NextRetry = &next
-	setCondition(wi, wsuv1.ConditionDegraded, metav1.ConditionTrue, reason, truncate(msg, 1000))
+	setCondition(wi, wsuv1.ConditionDegraded, metav1.ConditionTrue, reason, run.Truncate(msg, 1000))
 	if unreachable {
-		r.event(wi, corev1.EventTypeWarning, ReasonUnreachable, "%s; retrying in %s", truncate(msg, 1000), wait.Round(time.Second))
+		r.event(wi, corev1.EventTypeWarning, ReasonUnreachable, "%s; retrying in %s", run.Truncate(msg, 1000), wait.Round(time.Second))
 	} else {
-		r.event(wi, corev1.EventTypeWarning, reason, "%s; retrying in %s", truncate(msg, 1000), wait.Round(time.Second))
+		r.event(wi, corev1.EventTypeWarning, reason, "%s; retrying in %s", run.Truncate(msg, 1000), wait.Round(time.Second))
 	}
 	phase := wsuv1.PhaseFailed
 	if !wi.DeletionTimestamp.IsZero() {
@@ -630,7 +631,7 @@ func (r *InstanceReconciler) refuse(ctx context.Context, orig, wi *wsuv1.Windows
 	case errors.As(err, &nr):
 		reason = nr.Reason
 	}
-	msg := truncate(err.Error(), 1000)
+	msg := run.Truncate(err.Error(), 1000)
 	was := meta.FindStatusCondition(orig.Status.Conditions, wsuv1.ConditionValid)
 	setCondition(wi, wsuv1.ConditionValid, metav1.ConditionFalse, reason, msg)
 	if was == nil || was.Status != metav1.ConditionFalse || was.Message != msg || was.ObservedGeneration != wi.Generation {
@@ -730,22 +731,22 @@ func setCondition(wi *wsuv1.WindowsInstance, typ string, status metav1.Condition
 // runRequest builds what a run of the instance's playbook (or of playbook,
 // when not "") needs: its one-host inventory with the key from its Secret,
 // and the variables.
-func (r *InstanceReconciler) runRequest(ctx context.Context, wi *wsuv1.WindowsInstance, playbook string) (RunRequest, error) {
+func (r *InstanceReconciler) runRequest(ctx context.Context, wi *wsuv1.WindowsInstance, playbook string) (run.Request, error) {
 	inv, key, err := r.inventory(ctx, wi)
 	if err != nil {
-		return RunRequest{}, err
+		return run.Request{}, err
 	}
 	if playbook == "" {
 		if playbook, err = r.playbook(ctx, wi); err != nil {
-			return RunRequest{}, err
+			return run.Request{}, err
 		}
 	}
 	vars, fromSecrets, err := r.vars(ctx, wi)
 	if err != nil {
-		return RunRequest{}, err
+		return run.Request{}, err
 	}
 	if err := checkVars(vars, len(r.Options.Vars)); err != nil {
-		return RunRequest{}, err
+		return run.Request{}, err
 	}
 	vars = append(vars, nodeVars(wi, playbook)...) // last: they win
 	var readDirs []string
@@ -753,16 +754,16 @@ func (r *InstanceReconciler) runRequest(ctx context.Context, wi *wsuv1.WindowsIn
 		readDirs = []string{r.payloads.dir}
 	}
 	instance := wi.Namespace + "/" + wi.Name
-	return RunRequest{
+	return run.Request{
 		Request: setup.Request{
 			Inputs:    planfile.Inputs{Playbook: playbook, Vars: vars, VarFiles: r.Options.VarFiles, Kubeconfig: r.Options.Kubeconfig},
 			Inventory: inv,
 			Confined:  true,
 			ReadDirs:  readDirs,
-			Salt:      planSalt(instance),
+			Salt:      run.PlanSalt(instance),
 		},
 		Instance: instance,
-		Secrets:  RunSecrets{Key: key, Vars: fromSecrets},
+		Secrets:  run.Secrets{Key: key, Vars: fromSecrets},
 	}, nil
 }
 
@@ -774,41 +775,41 @@ func (r *InstanceReconciler) runRequest(ctx context.Context, wi *wsuv1.WindowsIn
 // annotation: a changed key is refused until the admin clears
 // status.identity.hostKey. An instance setting a variable it may not is
 // refused (HostVarsRefused) before anything else is read.
-func (r *InstanceReconciler) inventory(ctx context.Context, wi *wsuv1.WindowsInstance) (*inventory.Inventory, SecretItem, error) {
+func (r *InstanceReconciler) inventory(ctx context.Context, wi *wsuv1.WindowsInstance) (*inventory.Inventory, run.SecretItem, error) {
 	if err := r.checkHostVars(wi); err != nil {
-		return nil, SecretItem{}, err
+		return nil, run.SecretItem{}, err
 	}
 	source := fmt.Sprintf("windowsinstance/%s/%s", wi.Namespace, wi.Name)
 	inv, diags := inventory.ParseWindowsInstances(source, map[string]string{wi.Spec.Address: "username=" + wi.Spec.Username})
 	if diags.HasErrors() {
-		return nil, SecretItem{}, errors.New(firstError(diags))
+		return nil, run.SecretItem{}, errors.New(run.FirstError(diags))
 	}
 	h := inv.Hosts[wi.Spec.Address]
 	if h == nil {
-		return nil, SecretItem{}, fmt.Errorf("address %q is not a usable host", wi.Spec.Address)
+		return nil, run.SecretItem{}, fmt.Errorf("address %q is not a usable host", wi.Spec.Address)
 	}
 	key, item, err := r.privateKey(ctx, wi)
 	if err != nil {
-		return nil, SecretItem{}, err
+		return nil, run.SecretItem{}, err
 	}
 	if err := os.MkdirAll(r.stateDir(wi), 0o700); err != nil {
-		return nil, SecretItem{}, err
+		return nil, run.SecretItem{}, err
 	}
 	if err := r.setHostVars(h, wi, key, r.knownHostsFile(wi)); err != nil {
-		return nil, SecretItem{}, err
+		return nil, run.SecretItem{}, err
 	}
 	return inv, item, nil
 }
 
 // privateKey is the key the instance logs in with, and where it is
 // (keyrotation.go).
-func (r *InstanceReconciler) privateKey(ctx context.Context, wi *wsuv1.WindowsInstance) (string, SecretItem, error) {
+func (r *InstanceReconciler) privateKey(ctx context.Context, wi *wsuv1.WindowsInstance) (string, run.SecretItem, error) {
 	keys, err := r.readKeys(ctx, wi)
 	if err != nil {
-		return "", SecretItem{}, err
+		return "", run.SecretItem{}, err
 	}
 	recorded := wi.Status.Identity.KeyFingerprint
-	return keys.inUse(recorded), SecretItem{Secret: keys.secret, Key: keys.inUseKey(recorded)}, nil
+	return keys.inUse(recorded), run.SecretItem{Secret: keys.secret, Key: keys.inUseKey(recorded)}, nil
 }
 
 // playbook is the instance's playbook: a stock one (default join), or a
@@ -862,7 +863,7 @@ func (r *InstanceReconciler) sitePlaybook(ctx context.Context, wi *wsuv1.Windows
 // vars are the controller's -vars, then the instance's sources and its
 // own, in that order (later wins); fromSecrets says which came from a
 // varsFrom Secret, and from which key.
-func (r *InstanceReconciler) vars(ctx context.Context, wi *wsuv1.WindowsInstance) (vars []string, fromSecrets map[int]SecretItem, err error) {
+func (r *InstanceReconciler) vars(ctx context.Context, wi *wsuv1.WindowsInstance) (vars []string, fromSecrets map[int]run.SecretItem, err error) {
 	vars = append([]string(nil), r.Options.Vars...)
 	for _, src := range wi.Spec.VarsFrom {
 		data, err := r.varSource(ctx, wi.Namespace, src)
@@ -872,9 +873,9 @@ func (r *InstanceReconciler) vars(ctx context.Context, wi *wsuv1.WindowsInstance
 		for _, k := range sortedKeys(data) {
 			if src.Secret != "" {
 				if fromSecrets == nil {
-					fromSecrets = map[int]SecretItem{}
+					fromSecrets = map[int]run.SecretItem{}
 				}
-				fromSecrets[len(vars)] = SecretItem{Secret: src.Secret, Key: k}
+				fromSecrets[len(vars)] = run.SecretItem{Secret: src.Secret, Key: k}
 			}
 			vars = append(vars, k+"="+data[k])
 		}

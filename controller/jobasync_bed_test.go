@@ -24,6 +24,7 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 	"github.com/wsu-project/wsu/test/kubetest"
 )
@@ -56,11 +57,11 @@ func TestJobModeAdoptsRuns(t *testing.T) {
 	require.NoError(t, c.Create(ctx, wi))
 	state := t.TempDir()
 	start := func() (stop func()) {
-		return startJobController(t, asController, controller.Options{Namespace: ns, StateDir: state, RunMode: controller.RunModeJob,
-			Job: controller.JobOptions{Image: "test.local/wsu:never-run", ServiceAccount: jobServiceAccount}})
+		return startJobController(t, asController, controller.Options{Namespace: ns, StateDir: state, RunMode: run.ModeJob,
+			Job: run.JobOptions{Image: "test.local/wsu:never-run", ServiceAccount: jobServiceAccount}})
 	}
 	jobs := func() []batchv1.Job {
-		list, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: controller.JobInstanceLabel + "=win-a"})
+		list, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: run.JobInstanceLabel + "=win-a"})
 		require.NoError(t, err)
 		// Oldest first. Creation times have a second's resolution: within
 		// one second, a run's plan comes before its apply.
@@ -69,7 +70,7 @@ func TestJobModeAdoptsRuns(t *testing.T) {
 			if !ja.CreationTimestamp.Equal(&jb.CreationTimestamp) {
 				return ja.CreationTimestamp.Before(&jb.CreationTimestamp)
 			}
-			return ja.Labels[controller.JobModeLabel] == "plan" && jb.Labels[controller.JobModeLabel] != "plan"
+			return ja.Labels[run.JobModeLabel] == "plan" && jb.Labels[run.JobModeLabel] != "plan"
 		})
 		return list.Items
 	}
@@ -84,9 +85,9 @@ func TestJobModeAdoptsRuns(t *testing.T) {
 
 	stopA := start()
 	plan := waitJobs(1, "the first controller started a plan Job")[0]
-	assert.Equal(t, "plan", plan.Labels[controller.JobModeLabel])
-	assert.Equal(t, "join.hcl", plan.Labels[controller.JobPlaybookLabel])
-	assert.NotEmpty(t, plan.Labels[controller.JobRunLabel])
+	assert.Equal(t, "plan", plan.Labels[run.JobModeLabel])
+	assert.Equal(t, "join.hcl", plan.Labels[run.JobPlaybookLabel])
+	assert.NotEmpty(t, plan.Labels[run.JobRunLabel])
 	owner := metav1.GetControllerOf(&plan)
 	require.NotNil(t, owner, "the instance controls its Job")
 	assert.Equal(t, "WindowsInstance", owner.Kind)
@@ -103,14 +104,14 @@ func TestJobModeAdoptsRuns(t *testing.T) {
 	jobsNow := waitJobs(2, "the next controller read the plan's result and started the apply")
 	assert.Equal(t, plan.Name, jobsNow[0].Name, "no second plan: the previous controller's was adopted")
 	apply := jobsNow[1]
-	assert.Equal(t, "apply", apply.Labels[controller.JobModeLabel])
-	assert.Equal(t, "h1", apply.Labels[controller.JobPlanLabel], "the apply is held to the plan's hash")
-	assert.Equal(t, plan.Labels[controller.JobRunLabel], apply.Labels[controller.JobRunLabel], "the same run")
-	assert.Contains(t, apply.Annotations[controller.JobPlanAnnotation], `"hash":"h1"`)
+	assert.Equal(t, "apply", apply.Labels[run.JobModeLabel])
+	assert.Equal(t, "h1", apply.Labels[run.JobPlanLabel], "the apply is held to the plan's hash")
+	assert.Equal(t, plan.Labels[run.JobRunLabel], apply.Labels[run.JobRunLabel], "the same run")
+	assert.Contains(t, apply.Annotations[run.JobPlanAnnotation], `"hash":"h1"`)
 	eventually(t, time.Minute, "the plan's result recorded", func() (bool, string) {
 		cur, err := cs.BatchV1().Jobs(ns).Get(ctx, plan.Name, metav1.GetOptions{})
 		require.NoError(t, err)
-		return cur.Annotations[controller.JobRecordedAnnotation] == "true", fmt.Sprint(cur.Annotations)
+		return cur.Annotations[run.JobRecordedAnnotation] == "true", fmt.Sprint(cur.Annotations)
 	})
 	planned := getInstance(t, c, "win-a")
 	require.NotNil(t, planned.Status.LastPlan)
@@ -142,15 +143,15 @@ func TestJobModeAdoptsRuns(t *testing.T) {
 	final := jobs()
 	assert.Equal(t, 2, len(final), "one plan and one apply across three controllers: %s", describeJobs(final))
 	for _, j := range final {
-		assert.Equal(t, "true", j.Annotations[controller.JobRecordedAnnotation], "%s recorded once", j.Name)
+		assert.Equal(t, "true", j.Annotations[run.JobRecordedAnnotation], "%s recorded once", j.Name)
 	}
 }
 
 func describeJobs(jobs []batchv1.Job) string {
 	var out []string
 	for _, j := range jobs {
-		out = append(out, fmt.Sprintf("%s (%s, plan %q, recorded %q)", j.Name, j.Labels[controller.JobModeLabel],
-			j.Labels[controller.JobPlanLabel], j.Annotations[controller.JobRecordedAnnotation]))
+		out = append(out, fmt.Sprintf("%s (%s, plan %q, recorded %q)", j.Name, j.Labels[run.JobModeLabel],
+			j.Labels[run.JobPlanLabel], j.Annotations[run.JobRecordedAnnotation]))
 	}
 	return "Jobs: " + strings.Join(out, ", ")
 }
@@ -199,16 +200,16 @@ func finishJob(t *testing.T, cs kubernetes.Interface, job *batchv1.Job, result s
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-run", Namespace: ns,
-			Labels:          map[string]string{batchv1.JobNameLabel: job.Name, controller.JobInstanceLabel: job.Labels[controller.JobInstanceLabel]},
+			Labels:          map[string]string{batchv1.JobNameLabel: job.Name, run.JobInstanceLabel: job.Labels[run.JobInstanceLabel]},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
 		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, AutomountServiceAccountToken: ptr.To(false),
-			Containers: []corev1.Container{{Name: controller.JobContainer, Image: "test.local/wsu:never-run"}}},
+			Containers: []corev1.Container{{Name: run.JobContainer, Image: "test.local/wsu:never-run"}}},
 	}
 	pod, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 	require.NoError(t, err)
 	now := metav1.Now()
 	pod.Status.Phase = corev1.PodSucceeded
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: controller.JobContainer, Image: "test.local/wsu:never-run",
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: run.JobContainer, Image: "test.local/wsu:never-run",
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", Message: result, StartedAt: now, FinishedAt: now}}}}
 	_, err = cs.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 	require.NoError(t, err)

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/setup"
@@ -24,8 +25,8 @@ import (
 // was planned (someone changed the host, or the payload, between the
 // admin's approval and the apply). A plan reports its hash only, as a
 // JobRunner's does; an apply goes through the request a Job's pod would
-// receive (jobRequestOf, decoded as run-job decodes it) and is refused, as `wsu controller run-job`
-// refuses it (runjob.go), when the request holds it to a hash the fresh
+// receive (run.PodRequest, decoded as run-job decodes it) and is refused, as `wsu-controller run-job`
+// refuses it (run/runjob.go), when the request holds it to a hash the fresh
 // plan no longer has.
 type changingHost struct {
 	mu      sync.Mutex
@@ -36,29 +37,29 @@ type changingHost struct {
 
 func (h *changingHost) current() string { return fmt.Sprintf("plan-%d", h.plans) }
 
-func (h *changingHost) Run(_ context.Context, req RunRequest) RunOutcome {
+func (h *changingHost) Run(_ context.Context, req run.Request) run.Outcome {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if req.Mode == engine.ModePlan {
 		h.plans++
-		out := RunOutcome{Hash: h.current(), Changed: 1, Run: 1, Tasks: []string{"play.upgrade.task.drain"}}
+		out := run.Outcome{Hash: h.current(), Changed: 1, Run: 1, Tasks: []string{"play.upgrade.task.drain"}}
 		h.plans++ // the host changes after the plan
 		return out
 	}
-	_, data, _, err := jobRequestOf(req)
+	data, err := run.PodRequest(req)
 	if err != nil {
-		return RunOutcome{Failed: true, Message: err.Error()}
+		return run.Outcome{Failed: true, Message: err.Error()}
 	}
 	jr, err := setup.DecodeRequest(data)
 	if err != nil {
-		return RunOutcome{Failed: true, Message: err.Error()}
+		return run.Outcome{Failed: true, Message: err.Error()}
 	}
 	if jr.ExpectHash != "" && jr.ExpectHash != h.current() {
 		h.refused++
-		return RunOutcome{Failed: true, Message: "the plan changed since it was approved: nothing was applied"}
+		return run.Outcome{Failed: true, Message: "the plan changed since it was approved: nothing was applied"}
 	}
 	h.applied++
-	return RunOutcome{Changed: 1}
+	return run.Outcome{Changed: 1}
 }
 
 // TestJobUpgradeHeldToApprovedHash (issue 27, item 5): an approved upgrade
@@ -73,7 +74,7 @@ func TestJobUpgradeHeldToApprovedHash(t *testing.T) {
 	wi := hostVarsInstance(nil)
 	wi.Spec.Approval = wsuv1.ApprovalManual
 	wi.Annotations = map[string]string{wsuv1.ApprovedPlanAnnotation: "plan-1"} // the plan the first run will make
-	b := newHostVarsBed(t, Options{RunMode: RunModeJob}, wi, node)
+	b := newHostVarsBed(t, Options{RunMode: run.ModeJob}, wi, node)
 	host := &changingHost{}
 	b.r.Options.Runner = host
 	ctx := context.Background()

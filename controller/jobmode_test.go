@@ -37,6 +37,8 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/approval"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 	"github.com/wsu-project/wsu/test/harness"
 	"github.com/wsu-project/wsu/test/kubetest"
@@ -102,12 +104,12 @@ func TestJobMode(t *testing.T) {
 	// (deploy/rbac/kubeadm-kube-proxy.yaml).
 	varFile := filepath.Join(t.TempDir(), "job.wsuvars")
 	require.NoError(t, os.WriteFile(varFile, []byte(fmt.Sprintf("cluster_flavour = \"kubeadm\"\nnetwork = \"ovn-hybrid\"\nkube_proxy_identity = \"kubelet\"\npayload_dir = %q\ncsr_timeout = 120\nready_timeout = 120\n", env.PayloadDir)), 0o644))
-	scheme, err := controller.NewScheme()
+	scheme, err := approval.NewScheme()
 	require.NoError(t, err)
 	opts := controller.Options{
 		Namespace: ns, VarFiles: []string{varFile}, StateDir: t.TempDir(), AddressHostVars: simHostVars(t, env),
-		RunMode: controller.RunModeJob,
-		Job: controller.JobOptions{Image: wsuImage, ServiceAccount: jobServiceAccount, TTL: 5 * time.Second,
+		RunMode: run.ModeJob,
+		Job: run.JobOptions{Image: wsuImage, ServiceAccount: jobServiceAccount, TTL: 5 * time.Second,
 			Template: payloadTemplate(env)},
 		NodeReadyCheck: time.Second, Backoff: 2 * time.Second, DriftInterval: time.Hour,
 	}
@@ -175,7 +177,7 @@ func TestJobMode(t *testing.T) {
 		for _, h := range env.Hosts {
 			modes := map[string]int{}
 			for _, j := range jobs.of(h.Name) {
-				modes[j.Labels[controller.JobModeLabel]]++
+				modes[j.Labels[run.JobModeLabel]]++
 				require.Len(t, j.OwnerReferences, 1)
 				owner := j.OwnerReferences[0]
 				assert.Equal(t, "WindowsInstance", owner.Kind)
@@ -185,7 +187,7 @@ func TestJobMode(t *testing.T) {
 				assert.Equal(t, int32(5), *j.Spec.TTLSecondsAfterFinished)
 				assert.Equal(t, wsuImage, j.Spec.Template.Spec.Containers[0].Image)
 				assert.Equal(t, jobServiceAccount, j.Spec.Template.Spec.ServiceAccountName)
-				assert.Equal(t, int64(controller.DefaultJobActiveDeadline/time.Second), *j.Spec.ActiveDeadlineSeconds)
+				assert.Equal(t, int64(run.DefaultJobActiveDeadline/time.Second), *j.Spec.ActiveDeadlineSeconds)
 				for _, c := range append(append([]corev1.Container{}, j.Spec.Template.Spec.InitContainers...), j.Spec.Template.Spec.Containers...) {
 					assert.False(t, *c.SecurityContext.AllowPrivilegeEscalation, "%s: restricted by the controller", c.Name)
 					assert.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop, c.Name)
@@ -227,7 +229,7 @@ func TestJobMode(t *testing.T) {
 	t.Run("finished Jobs and their pods are cleaned up", func(t *testing.T) {
 		for _, h := range env.Hosts {
 			eventually(t, 2*time.Minute, h.Name+"'s Jobs and pods gone", func() (bool, string) {
-				sel := controller.JobInstanceLabel + "=" + h.Name
+				sel := run.JobInstanceLabel + "=" + h.Name
 				js, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 				require.NoError(t, err)
 				ps, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
@@ -298,7 +300,7 @@ func (l *jobLog) of(instance string) []*batchv1.Job {
 	defer l.mu.Unlock()
 	var out []*batchv1.Job
 	for _, j := range l.jobs {
-		if j.Labels[controller.JobInstanceLabel] == instance {
+		if j.Labels[run.JobInstanceLabel] == instance {
 			out = append(out, j)
 		}
 	}
@@ -317,7 +319,7 @@ func (l *jobLog) describe() string {
 		case finishedAs(j, batchv1.JobFailed):
 			state = "failed"
 		}
-		lines = append(lines, fmt.Sprintf("%s (%s) %s", name, j.Labels[controller.JobModeLabel], state))
+		lines = append(lines, fmt.Sprintf("%s (%s) %s", name, j.Labels[run.JobModeLabel], state))
 	}
 	sort.Strings(lines)
 	return "Jobs: " + strings.Join(lines, ", ")
@@ -356,15 +358,19 @@ func wsuImageFile(t *testing.T, env *harness.Env) string {
 	// Static, as the shipped image's: the image has no C library.
 	root, err := harness.ModuleRoot()
 	require.NoError(t, err)
-	wsu := filepath.Join(t.TempDir(), "wsu")
-	cmd := exec.Command("go", "build", "-o", wsu, "./cmd/wsu")
-	cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "building a static wsu: %s", out)
-	files := []podrunner.ImageFile{
-		{Path: "/usr/local/bin/wsu", Source: wsu, Mode: 0o755},
-		{Path: "/usr/local/bin/" + filepath.Base(env.Agent), Source: env.Agent, Mode: 0o755},
+	// wsu, and wsu-controller, which the run Jobs start (run.JobCommand).
+	bin := t.TempDir()
+	var files []podrunner.ImageFile
+	for _, name := range []string{"wsu", "wsu-controller"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(bin, name), "./cmd/"+name)
+		cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "building a static %s: %s", name, out)
+		files = append(files, podrunner.ImageFile{Path: "/usr/local/bin/" + name, Source: filepath.Join(bin, name), Mode: 0o755})
 	}
+	files = append(files, []podrunner.ImageFile{
+		{Path: "/usr/local/bin/" + filepath.Base(env.Agent), Source: env.Agent, Mode: 0o755},
+	}...)
 	err = filepath.WalkDir(env.PayloadDir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err

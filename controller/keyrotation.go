@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
@@ -72,7 +73,7 @@ func (r *InstanceReconciler) readKeys(ctx context.Context, wi *wsuv1.WindowsInst
 	if err := r.Client.Get(ctx, where, sec); err != nil {
 		return instanceKeys{}, fmt.Errorf("reading the SSH key Secret %s: %w", where, err)
 	}
-	if r.Options.RunMode == RunModeJob && where.Namespace != wi.Namespace {
+	if r.Options.RunMode == run.ModeJob && where.Namespace != wi.Namespace {
 		return instanceKeys{}, fmt.Errorf("the SSH key Secret %s is in another namespace than the instance, and a Job can mount only its own namespace's Secrets: give the instance a spec.keySecretRef in %s, or run in process", where, wi.Namespace)
 	}
 	k := instanceKeys{secret: ref.Name, currentKey: ref.Key, nextKey: ref.Key + NewKeySuffix,
@@ -190,7 +191,7 @@ func (r *InstanceReconciler) rotateKeyIfPending(ctx context.Context, orig, wi *w
 	for _, h := range rr.Inventory.Hosts {
 		h.Vars[kubeinv.NewKeyVar] = inventory.Var{Value: cty.StringVal(keys.next).Mark(engine.Sensitive)}
 	}
-	rr.Secrets.NewKey = SecretItem{Secret: keys.secret, Key: keys.nextKey}
+	rr.Secrets.NewKey = run.SecretItem{Secret: keys.secret, Key: keys.nextKey}
 	if wi.Spec.Approval == wsuv1.ApprovalManual {
 		if res, done, err := r.planRotation(ctx, orig, wi, &rr, keys); done {
 			return res, true, err
@@ -235,7 +236,7 @@ func (r *InstanceReconciler) rotated(ctx context.Context, orig, wi *wsuv1.Window
 // (lastPlan, playbook wsu:rotate-key.hcl) is what `wsu approve` shows.
 // Approved, rr is held to it. done: the rotation stops here (awaiting
 // approval, failed, or found already done).
-func (r *InstanceReconciler) planRotation(ctx context.Context, orig, wi *wsuv1.WindowsInstance, rr *RunRequest, keys instanceKeys) (res ctrl.Result, done bool, err error) {
+func (r *InstanceReconciler) planRotation(ctx context.Context, orig, wi *wsuv1.WindowsInstance, rr *run.Request, keys instanceKeys) (res ctrl.Result, done bool, err error) {
 	plan := r.run(ctx, wi, rr, engine.ModePlan)
 	if interrupted(ctx, plan) {
 		return resumeAfter(plan), true, nil
@@ -254,7 +255,7 @@ func (r *InstanceReconciler) planRotation(ctx context.Context, orig, wi *wsuv1.W
 		res, err := r.awaitApproval(ctx, orig, wi, plan)
 		return res, true, err
 	}
-	rr.holdTo(plan)
+	rr.HoldTo(plan)
 	return ctrl.Result{}, false, nil
 }
 
@@ -277,7 +278,7 @@ func (r *InstanceReconciler) awaitingRotationApproval(wi *wsuv1.WindowsInstance,
 // host takes the other key, it is recorded as the key in use
 // (status.identity.keyFingerprint, the KeyRotated condition, an event) and
 // rr keeps it for the rest of the pass; when it refuses both, out stands.
-func (r *InstanceReconciler) tryOtherKey(ctx context.Context, wi *wsuv1.WindowsInstance, rr *RunRequest, mode engine.Mode, out RunOutcome) RunOutcome {
+func (r *InstanceReconciler) tryOtherKey(ctx context.Context, wi *wsuv1.WindowsInstance, rr *run.Request, mode engine.Mode, out run.Outcome) run.Outcome {
 	if !loginRefused(out) || ctx.Err() != nil {
 		return out
 	}
@@ -285,9 +286,9 @@ func (r *InstanceReconciler) tryOtherKey(ctx context.Context, wi *wsuv1.WindowsI
 	if err != nil || keys.next == "" {
 		return out
 	}
-	other, item, fp := keys.next, SecretItem{Secret: keys.secret, Key: keys.nextKey}, keys.nextFP
+	other, item, fp := keys.next, run.SecretItem{Secret: keys.secret, Key: keys.nextKey}, keys.nextFP
 	if rr.Secrets.Key.Key == keys.nextKey {
-		other, item, fp = keys.current, SecretItem{Secret: keys.secret, Key: keys.currentKey}, keys.currentFP
+		other, item, fp = keys.current, run.SecretItem{Secret: keys.secret, Key: keys.currentKey}, keys.currentFP
 	}
 	was := setLoginKey(rr, other, item)
 	second := r.runOnce(ctx, *rr, mode)
@@ -313,12 +314,12 @@ func (r *InstanceReconciler) tryOtherKey(ctx context.Context, wi *wsuv1.WindowsI
 // loginKey is the key a run logs in with, and where it is.
 type loginKey struct {
 	key  string
-	item SecretItem
+	item run.SecretItem
 }
 
 // setLoginKey makes rr log in with key (item in its Secret), returning
 // the one it had.
-func setLoginKey(rr *RunRequest, key string, item SecretItem) loginKey {
+func setLoginKey(rr *run.Request, key string, item run.SecretItem) loginKey {
 	was := loginKey{item: rr.Secrets.Key}
 	for _, h := range rr.Inventory.Hosts {
 		if v, ok := h.Vars[kubeinv.KeyVar]; ok && was.key == "" {
@@ -332,7 +333,7 @@ func setLoginKey(rr *RunRequest, key string, item SecretItem) loginKey {
 }
 
 // loginRefused says the run's host refused to authenticate it.
-func loginRefused(out RunOutcome) bool { return out.Unreachable && out.LoginRefused }
+func loginRefused(out run.Outcome) bool { return out.Unreachable && out.LoginRefused }
 
 // recordKeyInUse writes the key fingerprint and KeyRotated condition of wi
 // onto the instance as it is now, retrying on conflicts.
@@ -360,14 +361,14 @@ func (r *InstanceReconciler) recordKeyInUse(ctx context.Context, wi *wsuv1.Windo
 // rotationFailed records a rotation that did not happen: the host could
 // not be reached, or it refused the new key. Either way it keeps (and wsu
 // keeps logging in with) the key in use until a rotation succeeds.
-func rotationFailed(wi *wsuv1.WindowsInstance, keys instanceKeys, out RunOutcome) {
+func rotationFailed(wi *wsuv1.WindowsInstance, keys instanceKeys, out run.Outcome) {
 	if out.Unreachable {
 		setCondition(wi, wsuv1.ConditionKeyRotated, metav1.ConditionFalse, ReasonUnreachable,
-			fmt.Sprintf("rotate-key could not reach the host; it is moved to %s (%s) once it can be: %s", keys.nextKey, keys.nextFP, truncate(out.Message, 800)))
+			fmt.Sprintf("rotate-key could not reach the host; it is moved to %s (%s) once it can be: %s", keys.nextKey, keys.nextFP, run.Truncate(out.Message, 800)))
 		return
 	}
 	setCondition(wi, wsuv1.ConditionKeyRotated, metav1.ConditionFalse, ReasonKeyRotationFailed,
-		"rotate-key failed; the host keeps the key in use: "+truncate(out.Message, 900))
+		"rotate-key failed; the host keeps the key in use: "+run.Truncate(out.Message, 900))
 }
 
 // rotateKeyPlaybook is the stock playbook a rotation runs.
@@ -378,7 +379,7 @@ const rotateKeyPlaybook = "rotate-key.hcl"
 // join's settings (cluster_flavour, payload_dir...), which rotate-key does
 // not declare and the engine refuses as -var values; its own
 // (authorized_keys_file) pass.
-func onlyDeclared(stock string, vars []string, fromSecrets map[int]SecretItem) ([]string, map[int]SecretItem, error) {
+func onlyDeclared(stock string, vars []string, fromSecrets map[int]run.SecretItem) ([]string, map[int]run.SecretItem, error) {
 	src, err := fs.ReadFile(playbooks.FS, stock)
 	if err != nil {
 		return nil, nil, err
@@ -394,14 +395,14 @@ func onlyDeclared(stock string, vars []string, fromSecrets map[int]SecretItem) (
 		}
 	}
 	var out []string
-	var outSecrets map[int]SecretItem
+	var outSecrets map[int]run.SecretItem
 	for i, v := range vars {
 		if name, _, _ := strings.Cut(v, "="); !declared[strings.TrimSpace(name)] {
 			continue
 		}
 		if item, ok := fromSecrets[i]; ok {
 			if outSecrets == nil {
-				outSecrets = map[int]SecretItem{}
+				outSecrets = map[int]run.SecretItem{}
 			}
 			outSecrets[len(out)] = item
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/wsu-project/wsu/agent/platform/sim"
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/approval"
 	"github.com/wsu-project/wsu/engine"
 	sshdtest "github.com/wsu-project/wsu/test/sshd"
 )
@@ -149,7 +150,7 @@ func TestKeyRotationWaitsForApproval(t *testing.T) {
 	}
 	b.waitEventMatching(t, h.Name, controller.ReasonAwaitingApproval, hash)
 
-	require.NoError(t, controller.Approve(ctx, b.client, client.ObjectKey{Namespace: ns, Name: h.Name}, hash))
+	require.NoError(t, approval.Approve(ctx, b.client, client.ObjectKey{Namespace: ns, Name: h.Name}, hash))
 	b.waitKey(t, h.Name, nextFP, controller.ReasonKeyRotated)
 	assert.Error(t, login(srv, b.env.SSHUser, old), "the approved rotation ran")
 	assert.NoError(t, login(srv, b.env.SSHUser, next))

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -17,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/approval"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/inventory"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
@@ -72,17 +73,17 @@ func TestKeyInUse(t *testing.T) {
 func TestRotationVars(t *testing.T) {
 	got, fromSecrets, err := onlyDeclared(rotateKeyPlaybook,
 		[]string{"cluster_flavour=openshift", "proxy=secret", `authorized_keys_file=C:\keys`, "old_public_key=ssh-ed25519 AAAA", "node_name=win-01"},
-		map[int]SecretItem{1: {"proxy", "proxy"}, 3: {"keys", "old_public_key"}})
+		map[int]run.SecretItem{1: {Secret: "proxy", Key: "proxy"}, 3: {Secret: "keys", Key: "old_public_key"}})
 	require.NoError(t, err)
 	assert.Equal(t, []string{`authorized_keys_file=C:\keys`, "old_public_key=ssh-ed25519 AAAA"}, got)
-	assert.Equal(t, map[int]SecretItem{1: {"keys", "old_public_key"}}, fromSecrets, "the Secret a kept value came from follows it")
+	assert.Equal(t, map[int]run.SecretItem{1: {Secret: "keys", Key: "old_public_key"}}, fromSecrets, "the Secret a kept value came from follows it")
 }
 
 // TestSecretToInstances: a Secret's change wakes exactly the instances
 // whose key is in it (the default cloud-private-key, or their
 // keySecretRef), in its namespace.
 func TestSecretToInstances(t *testing.T) {
-	scheme, err := NewScheme()
+	scheme, err := approval.NewScheme()
 	require.NoError(t, err)
 	wi := func(ns, name, secret string) *wsuv1.WindowsInstance {
 		w := &wsuv1.WindowsInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
@@ -129,32 +130,6 @@ type fakeQueue struct {
 
 func (q *fakeQueue) Add(r reconcile.Request) { q.names = append(q.names, r.String()) }
 
-// TestLoginRefused: only a host that refused the key sends a run to the
-// Secret's other key; a host that cannot be reached, or a failed task,
-// does not. The flag survives a Job's result, whose message may be cut.
-func TestLoginRefused(t *testing.T) {
-	outcome := func(ev engine.Event) RunOutcome {
-		rec := &recorder{}
-		rec.Event(ev)
-		return rec.outcome(&engine.Result{})
-	}
-	unreachable := func(detail string) engine.Event {
-		return engine.Event{Type: engine.EventUnreachable, Diagnostics: []engine.DiagnosticView{{Severity: "error", Summary: "Host unreachable", Detail: detail}}}
-	}
-	refused := outcome(unreachable("ssh: cannot connect to win-01 (Administrator@10.1.42.1:22): ssh: handshake failed: ssh: unable to authenticate, attempted methods [none publickey], no supported methods remain"))
-	assert.True(t, loginRefused(refused))
-	assert.False(t, loginRefused(outcome(unreachable("ssh: cannot connect to win-01: dial tcp 10.1.42.1:22: connect: connection refused"))))
-	failedTask := outcome(engine.Event{Type: engine.EventTaskResult, Status: engine.StatusFailed, Address: "task.x",
-		Diagnostics: []engine.DiagnosticView{{Severity: "error", Summary: "unable to authenticate to the registry"}}})
-	assert.False(t, loginRefused(failedTask), "a task's failure is no login")
-
-	data, err := encodeResult(resultOf(refused, ""))
-	require.NoError(t, err)
-	var back jobResult
-	require.NoError(t, json.Unmarshal(data, &back))
-	assert.True(t, loginRefused(back.outcome()), "through a Job's result")
-}
-
 // TestSetLoginKey: the run's key is swapped in its inventory and its
 // Secret reference, and can be put back.
 func TestSetLoginKey(t *testing.T) {
@@ -162,14 +137,14 @@ func TestSetLoginKey(t *testing.T) {
 	require.False(t, diags.HasErrors())
 	h := inv.Hosts["10.1.42.1"]
 	h.Vars[kubeinv.KeyVar] = inventory.Var{Value: cty.StringVal("OLD").Mark(engine.Sensitive)}
-	rr := &RunRequest{Request: setup.Request{Inventory: inv}, Secrets: RunSecrets{Key: SecretItem{"keys", "k"}}}
-	was := setLoginKey(rr, "NEW", SecretItem{"keys", "k.new"})
+	rr := &run.Request{Request: setup.Request{Inventory: inv}, Secrets: run.Secrets{Key: run.SecretItem{Secret: "keys", Key: "k"}}}
+	was := setLoginKey(rr, "NEW", run.SecretItem{Secret: "keys", Key: "k.new"})
 	v, _ := h.Vars[kubeinv.KeyVar].Value.Unmark()
 	assert.Equal(t, "NEW", v.AsString())
 	assert.True(t, h.Vars[kubeinv.KeyVar].Value.HasMark(engine.Sensitive), "the key stays sensitive")
-	assert.Equal(t, SecretItem{"keys", "k.new"}, rr.Secrets.Key)
+	assert.Equal(t, run.SecretItem{Secret: "keys", Key: "k.new"}, rr.Secrets.Key)
 	setLoginKey(rr, was.key, was.item)
 	v, _ = h.Vars[kubeinv.KeyVar].Value.Unmark()
 	assert.Equal(t, "OLD", v.AsString())
-	assert.Equal(t, SecretItem{"keys", "k"}, rr.Secrets.Key)
+	assert.Equal(t, run.SecretItem{Secret: "keys", Key: "k"}, rr.Secrets.Key)
 }

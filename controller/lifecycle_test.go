@@ -26,6 +26,7 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/approval"
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/test/harness"
 )
@@ -102,7 +103,7 @@ func TestUpgradeOneAtATime(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, node.Spec.Unschedulable, "not cordoned before approval")
 	assert.Equal(t, old, node.Annotations["wsu.dev/version"], "not upgraded before approval (kubeadm: wsu's annotation)")
-	require.NoError(t, controller.Approve(ctx, b.client, client.ObjectKey{Namespace: ns, Name: manual.Name}, hash))
+	require.NoError(t, approval.Approve(ctx, b.client, client.ObjectKey{Namespace: ns, Name: manual.Name}, hash))
 	for _, h := range b.env.Hosts {
 		eventually(t, 5*time.Minute, h.Name+" upgraded", func() (bool, string) {
 			wi := b.get(t, h.Name)

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/run"
 )
 
 // Cattle, not pets: a host made from a Machine (wsu.dev/source=machine,
@@ -97,11 +98,11 @@ func (r *InstanceReconciler) machineKeys(ctx context.Context, orig, wi *wsuv1.Wi
 
 // replaceIfLoginRefused replaces the Machine of an instance whose host
 // refused every key (out, after tryOtherKey). done: the pass stops here.
-func (r *InstanceReconciler) replaceIfLoginRefused(ctx context.Context, orig, wi *wsuv1.WindowsInstance, out RunOutcome) (ctrl.Result, bool, error) {
+func (r *InstanceReconciler) replaceIfLoginRefused(ctx context.Context, orig, wi *wsuv1.WindowsInstance, out run.Outcome) (ctrl.Result, bool, error) {
 	if !isMachineInstance(wi) || !loginRefused(out) {
 		return ctrl.Result{}, false, nil
 	}
-	res, err := r.replaceMachine(ctx, orig, wi, "the host refuses the SSH key: "+truncate(out.Message, 500))
+	res, err := r.replaceMachine(ctx, orig, wi, "the host refuses the SSH key: "+run.Truncate(out.Message, 500))
 	return res, true, err
 }
 

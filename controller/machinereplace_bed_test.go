@@ -22,6 +22,7 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 	"github.com/wsu-project/wsu/test/kubetest"
@@ -34,19 +35,19 @@ import (
 type keyRunner struct {
 	mu     sync.Mutex
 	refuse map[string]bool
-	reqs   []controller.RunRequest
+	reqs   []run.Request
 }
 
-func (r *keyRunner) Run(_ context.Context, req controller.RunRequest) controller.RunOutcome {
+func (r *keyRunner) Run(_ context.Context, req run.Request) run.Outcome {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reqs = append(r.reqs, req)
 	_, name, _ := strings.Cut(req.Instance, "/")
 	if r.refuse[name] {
-		return controller.RunOutcome{Failed: true, Unreachable: true, LoginRefused: true,
+		return run.Outcome{Failed: true, Unreachable: true, LoginRefused: true,
 			Message: "ssh: handshake failed: ssh: unable to authenticate, attempted methods [none publickey]"}
 	}
-	return controller.RunOutcome{Hash: "0123456789abcdef0123456789abcdef", Facts: &host.Facts{Hostname: "WIN-" + strings.ToUpper(name)}}
+	return run.Outcome{Hash: "0123456789abcdef0123456789abcdef", Facts: &host.Facts{Hostname: "WIN-" + strings.ToUpper(name)}}
 }
 
 // runs are the runs of playbook (any mode) for instance name.

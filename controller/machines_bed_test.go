@@ -17,6 +17,7 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 	"github.com/wsu-project/wsu/test/kubetest"
 )
@@ -149,7 +150,7 @@ func TestMachinesBecomeInstances(t *testing.T) {
 		return wi != nil && wi.Spec.Address == "10.1.44.4", describe(wi)
 	})
 	assert.Empty(t, get("win-pending").Annotations[controller.InstanceProviderIDAnnotation], "no providerID yet")
-	assert.False(t, slices.ContainsFunc(runs.all("win-pending"), func(req controller.RunRequest) bool {
+	assert.False(t, slices.ContainsFunc(runs.all("win-pending"), func(req run.Request) bool {
 		return slices.ContainsFunc(req.Inputs.Vars, func(v string) bool { return len(v) > 12 && v[:12] == "provider_id=" })
 	}), "no provider_id for a Machine without one")
 

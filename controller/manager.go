@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -18,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/approval"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 )
 
@@ -35,18 +35,6 @@ func (o Options) cacheNamespaces(byohName string) map[string]cache.Config {
 
 // DefaultMetricsAddr is where the metrics endpoint listens by default.
 const DefaultMetricsAddr = ":8443"
-
-// NewScheme holds the core types and wsu.dev/v1alpha1.
-func NewScheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	if err := wsuv1.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
 
 // ManagerOptions are the process-level settings of `wsu controller`.
 type ManagerOptions struct {
@@ -96,7 +84,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, m ManagerOptions) err
 // through a Lease in the controller's namespace (released on a clean exit,
 // so a standby takes over at once), and a cache kept to that namespace.
 func ManagerConfig(o Options, m ManagerOptions) (ctrl.Options, error) {
-	scheme, err := NewScheme()
+	scheme, err := approval.NewScheme()
 	if err != nil {
 		return ctrl.Options{}, err
 	}
@@ -126,7 +114,7 @@ func ManagerConfig(o Options, m ManagerOptions) (ctrl.Options, error) {
 			secretMetadata(): {Namespaces: o.cacheNamespaces(kubeinv.KeySecret)},
 			// Job mode's watch of the runs' Jobs: the controller's
 			// namespace, the Jobs it labelled.
-			jobMetadata(): {Namespaces: map[string]cache.Config{o.Namespace: {}}, Label: runJobSelector()},
+			jobMetadata(): {Namespaces: map[string]cache.Config{o.Namespace: {}}, Label: run.JobSelector()},
 			// WMCO's operator Deployment, by name, in the BYOH namespace
 			// (wmco.go).
 			wmcoDeploymentObject(): {Namespaces: map[string]cache.Config{o.BYOHNamespace: {

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/engine"
 )
 
@@ -97,7 +98,7 @@ func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) (C,
 }
 
 // observeRun counts a finished run.
-func (m *metrics) observeRun(playbook string, mode engine.Mode, out RunOutcome, took time.Duration) {
+func (m *metrics) observeRun(playbook string, mode engine.Mode, out run.Outcome, took time.Duration) {
 	result := "succeeded"
 	switch {
 	case out.Unreachable:

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/run"
 )
 
 // TestInstanceMetrics: the series the alerts read follow an instance's
@@ -111,7 +112,7 @@ func TestAlertMetricsExist(t *testing.T) {
 	wi.Status.NodeName = "win-a"
 	m.instance(wi)
 	m.drifted(wi, true)
-	m.observeRun("wsu:join.hcl", "apply", RunOutcome{}, 0)
+	m.observeRun("wsu:join.hcl", "apply", run.Outcome{}, 0)
 	families, err := reg.Gather()
 	require.NoError(t, err)
 	served := map[string]bool{}

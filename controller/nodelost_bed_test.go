@@ -19,6 +19,7 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/approval"
 	"github.com/wsu-project/wsu/engine"
 )
 
@@ -48,7 +49,7 @@ func TestNodeDeletedIsNotJoined(t *testing.T) {
 		}
 		return false, describe(wi)
 	})
-	require.NoError(t, controller.Approve(ctx, b.client, key, first))
+	require.NoError(t, approval.Approve(ctx, b.client, key, first))
 	eventually(t, 5*time.Minute, "joined, its Node recorded", func() (bool, string) {
 		wi := b.get(t, h.Name)
 		return wi != nil && meta.IsStatusConditionTrue(wi.Status.Conditions, wsuv1.ConditionJoined) &&

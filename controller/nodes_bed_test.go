@@ -20,6 +20,7 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/test/kubetest"
 )
@@ -104,8 +105,8 @@ func (b *nodesBed) waitRefused(t *testing.T, name, reason, msg string) {
 }
 
 // runsOf are the recorded runs of instance name.
-func (b *nodesBed) runsOf(name string) []controller.RunRequest {
-	var out []controller.RunRequest
+func (b *nodesBed) runsOf(name string) []run.Request {
+	var out []run.Request
 	for _, r := range b.runs.all() {
 		if r.Instance == ns+"/"+name {
 			out = append(out, r)
@@ -158,7 +159,7 @@ func TestForgetNeverJoinedLeavesControlPlaneNode(t *testing.T) {
 	require.NoError(t, b.c.Create(ctx, again))
 	b.waitRefused(t, "hostile-2", controller.ReasonNodeNotOwned, "Node cp-1 is not a Windows Node")
 	require.NoError(t, b.c.Delete(ctx, again))
-	var remove controller.RunRequest
+	var remove run.Request
 	eventually(t, time.Minute, "a remove run", func() (bool, string) {
 		for _, r := range b.runsOf("hostile-2") {
 			if r.Playbook == "wsu:remove.hcl" {
@@ -228,7 +229,7 @@ func TestReplacedNodeIsNotRemoved(t *testing.T) {
 	assert.Empty(t, b.runsOf("facts"))
 
 	require.NoError(t, b.c.Delete(ctx, wi))
-	var remove controller.RunRequest
+	var remove run.Request
 	eventually(t, time.Minute, "a remove run", func() (bool, string) {
 		for _, r := range b.runsOf("joined") {
 			if r.Playbook == "wsu:remove.hcl" {

@@ -13,6 +13,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/limits"
 	"github.com/wsu-project/wsu/payload"
 )
@@ -112,11 +113,11 @@ func varFileString(path, name string) (string, bool, error) {
 	}
 	file, diags := hclsyntax.ParseConfig(src, path, hcl.InitialPos)
 	if diags.HasErrors() {
-		return "", false, fmt.Errorf("var file %s: %s", path, firstError(diags))
+		return "", false, fmt.Errorf("var file %s: %s", path, run.FirstError(diags))
 	}
 	attrs, diags := file.Body.JustAttributes()
 	if diags.HasErrors() {
-		return "", false, fmt.Errorf("var file %s: %s", path, firstError(diags))
+		return "", false, fmt.Errorf("var file %s: %s", path, run.FirstError(diags))
 	}
 	a, ok := attrs[name]
 	if !ok {

@@ -3,18 +3,16 @@ package controller
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/approval"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/view"
 )
 
@@ -34,38 +32,18 @@ import (
 // In Job mode the plan stays in the Job (only its hash comes back): no
 // text is kept.
 
-// PlanTextKey is the key of the plan's text in its ConfigMap.
-const PlanTextKey = "plan.txt"
-
-// PlanHashAnnotation on the plan ConfigMap is the hash of the plan it
-// holds (status.lastPlan.hash when current).
-const PlanHashAnnotation = "wsu.dev/plan-hash"
-
 // maxPlanText bounds the text kept (a ConfigMap holds at most 1 MiB).
 const maxPlanText = 900 << 10
 
-// PlanConfigMapName is the ConfigMap holding instance's last plan text:
-// wsu-plan-NAME, or for a name too long for that, its first characters
-// and a hash of it.
-func PlanConfigMapName(instance string) string {
-	const prefix, max = "wsu-plan-", 253
-	if len(prefix)+len(instance) <= max {
-		return prefix + instance
-	}
-	sum := sha256.Sum256([]byte(instance))
-	tail := "-" + hex.EncodeToString(sum[:8])
-	return prefix + instance[:max-len(prefix)-len(tail)] + tail
-}
-
 // keepPlanText writes out's plan as text for wi, when it is a new one. A
 // failure is logged, not the pass's: the plan's summary is in status.
-func (r *InstanceReconciler) keepPlanText(ctx context.Context, wi *wsuv1.WindowsInstance, playbook string, out RunOutcome) {
+func (r *InstanceReconciler) keepPlanText(ctx context.Context, wi *wsuv1.WindowsInstance, playbook string, out run.Outcome) {
 	if out.Plan == nil || out.Hash == "" {
 		return
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: PlanConfigMapName(wi.Name), Namespace: wi.Namespace}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: approval.PlanConfigMapName(wi.Name), Namespace: wi.Namespace}}
 	_, err := controllerutil.CreateOrPatch(ctx, r.Client, cm, func() error {
-		if cm.Annotations[PlanHashAnnotation] == out.Hash {
+		if cm.Annotations[approval.PlanHashAnnotation] == out.Hash {
 			return nil
 		}
 		if cm.Labels == nil {
@@ -74,9 +52,9 @@ func (r *InstanceReconciler) keepPlanText(ctx context.Context, wi *wsuv1.Windows
 		if cm.Annotations == nil {
 			cm.Annotations = map[string]string{}
 		}
-		cm.Labels[JobInstanceLabel] = wi.Name
-		cm.Annotations[PlanHashAnnotation] = out.Hash
-		cm.Data = map[string]string{PlanTextKey: planText(wi, playbook, out)}
+		cm.Labels[run.JobInstanceLabel] = wi.Name
+		cm.Annotations[approval.PlanHashAnnotation] = out.Hash
+		cm.Data = map[string]string{approval.PlanTextKey: planText(wi, playbook, out)}
 		return controllerutil.SetControllerReference(wi, cm, r.Client.Scheme())
 	})
 	if err != nil {
@@ -86,7 +64,7 @@ func (r *InstanceReconciler) keepPlanText(ctx context.Context, wi *wsuv1.Windows
 
 // planText is the plan as an approver reads it: what it is of, its
 // changes as `wsu show` prints them, and how to approve it.
-func planText(wi *wsuv1.WindowsInstance, playbook string, out RunOutcome) string {
+func planText(wi *wsuv1.WindowsInstance, playbook string, out run.Outcome) string {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "Plan %s of %s for WindowsInstance %s/%s (%s), made %s\n",
 		out.Hash, playbook, wi.Namespace, wi.Name, wi.Spec.Address, metav1.Now().UTC().Format("2006-01-02T15:04:05Z"))
@@ -99,21 +77,4 @@ func planText(wi *wsuv1.WindowsInstance, playbook string, out RunOutcome) string
 		text = text[:maxPlanText] + "\n(cut: the plan's text is longer than the ConfigMap can hold; `wsu plan` from a workstation shows it whole)\n"
 	}
 	return text
-}
-
-// ReadPlanText is the kept text of instance key's plan hash (`wsu approve`
-// shows it), or "" when none is kept for that hash: another plan's, Job
-// mode, or a ConfigMap the caller may not read.
-func ReadPlanText(ctx context.Context, c client.Reader, key client.ObjectKey, hash string) (string, error) {
-	cm := &corev1.ConfigMap{}
-	err := c.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: PlanConfigMapName(key.Name)}, cm)
-	switch {
-	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
-		return "", nil
-	case err != nil:
-		return "", err
-	case hash == "" || cm.Annotations[PlanHashAnnotation] != hash:
-		return "", nil
-	}
-	return cm.Data[PlanTextKey], nil
 }

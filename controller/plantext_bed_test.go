@@ -15,6 +15,7 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/approval"
 )
 
 // TestPlanTextKept: a Manual instance's plan is readable in the cluster
@@ -39,20 +40,20 @@ func TestPlanTextKept(t *testing.T) {
 	})
 	cm := &corev1.ConfigMap{}
 	eventually(t, 30*time.Second, "the plan's ConfigMap", func() (bool, string) {
-		err := b.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: controller.PlanConfigMapName(h.Name)}, cm)
-		return err == nil && cm.Annotations[controller.PlanHashAnnotation] == hash, cm.Annotations[controller.PlanHashAnnotation]
+		err := b.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: approval.PlanConfigMapName(h.Name)}, cm)
+		return err == nil && cm.Annotations[approval.PlanHashAnnotation] == hash, cm.Annotations[approval.PlanHashAnnotation]
 	})
-	text := cm.Data[controller.PlanTextKey]
+	text := cm.Data[approval.PlanTextKey]
 	assert.True(t, strings.HasPrefix(text, "Plan "+hash+" of wsu:join.hcl for WindowsInstance "+ns+"/"+h.Name), text)
 	assert.Contains(t, text, "HOST "+h.Name, "the host's changes")
 	assert.Contains(t, text, "wsu approve "+h.Name+" -n "+ns+" --plan "+hash)
 	assert.NotContains(t, text, "BEGIN OPENSSH PRIVATE KEY", "the key is an inventory secret, never shown")
 	assert.Contains(t, text, "Plan: ", "the count, as wsu show prints it")
 	key := client.ObjectKey{Namespace: ns, Name: h.Name}
-	read, err := controller.ReadPlanText(ctx, b.client, key, hash)
+	read, err := approval.ReadPlanText(ctx, b.client, key, hash)
 	require.NoError(t, err)
 	assert.Equal(t, text, read, "wsu approve NAME shows the kept text")
-	read, err = controller.ReadPlanText(ctx, b.client, key, "0123456789abcdef0123456789abcdef")
+	read, err = approval.ReadPlanText(ctx, b.client, key, "0123456789abcdef0123456789abcdef")
 	require.NoError(t, err)
 	assert.Empty(t, read, "not for another plan's hash")
 	require.Len(t, cm.OwnerReferences, 1)

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/kube"
 )
 
@@ -202,7 +203,7 @@ func (r *InstanceReconciler) outOfService(ctx context.Context, namespace string,
 // that take a rollout slot.
 func takesSlot(label string) bool {
 	for _, p := range []string{upgradePlaybook, "wsu:remove.hcl", "wsu:" + rotateKeyPlaybook} {
-		if label == labelValue(p) {
+		if label == run.LabelValue(p) {
 			return true
 		}
 	}
@@ -211,21 +212,21 @@ func takesSlot(label string) bool {
 
 // applyingInJobs are, in Job mode, the instances of namespace whose apply
 // of a playbook that takes a slot runs in a Job not finished yet: a pass no
-// longer holds its slot while the run goes on (jobrunner.go), and a Job
+// longer holds its slot while the run goes on (run/jobrunner.go), and a Job
 // a previous leader started counts as well.
 func (r *InstanceReconciler) applyingInJobs(ctx context.Context, namespace string) (map[string]bool, error) {
 	out := map[string]bool{}
-	jr, ok := r.Options.Runner.(*JobRunner)
+	jr, ok := r.Options.Runner.(*run.JobRunner)
 	if !ok {
 		return out, nil
 	}
-	jobs, err := jr.unfinishedApplies(ctx, namespace)
+	jobs, err := jr.UnfinishedApplies(ctx, namespace)
 	if err != nil {
 		return nil, err
 	}
 	for _, job := range jobs {
-		if takesSlot(job.Labels[JobPlaybookLabel]) {
-			out[namespace+"/"+job.Labels[JobInstanceLabel]] = true
+		if takesSlot(job.Labels[run.JobPlaybookLabel]) {
+			out[namespace+"/"+job.Labels[run.JobInstanceLabel]] = true
 		}
 	}
 	return out, nil

@@ -27,6 +27,7 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/payload"
@@ -210,7 +211,7 @@ func oneFailedOneWaiting(t *testing.T, c client.Client, one, other string) (fail
 // startRolloutController starts a controller (a manager, as `wsu
 // controller` configures it) with runner; the returned func stops it, as
 // SIGTERM does (also at the test's end).
-func startRolloutController(t *testing.T, cluster *kubetest.Cluster, opts controller.Options, runner controller.Runner) func() {
+func startRolloutController(t *testing.T, cluster *kubetest.Cluster, opts controller.Options, runner run.Runner) func() {
 	t.Helper()
 	opts.Runner = runner
 	if opts.NodeReadyCheck == 0 {
@@ -373,7 +374,7 @@ func (r *rolloutRunner) setVersion(v string) {
 	r.version = v
 }
 
-func (r *rolloutRunner) Run(ctx context.Context, req controller.RunRequest) controller.RunOutcome {
+func (r *rolloutRunner) Run(ctx context.Context, req run.Request) run.Outcome {
 	name := strings.TrimPrefix(req.Instance, ns+"/")
 	r.mu.Lock()
 	r.seq++
@@ -391,36 +392,36 @@ func (r *rolloutRunner) Run(ctx context.Context, req controller.RunRequest) cont
 	return out
 }
 
-func (r *rolloutRunner) run(ctx context.Context, req controller.RunRequest, name, version string, hold chan struct{}, fail bool) controller.RunOutcome {
+func (r *rolloutRunner) run(ctx context.Context, req run.Request, name, version string, hold chan struct{}, fail bool) run.Outcome {
 	switch {
 	case req.Playbook != "wsu:upgrade.hcl" && req.Mode == engine.ModePlan:
-		return controller.RunOutcome{Hash: "nothing-to-do"}
+		return run.Outcome{Hash: "nothing-to-do"}
 	case req.Playbook != "wsu:upgrade.hcl":
-		return controller.RunOutcome{Changed: 1}
+		return run.Outcome{Changed: 1}
 	case req.Mode == engine.ModePlan:
-		return controller.RunOutcome{Hash: "upgrade-to-" + version, Changed: 1, Change: 1, Tasks: []string{"task.join"}}
+		return run.Outcome{Hash: "upgrade-to-" + version, Changed: 1, Change: 1, Tasks: []string{"task.join"}}
 	}
 	node := "win-" + name
 	if err := r.patchNode(ctx, node, `{"spec":{"unschedulable":true}}`); err != nil {
-		return controller.RunOutcome{Failed: true, Message: err.Error()}
+		return run.Outcome{Failed: true, Message: err.Error()}
 	}
 	if fail {
-		return controller.RunOutcome{Failed: true, Changed: 1, Message: "draining: a PodDisruptionBudget refuses the eviction"}
+		return run.Outcome{Failed: true, Changed: 1, Message: "draining: a PodDisruptionBudget refuses the eviction"}
 	}
 	if hold != nil {
 		select {
 		case <-hold:
 		case <-ctx.Done():
-			return controller.RunOutcome{Failed: true, Message: "the run was cancelled"}
+			return run.Outcome{Failed: true, Message: "the run was cancelled"}
 		}
 	}
 	if err := r.patchNode(ctx, node, fmt.Sprintf(`{"metadata":{"annotations":{"wsu.dev/version":%q}}}`, version)); err != nil {
-		return controller.RunOutcome{Failed: true, Message: err.Error()}
+		return run.Outcome{Failed: true, Message: err.Error()}
 	}
 	if err := r.patchNode(ctx, node, `{"spec":{"unschedulable":null}}`); err != nil {
-		return controller.RunOutcome{Failed: true, Message: err.Error()}
+		return run.Outcome{Failed: true, Message: err.Error()}
 	}
-	return controller.RunOutcome{Changed: 3}
+	return run.Outcome{Changed: 3}
 }
 
 func (r *rolloutRunner) patchNode(ctx context.Context, name, patch string) error {

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/approval"
 )
 
 // TestBYOHConfigMapGoneWithItsNamespace: a BYOH ConfigMap in another
@@ -24,7 +25,7 @@ import (
 // instance; one an admin deleted prunes them (their finalizers then remove
 // the hosts).
 func TestBYOHConfigMapGoneWithItsNamespace(t *testing.T) {
-	scheme, err := NewScheme()
+	scheme, err := approval.NewScheme()
 	require.NoError(t, err)
 	crdGVK := schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
 	scheme.AddKnownTypeWithName(crdGVK, &metav1.PartialObjectMetadata{})

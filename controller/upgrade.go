@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/engine"
 )
 
@@ -43,7 +44,7 @@ func (r *InstanceReconciler) upgradeDue(ctx context.Context, wi *wsuv1.WindowsIn
 	}
 	want, verr := r.payloads.want(wi)
 	if verr != nil {
-		setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionUnknown, ReasonPayloadUnreadable, truncate(verr.Error(), 1000))
+		setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionUnknown, ReasonPayloadUnreadable, run.Truncate(verr.Error(), 1000))
 		return "", false, nil
 	}
 	if want == "" {
@@ -117,7 +118,7 @@ func (r *InstanceReconciler) upgrade(ctx context.Context, orig, wi *wsuv1.Window
 }
 
 // applyUpgrade applies the approved upgrade plan and records the result.
-func (r *InstanceReconciler) applyUpgrade(ctx context.Context, orig, wi *wsuv1.WindowsInstance, rr RunRequest, plan RunOutcome, want string) (ctrl.Result, error) {
+func (r *InstanceReconciler) applyUpgrade(ctx context.Context, orig, wi *wsuv1.WindowsInstance, rr run.Request, plan run.Outcome, want string) (ctrl.Result, error) {
 	from := wi.Status.AppliedVersion
 	// Marked before anything touches the Node: whoever leads next counts it.
 	if err := r.markNode(ctx, wi, unavailableUpgrade); err != nil {
@@ -127,7 +128,7 @@ func (r *InstanceReconciler) applyUpgrade(ctx context.Context, orig, wi *wsuv1.W
 	r.event(wi, corev1.EventTypeNormal, ReasonUpgrading, "upgrading node %s from payload %q to %s (plan %s)", r.nodeName(wi), from, want, plan.Hash)
 	r.setStatusPhase(ctx, orig, wi, wsuv1.PhaseUpgrading)
 	orig = wi.DeepCopy()
-	rr.holdTo(plan)
+	rr.HoldTo(plan)
 	out := r.run(ctx, wi, &rr, engine.ModeApply)
 	if interrupted(ctx, out) {
 		return resumeAfter(out), nil
@@ -159,9 +160,9 @@ func (r *InstanceReconciler) applyUpgrade(ctx context.Context, orig, wi *wsuv1.W
 // upgradeFailed records a failed upgrade run. An instance whose Node was
 // marked keeps counting against maxUnavailable until an upgrade succeeds
 // (its Node may be cordoned), so a bad payload stops the rollout.
-func (r *InstanceReconciler) upgradeFailed(ctx context.Context, orig, wi *wsuv1.WindowsInstance, reason string, out RunOutcome) (ctrl.Result, error) {
-	setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionFalse, ReasonUpgradeFailed, truncate(out.Message, 1000))
-	r.event(wi, corev1.EventTypeWarning, ReasonUpgradeFailed, "upgrading node %s failed: %s", r.nodeName(wi), truncate(out.Message, 1000))
+func (r *InstanceReconciler) upgradeFailed(ctx context.Context, orig, wi *wsuv1.WindowsInstance, reason string, out run.Outcome) (ctrl.Result, error) {
+	setCondition(wi, wsuv1.ConditionUpToDate, metav1.ConditionFalse, ReasonUpgradeFailed, run.Truncate(out.Message, 1000))
+	r.event(wi, corev1.EventTypeWarning, ReasonUpgradeFailed, "upgrading node %s failed: %s", r.nodeName(wi), run.Truncate(out.Message, 1000))
 	if out.Unreachable {
 		reason = ReasonUnreachable
 	}
@@ -182,7 +183,7 @@ func (r *InstanceReconciler) awaitingApproval(wi *wsuv1.WindowsInstance, playboo
 }
 
 // runResult names a run's result in status.lastApply.
-func runResult(out RunOutcome) string {
+func runResult(out run.Outcome) string {
 	switch {
 	case out.Unreachable:
 		return "Unreachable"

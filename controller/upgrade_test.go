@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/approval"
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/payload"
 )
@@ -56,7 +57,7 @@ func TestMaxUnavailable(t *testing.T) {
 // taken in this process; an instance whose Node is marked holds its slot;
 // a mark on a Node whose instance is gone is neither counted nor kept.
 func TestRolloutSlots(t *testing.T) {
-	scheme, err := NewScheme()
+	scheme, err := approval.NewScheme()
 	require.NoError(t, err)
 	inst := func(name string) *wsuv1.WindowsInstance {
 		wi := &wsuv1.WindowsInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}

@@ -21,6 +21,7 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/approval"
 	"github.com/wsu-project/wsu/test/kubetest"
 )
 
@@ -157,7 +158,7 @@ func userClient(t *testing.T, cluster *kubetest.Cluster, name string, groups ...
 	require.NoError(t, err)
 	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
 	require.NoError(t, err)
-	scheme, err := controller.NewScheme()
+	scheme, err := approval.NewScheme()
 	require.NoError(t, err)
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	require.NoError(t, err)

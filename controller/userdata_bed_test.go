@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/approval"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 	"github.com/wsu-project/wsu/test/kubetest"
 	"github.com/wsu-project/wsu/userdata"
@@ -96,7 +97,7 @@ func TestUserDataSecretVanilla(t *testing.T) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	scheme, err := controller.NewScheme()
+	scheme, err := approval.NewScheme()
 	require.NoError(t, err)
 	c, err := client.New(asController, client.Options{Scheme: scheme})
 	require.NoError(t, err)
@@ -133,7 +134,7 @@ func TestUserDataSecretLeftToWMCO(t *testing.T) {
 	require.NoError(t, err)
 	wmco := wmcoDeployment(t, cluster.Client, 1)
 
-	scheme, err := controller.NewScheme()
+	scheme, err := approval.NewScheme()
 	require.NoError(t, err)
 	c, err := client.New(asController, client.Options{Scheme: scheme})
 	require.NoError(t, err)
@@ -182,7 +183,7 @@ func TestUserDataSecretForbidden(t *testing.T) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	scheme, err := controller.NewScheme()
+	scheme, err := approval.NewScheme()
 	require.NoError(t, err)
 	c, err := client.New(asController, client.Options{Scheme: scheme})
 	require.NoError(t, err)

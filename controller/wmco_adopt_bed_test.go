@@ -20,6 +20,7 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/test/kubetest"
@@ -54,7 +55,7 @@ func TestWMCONodeIsAdoptedNotRefused(t *testing.T) {
 	b.unchanged(t, other)
 
 	require.NoError(t, b.c.Create(ctx, instanceNamed("adopted", map[string]string{"node_name": "wmco-1"})))
-	var join controller.RunRequest
+	var join run.Request
 	eventually(t, time.Minute, "a join run for the WMCO host", func() (bool, string) {
 		for _, r := range b.runsOf("adopted") {
 			if r.Playbook == "wsu:join.hcl" {
@@ -87,9 +88,9 @@ type gatedRunner struct {
 	applied []string // instances whose apply started, in order
 }
 
-func (g *gatedRunner) Run(ctx context.Context, req controller.RunRequest) controller.RunOutcome {
+func (g *gatedRunner) Run(ctx context.Context, req run.Request) run.Outcome {
 	if req.Mode != engine.ModeApply {
-		return controller.RunOutcome{Hash: "plan-" + req.Instance, Changed: 1, Change: 1, Tasks: []string{`task["kubelet service"]`}}
+		return run.Outcome{Hash: "plan-" + req.Instance, Changed: 1, Change: 1, Tasks: []string{`task["kubelet service"]`}}
 	}
 	g.mu.Lock()
 	g.applied = append(g.applied, req.Instance)
@@ -97,13 +98,13 @@ func (g *gatedRunner) Run(ctx context.Context, req controller.RunRequest) contro
 	select {
 	case <-g.gate:
 	case <-ctx.Done():
-		return controller.RunOutcome{Failed: true, Message: ctx.Err().Error()}
+		return run.Outcome{Failed: true, Message: ctx.Err().Error()}
 	}
 	_, name, _ := strings.Cut(req.Instance, "/")
 	if err := g.cluster.AnnotateNode(ctx, g.nodes[req.Instance], kube.OwnerAnnotation, kube.InstanceOwner(ns, name)); err != nil {
-		return controller.RunOutcome{Failed: true, Message: err.Error()}
+		return run.Outcome{Failed: true, Message: err.Error()}
 	}
-	return controller.RunOutcome{Hash: "plan-" + req.Instance, Changed: 1}
+	return run.Outcome{Hash: "plan-" + req.Instance, Changed: 1}
 }
 
 func (g *gatedRunner) started() []string {

@@ -34,7 +34,7 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/build/image"
-	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/approval"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 	"github.com/wsu-project/wsu/test/harness"
 	"github.com/wsu-project/wsu/test/kubetest"
@@ -140,7 +140,7 @@ func startShippedBed(t *testing.T, imgs shippedImage) *shippedBed {
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, runner.Stop()) })
 
-	scheme, err := controller.NewScheme()
+	scheme, err := approval.NewScheme()
 	require.NoError(t, err)
 	c, err := crclient.NewWithWatch(env.Cluster.Config, crclient.Options{Scheme: scheme})
 	require.NoError(t, err)

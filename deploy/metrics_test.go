@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/test/kubetest"
 )
 
@@ -55,7 +56,7 @@ func TestMetricsAuth(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- controller.Run(ctx, serviceAccount(c, ns, "wsu-controller"),
-			controller.Options{Namespace: ns, StateDir: t.TempDir(), Runner: controller.InProcess{}},
+			controller.Options{Namespace: ns, StateDir: t.TempDir(), Runner: run.InProcess{}},
 			controller.ManagerOptions{MetricsAddr: addr, ProbeAddr: "0"})
 	}()
 	t.Cleanup(func() {

@@ -34,7 +34,7 @@ const MaxRequestBytes = 1 << 20
 // Request is one run as a face asks for it, and the one form a run is
 // asked for in: the CLI builds it from its flags, the controller from a
 // WindowsInstance, and the controller's Job mode hands it, as JSON
-// (Encode, DecodeRequest), to `wsu controller run-job` in the Job's pod.
+// (Encode, DecodeRequest), to `wsu-controller run-job` in the Job's pod.
 // Options carry it with what cannot travel (cluster clients, hooks,
 // prompts, agent builds).
 //

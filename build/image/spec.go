@@ -50,15 +50,20 @@ type Spec struct {
 
 // Build context names (Stage writes these files).
 const (
-	CtxWSU      = "wsu"
-	CtxCABundle = "ca-certificates.crt"
-	CtxPasswd   = "passwd"
-	CtxGroup    = "group"
+	CtxWSU = "wsu"
+	// CtxWSUController is the cluster face (cmd/wsu-controller).
+	CtxWSUController = "wsu-controller"
+	CtxCABundle      = "ca-certificates.crt"
+	CtxPasswd        = "passwd"
+	CtxGroup         = "group"
 )
 
 // Paths in the image.
 const (
 	WSUPath = "/usr/local/bin/wsu"
+	// WSUControllerPath is the cluster face, which the Deployment and the
+	// run Jobs start (command); `wsu controller` finds it beside wsu.
+	WSUControllerPath = "/usr/local/bin/wsu-controller"
 	// CABundlePath is where Go's crypto/x509 looks first on Linux.
 	CABundlePath = "/etc/ssl/certs/ca-certificates.crt"
 	// PayloadDir is where a payload image holds the payload.
@@ -86,8 +91,8 @@ const (
 // Source is the project's repository, the org.opencontainers.image.source label.
 const Source = "https://github.com/wsu-project/wsu"
 
-// WSU is the wsu image: the static wsu binary (which carries the node
-// agents it deploys and the stock playbooks), a CA bundle for HTTPS
+// WSU is the wsu image: the static wsu and wsu-controller binaries (which
+// carry the node agents they deploy and the stock playbooks), a CA bundle for HTTPS
 // (payload fetch, the cluster when its CA is a public one), and the
 // passwd/group files that name the non-root user.
 func WSU() Spec {
@@ -98,6 +103,7 @@ func WSU() Spec {
 			{Src: CtxGroup, Dest: "/etc/group", Mode: 0o644},
 			{Src: CtxCABundle, Dest: CABundlePath, Mode: 0o644},
 			{Src: CtxWSU, Dest: WSUPath, Mode: 0o755},
+			{Src: CtxWSUController, Dest: WSUControllerPath, Mode: 0o755},
 		},
 		User:       uid + ":" + uid,
 		Entrypoint: []string{WSUPath},

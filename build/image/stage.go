@@ -38,7 +38,7 @@ const DefaultCABundle = "/etc/ssl/certs/ca-certificates.crt"
 func agentPlatforms() [][2]string { return [][2]string{{"windows", "amd64"}, {"linux", "amd64"}} }
 
 // Stage writes the wsu image's build context into dir: a static
-// linux/amd64 wsu carrying the node agents (built as make build does, with
+// linux/amd64 wsu and wsu-controller carrying the node agents (built as make build does, with
 // -tags wsu_embed_agents, but with CGO off, -trimpath and stripped, so the
 // same commit gives the same bytes), the CA bundle, passwd and group. Both
 // make image and the Dockerfile build from it.
@@ -56,9 +56,11 @@ func Stage(ctx context.Context, dir string, o StageOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := o.goBuild(ctx, "linux", "amd64", filepath.Join(dir, CtxWSU), "./cmd/wsu",
-		"-tags", "wsu_embed_agents", "-overlay", overlay); err != nil {
-		return err
+	for _, b := range [][2]string{{CtxWSU, "./cmd/wsu"}, {CtxWSUController, "./cmd/wsu-controller"}} {
+		if err := o.goBuild(ctx, "linux", "amd64", filepath.Join(dir, b[0]), b[1],
+			"-tags", "wsu_embed_agents", "-overlay", overlay); err != nil {
+			return err
+		}
 	}
 	if err := copyFile(o.CABundle, filepath.Join(dir, CtxCABundle)); err != nil {
 		return fmt.Errorf("CA bundle: %w", err)
@@ -82,8 +84,8 @@ func (o *StageOptions) defaults() {
 }
 
 // buildAgents cross-builds the node agents into work and returns a go build
-// -overlay file that places them where cmd/wsu's //go:embed looks
-// (cmd/wsu/agents): the embed sees them, the source tree is not touched.
+// -overlay file that places them where cmd/internal/agents' //go:embed
+// looks: the embed sees them, the source tree is not touched.
 func (o *StageOptions) buildAgents(ctx context.Context, work string) (string, error) {
 	replace := map[string]string{}
 	for _, p := range agentPlatforms() {
@@ -95,14 +97,14 @@ func (o *StageOptions) buildAgents(ctx context.Context, work string) (string, er
 		if err := o.goBuild(ctx, p[0], p[1], out, "./cmd/wsu-agent"); err != nil {
 			return "", err
 		}
-		replace[filepath.Join(o.Repo, "cmd", "wsu", "agents", name)] = out
+		replace[filepath.Join(o.Repo, "cmd", "internal", "agents", name)] = out
 		// The sum recorded beside the agent (as make agents writes it) must
 		// be this build's, not a stale one left in the tree by make.
 		rec, err := agentRecord(out)
 		if err != nil {
 			return "", err
 		}
-		replace[filepath.Join(o.Repo, "cmd", "wsu", "agents", name+".sha256")] = rec
+		replace[filepath.Join(o.Repo, "cmd", "internal", "agents", name+".sha256")] = rec
 	}
 	data, err := json.Marshal(map[string]any{"Replace": replace})
 	if err != nil {

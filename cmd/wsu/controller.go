@@ -2,269 +2,84 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"strings"
+	"runtime"
+	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/yaml"
-
-	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
-	"github.com/wsu-project/wsu/controller"
-	"github.com/wsu-project/wsu/kube"
-	"github.com/wsu-project/wsu/limits"
-	"github.com/wsu-project/wsu/setup"
 )
 
+// The cluster face is a binary of its own, wsu-controller: the controller's
+// manager and metrics filters pull in k8s.io/apiserver and cel-go, which
+// would cost every CLI process (a no-op re-run's floor is `ssh host true`).
+// `wsu controller ARGS` runs `wsu-controller ARGS`, as git and kubectl run
+// their plugins: found beside the wsu executable, else on PATH; its
+// arguments, output and exit code are its own.
+
+// controllerBinary is the cluster face's executable name.
+func controllerBinary() string {
+	if runtime.GOOS == "windows" {
+		return "wsu-controller.exe"
+	}
+	return "wsu-controller"
+}
+
 func (a *app) controllerCommand() *cobra.Command {
-	o := controller.Options{}
-	m := controller.ManagerOptions{}
-	var hostVars, addressHostVars []string
-	var kubeconfig, kubeContext, maxUnavailable, jobTemplate, defaultApproval string
-	var wmcoCheck bool
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "controller",
-		Short: "Keep WindowsInstances joined to the cluster (the in-cluster face)",
-		Long: `Controller watches WindowsInstances (wsu.dev/v1alpha1) in its namespace and the BYOH
-windows-instances ConfigMap (there, or in --byoh-namespace) and joins, corrects and removes their hosts with the
-same playbooks as 'wsu apply': every change is planned first, its hash and counts
-recorded in the instance's status, and applied at once (approval: Auto) or once
-an admin approved that hash (approval: Manual). docs/controller.md has the API,
-the workflows and a troubleshooting table.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			vars, err := parseHostVars(hostVars)
-			if err != nil {
-				return err
-			}
-			o.HostVars = vars
-			if o.AddressHostVars, err = parseAddressHostVars(addressHostVars); err != nil {
-				return err
-			}
-			if o.MaxUnavailable, err = controller.ParseMaxUnavailable(maxUnavailable); err != nil {
-				return fmt.Errorf("--max-unavailable %q: %w", maxUnavailable, err)
-			}
-			if o.DefaultApproval, err = controller.ParseApproval(defaultApproval); err != nil {
-				return fmt.Errorf("--default-approval: %w", err)
-			}
-			o.Kubeconfig = kubeconfig
-			o.IgnoreWMCO = !wmcoCheck
-			// Installed by OLM: report Upgradeable (controller/upgradeable.go).
-			o.OperatorCondition = envValue(a.env, controller.OperatorConditionNameEnv)
-			switch o.RunMode {
-			case controller.RunModeInProcess:
-				o.Runner = controller.InProcess{Agents: a.agentSource(), Sources: setup.NewSourceHashes()}
-			case controller.RunModeJob:
-				if o.Job.Template, err = readPodTemplate(jobTemplate); err != nil {
-					return err
-				}
-			default:
-				return fmt.Errorf("--run-mode %q: want %s or %s", o.RunMode, controller.RunModeInProcess, controller.RunModeJob)
-			}
-			if o.StateDir == "" {
-				o.StateDir = filepath.Join(os.TempDir(), "wsu-controller")
-			}
-			ctrllog.SetLogger(a.controllerLogger())
-			cfg, err := kube.Load(kubeconfig, kubeContext)
-			if err != nil {
-				return err
-			}
-			return controller.Run(cmd.Context(), cfg, o, m)
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to manage (default: in-cluster, KUBECONFIG, ~/.kube/config); also what the playbooks' cluster tasks use")
-	f.StringVar(&kubeContext, "context", "", "kubeconfig context")
-	f.StringVarP(&o.Namespace, "namespace", "n", controller.DefaultNamespace, "namespace of the WindowsInstances (and of the BYOH ConfigMap and key Secret unless --byoh-namespace)")
-	f.StringVar(&o.BYOHNamespace, "byoh-namespace", "", "namespace of the BYOH ConfigMap and the default key Secret (cloud-private-key), read there by name only (default: --namespace; on OpenShift WMCO's, openshift-windows-machine-config-operator)")
-	f.StringVar(&o.ConfigMap, "configmap", controller.DefaultConfigMap, "BYOH ConfigMap to turn into WindowsInstances (\"\" to turn it off)")
-	f.StringVar(&defaultApproval, "default-approval", string(wsuv1.ApprovalAuto), "approval of the WindowsInstances made from the BYOH ConfigMap, set when each is created: Auto, or Manual (each plan applied only once an admin approved its hash)")
-	f.BoolVar(&wmcoCheck, "wmco-check", true, "leave the BYOH ConfigMap and its instances alone while WMCO's operator (Deployment windows-machine-config-operator in the BYOH namespace) runs: false only when WMCO and wsu use different ConfigMaps")
-	f.StringVar(&o.MachineNamespace, "machine-namespace", controller.MachineNamespace, "namespace of the Machine API's Machines whose Windows ones (label machine.openshift.io/os-id=Windows) become WindowsInstances; read only where the cluster serves machine.openshift.io Machines")
-	f.StringVar(&o.MachineUsername, "machine-username", "", "account wsu logs in as on every Windows Machine's host (default: the platform's, capi on Azure and Administrator elsewhere, as WMCO); a Machine's wsu.dev/username annotation overrides it")
-	f.IntVar(&o.MaxConcurrentRuns, "max-concurrent-runs", controller.DefaultMaxRuns, "playbook runs at once")
-	f.StringVar(&maxUnavailable, "max-unavailable", controller.DefaultMaxUnavailable.String(), "instances out of service at once for upgrades and removals, across all instances: a number or a percentage (\"25%\")")
-	f.DurationVar(&o.PayloadCheck, "payload-check", controller.DefaultPayloadCheck, "how often joined nodes' versions are compared with the payload's (a payload changed in place is rolled out)")
-	f.StringArrayVar(&o.Vars, "var", nil, "a playbook variable for every run: -var 'name=value' (repeatable)")
-	f.StringArrayVar(&o.VarFiles, "var-file", nil, "a var file for every run (repeatable)")
-	f.StringArrayVar(&hostVars, "host-var", nil, "an inventory variable for every host: --host-var ansible_port=2222 (repeatable)")
-	f.StringArrayVar(&addressHostVars, "address-host-var", nil, "an inventory variable for the host at one instance address: --address-host-var 10.0.0.11:wsu_agent_path='C:\\k\\wsu.exe' (repeatable)")
-	f.BoolVar(&o.AllowPlaybookConfigMaps, "allow-playbook-configmaps", false, "let WindowsInstances run site playbooks from ConfigMaps (spec.playbook.configMap); such a playbook acts on the cluster with the controller's rights, so whoever may write ConfigMaps in the namespace gets them (default off)")
-	f.StringSliceVar(&o.AllowedJumpHosts, "allowed-jump-hosts", nil, "jump hosts an instance's spec.hostVars.proxy_jump may name, exactly as written there: [user@]host[:port] (comma-separated or repeated; default none)")
-	f.StringVar(&o.StateDir, "state-dir", "", "directory for known_hosts and site playbooks (default: a temp directory)")
-	f.DurationVar(&o.DriftInterval, "drift-interval", controller.DefaultDriftInterval, "how often joined instances are planned again")
-	f.DurationVar(&o.Backoff, "retry-backoff", controller.DefaultBackoff, "first retry delay after a failed run (doubles each time)")
-	f.DurationVar(&o.MaxBackoff, "max-retry-backoff", controller.DefaultMaxBackoff, "longest retry delay")
-	f.DurationVar(&o.NodeReadyCheck, "node-ready-check", controller.DefaultNodeReadyCheck, "how often a joined instance whose Node is not Ready is looked at again though the Node did not change (a safety net: a Node change wakes it at once)")
-	f.BoolVar(&m.LeaderElection, "leader-elect", false, "elect a leader through a Lease, so only one replica acts")
-	f.StringVar(&m.LeaderElectionID, "leader-election-id", "", "name of the leader election Lease")
-	f.StringVar(&m.MetricsAddr, "metrics-bind-address", controller.DefaultMetricsAddr, "address of the Prometheus metrics endpoint, HTTPS, authenticated and authorized by the API server (\"0\" turns it off)")
-	f.StringVar(&m.MetricsCertDir, "metrics-cert-dir", "", "directory of the metrics endpoint's tls.crt and tls.key (default: a self-signed certificate made at start)")
-	f.StringVar(&m.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
-	f.StringVar(&o.RunMode, "run-mode", controller.RunModeInProcess, "where playbooks run: in-process, or job (one Kubernetes Job per run, from --job-image)")
-	f.StringVar(&o.Job.Image, "job-image", "", "the wsu image the Jobs run (--run-mode=job)")
-	f.StringVar(&o.Job.ServiceAccount, "job-service-account", controller.DefaultJobServiceAccount, "the ServiceAccount the Jobs run as (never the namespace's \"default\")")
-	f.DurationVar(&o.Job.ActiveDeadline, "job-active-deadline", controller.DefaultJobActiveDeadline, "how long a Job's run may take before the Job controller stops it (activeDeadlineSeconds)")
-	f.StringVar(&jobTemplate, "job-template", "", "a YAML PodTemplateSpec the Jobs' pods start from: payload volumes and init containers, node selector, resources")
-	f.DurationVar(&o.Job.TTL, "job-ttl", controller.DefaultJobTTL, "how long a finished Job is kept (ttlSecondsAfterFinished)")
-	cmd.AddCommand(a.runJobCommand())
-	return cmd
-}
-
-// readPodTemplate reads --job-template ("" is none).
-func readPodTemplate(path string) (*corev1.PodTemplateSpec, error) {
-	if path == "" {
-		return nil, nil
-	}
-	data, err := limits.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	t := &corev1.PodTemplateSpec{}
-	if err := yaml.UnmarshalStrict(data, t); err != nil {
-		return nil, fmt.Errorf("--job-template %s: %w", path, err)
-	}
-	return t, nil
-}
-
-// runJobCommand is what a Job's pod runs in --run-mode=job: one run, as the
-// controller asked for it, its result written as the termination message.
-func (a *app) runJobCommand() *cobra.Command {
-	o := controller.RunJobOptions{}
-	cmd := &cobra.Command{
-		Use:    "run-job",
-		Short:  "Run one playbook run a controller in Job mode asked for (inside its Job)",
-		Hidden: true,
-		Args:   cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Agents = a.agentSource()
-			out, err := controller.RunJob(cmd.Context(), o)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "run result: %d task(s) changed, plan %s\n", out.Changed, out.Hash)
-			if out.Failed {
-				return fmt.Errorf("the run failed: %s", out.Message)
-			}
-			return nil
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&o.Request, "request", "", "the run request file (the Job's request annotation, mounted through the downward API)")
-	f.StringVar(&o.KeyFile, "key-file", "", "the instance's private key (its key Secret, mounted)")
-	f.StringVar(&o.ResultFile, "result-file", corev1.TerminationMessagePathDefault, "where the result goes (the termination message)")
-	_ = cmd.MarkFlagRequired("request")
-	_ = cmd.MarkFlagRequired("key-file")
-	return cmd
-}
-
-// controllerLogger logs JSON to stderr, as controllers do in a pod.
-func (a *app) controllerLogger() logr.Logger {
-	return zap.New(zap.WriteTo(a.stderr), zap.UseDevMode(false))
-}
-
-// parseHostVars reads --host-var NAME=VALUE options.
-func parseHostVars(list []string) (map[string]string, error) {
-	out := map[string]string{}
-	for _, kv := range list {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || strings.TrimSpace(k) == "" {
-			return nil, fmt.Errorf("--host-var %q: want NAME=VALUE", kv)
-		}
-		out[strings.TrimSpace(k)] = v
-	}
-	return out, nil
-}
-
-// parseAddressHostVars reads --address-host-var ADDRESS:NAME=VALUE options
-// (an address has no ':', a BYOH key being an IPv4 address or DNS name).
-func parseAddressHostVars(list []string) (map[string]map[string]string, error) {
-	out := map[string]map[string]string{}
-	for _, s := range list {
-		addr, kv, ok := strings.Cut(s, ":")
-		k, v, ok2 := strings.Cut(kv, "=")
-		if !ok || !ok2 || strings.TrimSpace(addr) == "" || strings.TrimSpace(k) == "" {
-			return nil, fmt.Errorf("--address-host-var %q: want ADDRESS:NAME=VALUE", s)
-		}
-		addr = strings.TrimSpace(addr)
-		if out[addr] == nil {
-			out[addr] = map[string]string{}
-		}
-		out[addr][strings.TrimSpace(k)] = v
-	}
-	return out, nil
-}
-
-func (a *app) approveCommand() *cobra.Command {
-	var namespace, kubeconfig, kubeContext, plan string
-	cmd := &cobra.Command{
-		Use:   "approve INSTANCE",
-		Short: "Approve a WindowsInstance's plan (approval: Manual)",
-		Long: `Approve shows a WindowsInstance's last plan; with --plan HASH it approves exactly that
-plan, which the controller then applies if a fresh plan still has that hash. A hash
-that is not the instance's last plan is refused.`,
-		Args: cobra.ExactArgs(1),
+		Short: "Keep WindowsInstances joined to the cluster (the in-cluster face; runs wsu-controller)",
+		Long: `Controller runs wsu-controller, the cluster face, with the same arguments: found beside
+this wsu, else on PATH. 'wsu controller --help' shows its options; docs/controller.md
+has the API, the workflows and a troubleshooting table.`,
+		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := kube.Load(kubeconfig, kubeContext)
-			if err != nil {
-				return err
-			}
-			scheme, err := controller.NewScheme()
-			if err != nil {
-				return err
-			}
-			c, err := client.New(cfg, client.Options{Scheme: scheme})
-			if err != nil {
-				return err
-			}
-			key := client.ObjectKey{Namespace: namespace, Name: args[0]}
-			if plan == "" {
-				return a.showPlan(cmd.Context(), c, key)
-			}
-			if err := controller.Approve(cmd.Context(), c, key, plan); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "Approved plan %s of %s.\n", plan, key)
-			return nil
+			return a.forwardController(cmd.Context(), args)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVarP(&namespace, "namespace", "n", controller.DefaultNamespace, "namespace of the WindowsInstance")
-	f.StringVar(&plan, "plan", "", "the plan hash to approve (status.lastPlan.hash)")
-	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig (default: KUBECONFIG, in-cluster, ~/.kube/config)")
-	f.StringVar(&kubeContext, "context", "", "kubeconfig context")
-	return cmd
 }
 
-// showPlan prints an instance's last plan and how to approve it.
-func (a *app) showPlan(ctx context.Context, c client.Client, key client.ObjectKey) error {
-	wi := &wsuv1.WindowsInstance{}
-	if err := c.Get(ctx, key, wi); err != nil {
-		return err
-	}
-	p := wi.Status.LastPlan
-	if p == nil {
-		return fmt.Errorf("WindowsInstance %s has no plan yet", key)
-	}
-	fmt.Fprintf(a.stdout, "Plan %s of %s (%s, %s): %s.\n", p.Hash, key, p.Playbook, p.Time.UTC().Format("2006-01-02 15:04:05Z"), controller.Summary(p))
-	text, err := controller.ReadPlanText(ctx, c, key, p.Hash)
+// forwardController runs wsu-controller with args: in place of this
+// process where the platform allows (a.replace, from main), else as a
+// child whose exit code becomes wsu's and which is interrupted when wsu is.
+func (a *app) forwardController(ctx context.Context, args []string) error {
+	path, err := findController()
 	if err != nil {
 		return err
 	}
-	if text != "" {
-		// The whole plan as the controller kept it (wsu-plan-NAME).
-		fmt.Fprintf(a.stdout, "\n%s\n", strings.TrimRight(text, "\n"))
-	} else {
-		for _, t := range p.Tasks {
-			fmt.Fprintf(a.stdout, "  %s\n", t)
+	if a.replace != nil {
+		return a.replace(path, append([]string{path}, args...), os.Environ())
+	}
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = a.stdin, a.stdout, a.stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 30 * time.Second
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() > 0 {
+		return exitError{code: ee.ExitCode()}
+	}
+	return err
+}
+
+// findController is wsu-controller beside the wsu executable, else on
+// PATH, else an error that says how to get it.
+func findController() (string, error) {
+	name := controllerBinary()
+	var beside string
+	if exe, err := os.Executable(); err == nil {
+		beside = filepath.Join(filepath.Dir(exe), name)
+		if st, err := os.Stat(beside); err == nil && st.Mode().IsRegular() {
+			return beside, nil
 		}
 	}
-	fmt.Fprintf(a.stdout, "Approve exactly it with: wsu approve %s -n %s --plan %s\n", key.Name, key.Namespace, p.Hash)
-	return nil
+	if path, err := exec.LookPath(name); err == nil {
+		return path, nil
+	}
+	return "", fmt.Errorf("wsu controller runs %s, the cluster face, which is neither beside this wsu (%s) nor on PATH: "+
+		"install it from the same release as wsu (make build builds both into bin/; the wsu image has it at /usr/local/bin/%s), "+
+		"or run `go build -o %s ./cmd/wsu-controller`", name, beside, "wsu-controller", beside)
 }

@@ -48,6 +48,9 @@ type app struct {
 	// timingsFile is the hidden --timings; timings records into it.
 	timingsFile string
 	timings     *timings
+	// replace runs a program in place of this process (`wsu controller`
+	// runs wsu-controller so); nil: as a child (in-process use, Windows).
+	replace func(path string, argv, env []string) error
 	// ignored are the other tools' options wsu accepts and ignores
 	// (-input=false), which normalizeArgs hands over as the hidden
 	// --ignored-option.
@@ -57,15 +60,21 @@ type app struct {
 // Execute runs the CLI in-process, without agent builds (see agentOptions),
 // and returns the process exit code.
 func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	return execute(ctx, args, stdin, stdout, stderr, nil, time.Now())
+	return execute(ctx, args, stdin, stdout, stderr, nil, nil, time.Now())
 }
 
-// execute runs the CLI with the given agent builds; started is when main
-// began (the hidden --timings reports it).
-func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, agents *agentbin.Options, started time.Time) int {
-	a := &app{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, env: os.Environ(), agents: agents, timings: &timings{Main: started}}
+// execute runs the CLI with the given agent builds and process replacer
+// (app.replace); started is when main began (the hidden --timings reports
+// it).
+func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, agents *agentbin.Options,
+	replace func(path string, argv, env []string) error, started time.Time) int {
+	a := &app{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, env: os.Environ(), agents: agents, replace: replace, timings: &timings{Main: started}}
 	root := a.rootCommand()
-	root.SetArgs(normalizeArgs(root, args))
+	if len(args) > 0 && args[0] == "controller" {
+		root.SetArgs(args) // wsu-controller's arguments, exactly as given
+	} else {
+		root.SetArgs(normalizeArgs(root, args))
+	}
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

@@ -22,6 +22,8 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/approval"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/inventory/kubeinv"
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/test/harness"
@@ -79,7 +81,7 @@ func measureController(ctx context.Context, c config, env *harness.Env, fresh *h
 		// them: only port, user and timeouts).
 		AddressHostVars: map[string]map[string]string{},
 	}
-	runner := controller.InProcess{Agents: agentbin.New(agentbin.Options{Dir: filepath.Dir(env.Agent)})}
+	runner := run.InProcess{Agents: agentbin.New(agentbin.Options{Dir: filepath.Dir(env.Agent)})}
 	if c.events != "" {
 		// Every in-process run's events, in one file, to split the
 		// controller's time as the CLI's joins are split.
@@ -206,7 +208,7 @@ func prepareCluster(ctx context.Context, env *harness.Env) (client.WithWatch, er
 	if err != nil {
 		return nil, err
 	}
-	scheme, err := controller.NewScheme()
+	scheme, err := approval.NewScheme()
 	if err != nil {
 		return nil, err
 	}

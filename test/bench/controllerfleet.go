@@ -20,6 +20,7 @@ import (
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
 	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/test/harness"
 	"github.com/wsu-project/wsu/test/payloadtest"
@@ -85,7 +86,7 @@ func measureControllerFleet(ctx context.Context, c config, wsu string, n int) (*
 		return nil, err
 	}
 	defer os.RemoveAll(state)
-	runs := &countingRunner{inner: controller.InProcess{Agents: agentbin.New(agentbin.Options{Dir: filepath.Dir(env.Agent)})}}
+	runs := &countingRunner{inner: run.InProcess{Agents: agentbin.New(agentbin.Options{Dir: filepath.Dir(env.Agent)})}}
 	o := controller.Options{
 		Namespace: benchNamespace, ConfigMap: controller.DefaultConfigMap,
 		VarFiles: []string{env.VarFile}, StateDir: state,
@@ -158,13 +159,13 @@ func inSyncPlanned(wi *wsuv1.WindowsInstance) bool {
 
 // countingRunner counts the controller's playbook runs by mode.
 type countingRunner struct {
-	inner controller.Runner
+	inner run.Runner
 	mu    sync.Mutex
 	modes map[engine.Mode]int64
 }
 
-// Run implements controller.Runner.
-func (r *countingRunner) Run(ctx context.Context, req controller.RunRequest) controller.RunOutcome {
+// Run implements run.Runner.
+func (r *countingRunner) Run(ctx context.Context, req run.Request) run.Outcome {
 	r.mu.Lock()
 	if r.modes == nil {
 		r.modes = map[engine.Mode]int64{}

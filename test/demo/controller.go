@@ -42,7 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
-	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/approval"
 	"github.com/wsu-project/wsu/test/harness"
 	"github.com/wsu-project/wsu/test/kubetest"
 )
@@ -100,7 +100,7 @@ func (d *controllerDemo) run(ctx context.Context) (err error) {
 		return fmt.Errorf("kubectl (make kubetest builds it): %w", err)
 	}
 	d.kubectl = bins[kubetest.Kubectl]
-	scheme, err := controller.NewScheme()
+	scheme, err := approval.NewScheme()
 	if err != nil {
 		return err
 	}

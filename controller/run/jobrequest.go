@@ -1,4 +1,4 @@
-package controller
+package run
 
 import (
 	"encoding/json"
@@ -22,14 +22,14 @@ const knownHostsVar = "ssh_known_hosts_file"
 
 // jobRequest is req as a Job's pod receives it (request.json, from an
 // annotation of the Job's pod template through a downwardAPI volume): the
-// run's setup.Request, packed, so `wsu controller run-job` makes exactly
+// run's setup.Request, packed, so `wsu-controller run-job` makes exactly
 // the run the in-process runner would. The files the controller holds (a
 // site playbook, var files, known_hosts) travel by content; the secrets —
 // the private key, a rotation's new key, the values of varsFrom Secrets —
 // by reference, as items of the Secret volumes in mounts, which the
 // request names (setup.SecretFiles): the request is part of the Job's
 // spec, and setup.Request.Encode refuses any other secret.
-func jobRequest(req RunRequest) (setup.Request, *secretMounts, error) {
+func jobRequest(req Request) (setup.Request, *secretMounts, error) {
 	sr, err := req.setup().Pack(knownHostsVar)
 	if err != nil {
 		return setup.Request{}, nil, err
@@ -90,7 +90,7 @@ func (m *secretMounts) mountsFor() []corev1.VolumeMount {
 func knownHostsFile(inv *inventory.Inventory) string { return inv.HostString(knownHostsVar) }
 
 // jobResult is what a Job's pod reports back in its termination message:
-// RunOutcome without the plan itself (an apply sends its hash instead),
+// Outcome without the plan itself (an apply sends its hash instead),
 // and the known_hosts file after the run (a host key trusted on first
 // use). It must stay within maxJobResult bytes.
 type jobResult struct {
@@ -114,7 +114,7 @@ type jobResult struct {
 // maxJobResult is the kubelet's bound on a termination message.
 const maxJobResult = 4096
 
-func resultOf(out RunOutcome, knownHosts string) jobResult {
+func resultOf(out Outcome, knownHosts string) jobResult {
 	return jobResult{Hash: out.Hash, Add: out.Add, Change: out.Change, Destroy: out.Destroy, Run: out.Run, Changed: out.Changed,
 		Tasks: out.Tasks, Facts: out.Facts, Unreachable: out.Unreachable, LoginRefused: out.LoginRefused, Failed: out.Failed, Message: out.Message, KnownHosts: knownHosts}
 }
@@ -123,7 +123,7 @@ func resultOf(out RunOutcome, knownHosts string) jobResult {
 // message is cut first, then task addresses are dropped from the end
 // (counted in MoreTasks).
 func encodeResult(r jobResult) ([]byte, error) {
-	r.Message = truncate(r.Message, 1000)
+	r.Message = Truncate(r.Message, 1000)
 	for {
 		data, err := json.Marshal(r)
 		if err != nil {
@@ -134,7 +134,7 @@ func encodeResult(r jobResult) ([]byte, error) {
 		}
 		if len(r.Tasks) == 0 {
 			if len(r.Message) > 100 {
-				r.Message = truncate(r.Message, 100)
+				r.Message = Truncate(r.Message, 100)
 				continue
 			}
 			return nil, fmt.Errorf("the run's result is %d bytes, over %d even without its task list", len(data), maxJobResult)
@@ -145,7 +145,7 @@ func encodeResult(r jobResult) ([]byte, error) {
 	}
 }
 
-func (r jobResult) outcome() RunOutcome {
-	return RunOutcome{Hash: r.Hash, Add: r.Add, Change: r.Change, Destroy: r.Destroy, Run: r.Run, Changed: r.Changed,
+func (r jobResult) outcome() Outcome {
+	return Outcome{Hash: r.Hash, Add: r.Add, Change: r.Change, Destroy: r.Destroy, Run: r.Run, Changed: r.Changed,
 		Tasks: r.Tasks, Facts: r.Facts, Unreachable: r.Unreachable, LoginRefused: r.LoginRefused, Failed: r.Failed, Message: r.Message}
 }

@@ -1,4 +1,4 @@
-package controller
+package run
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"github.com/wsu-project/wsu/transport/agentbin"
 )
 
-// RunJobOptions are what `wsu controller run-job` (a Job's pod) is given.
-type RunJobOptions struct {
+// JobPodOptions are what `wsu-controller run-job` (a Job's pod) is given.
+type JobPodOptions struct {
 	// Request is the run request file (the Job's request annotation,
 	// mounted through the downward API).
 	Request string
@@ -34,16 +34,16 @@ type RunJobOptions struct {
 // directory.
 const DefaultJobWorkDir = "wsu-run"
 
-// RunJob runs one Job's playbook run in this process, exactly as InProcess
-// runs a RunRequest in the controller, and writes its result to
+// JobPod runs one Job's playbook run in this process, exactly as InProcess
+// runs a Request in the controller, and writes its result to
 // ResultFile. The request is a setup.Request (DecodeRequest, Unpack); an
 // apply held to a plan hash is planned first and applied only if the
 // fresh plan has that hash. The returned outcome is also the
 // one written; an error means no result could be written.
-func RunJob(ctx context.Context, o RunJobOptions) (RunOutcome, error) {
+func JobPod(ctx context.Context, o JobPodOptions) (Outcome, error) {
 	out, knownHosts, err := runJob(ctx, o)
 	if err != nil {
-		out = RunOutcome{Failed: true, Message: err.Error()}
+		out = Outcome{Failed: true, Message: err.Error()}
 	}
 	data, err := encodeResult(resultOf(out, knownHosts))
 	if err != nil {
@@ -55,14 +55,14 @@ func RunJob(ctx context.Context, o RunJobOptions) (RunOutcome, error) {
 	return out, nil
 }
 
-func runJob(ctx context.Context, o RunJobOptions) (RunOutcome, string, error) {
+func runJob(ctx context.Context, o JobPodOptions) (Outcome, string, error) {
 	data, err := os.ReadFile(o.Request)
 	if err != nil {
-		return RunOutcome{}, "", fmt.Errorf("reading the run request: %w", err)
+		return Outcome{}, "", fmt.Errorf("reading the run request: %w", err)
 	}
 	sr, err := setup.DecodeRequest(data)
 	if err != nil {
-		return RunOutcome{}, "", fmt.Errorf("%s: %w", o.Request, err)
+		return Outcome{}, "", fmt.Errorf("%s: %w", o.Request, err)
 	}
 	if o.KeyFile != "" {
 		if sr.SecretFiles.HostVars == nil {
@@ -75,25 +75,25 @@ func runJob(ctx context.Context, o RunJobOptions) (RunOutcome, string, error) {
 		dir = filepath.Join(os.TempDir(), DefaultJobWorkDir)
 	}
 	if err := os.RemoveAll(dir); err != nil {
-		return RunOutcome{}, "", err
+		return Outcome{}, "", err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return RunOutcome{}, "", err
+		return Outcome{}, "", err
 	}
 	defer os.RemoveAll(dir)
 	if sr, err = sr.Unpack(dir); err != nil {
-		return RunOutcome{}, "", err
+		return Outcome{}, "", err
 	}
 	// An apply held to a plan hash is checked against a fresh plan by the
 	// engine (engine.Request.ExpectHash); that plan's file hashes serve
 	// the apply.
-	req := RunRequest{Request: sr}
+	req := Request{Request: sr}
 	out := InProcess{Agents: o.Agents, Sources: setup.NewSourceHashes()}.Run(ctx, req)
 	out.Plan = nil // only its hash travels back
 	return out, readKnownHosts(req), nil
 }
 
-func readKnownHosts(req RunRequest) string {
+func readKnownHosts(req Request) string {
 	f := knownHostsFile(req.Inventory)
 	if f == "" {
 		return ""

@@ -1,4 +1,4 @@
-package controller
+package run
 
 import (
 	"encoding/json"
@@ -46,11 +46,11 @@ func TestJobRequestRoundTrip(t *testing.T) {
 	h.Vars[kubeinv.NewKeyVar] = inventory.Var{Value: cty.StringVal("NEW PRIVATE KEY").Mark(engine.Sensitive)}
 	h.Vars[knownHostsVar] = inventory.Var{Value: cty.StringVal(kh)}
 	h.Vars["ansible_port"] = inventory.Var{Value: cty.StringVal("2222")}
-	req := RunRequest{Instance: "ns/win-01",
+	req := Request{Instance: "ns/win-01",
 		Request: setup.Request{Mode: engine.ModeApply, Inventory: inv, ExpectHash: "abc", ReadDirs: []string{"/payload"},
 			Inputs: planfile.Inputs{Playbook: filepath.Join(site, "playbook.hcl"), VarFiles: []string{varFile}, Kubeconfig: filepath.Join(state, "kubeconfig"),
 				Vars: []string{"node_name=win-01", "proxy_password=hunter2", "cluster_flavour=kubeadm"}}},
-		Secrets: RunSecrets{Key: SecretItem{"cloud-private-key", "private-key.pem"}, NewKey: SecretItem{"cloud-private-key", "private-key.pem.new"},
+		Secrets: Secrets{Key: SecretItem{"cloud-private-key", "private-key.pem"}, NewKey: SecretItem{"cloud-private-key", "private-key.pem.new"},
 			Vars: map[int]SecretItem{1: {"proxy", "proxy_password"}}}}
 
 	sr, data, mounts, err := jobRequestOf(req)
@@ -127,8 +127,8 @@ func TestJobRequestRefusesSecrets(t *testing.T) {
 	inv, diags := inventory.ParseWindowsInstances("windowsinstance/ns/win-01", map[string]string{"win-01": "username=Administrator"})
 	require.False(t, diags.HasErrors(), "%v", diags)
 	inv.Hosts["win-01"].Vars["proxy_password"] = inventory.Var{Value: cty.StringVal("hunter2").Mark(engine.Sensitive)}
-	_, _, _, err := jobRequestOf(RunRequest{Instance: "ns/win-01", Request: setup.Request{Mode: engine.ModePlan, Inputs: planfile.Inputs{Playbook: "wsu:join.hcl"}, Inventory: inv},
-		Secrets: RunSecrets{Key: SecretItem{"key", "k"}}})
+	_, _, _, err := jobRequestOf(Request{Instance: "ns/win-01", Request: setup.Request{Mode: engine.ModePlan, Inputs: planfile.Inputs{Playbook: "wsu:join.hcl"}, Inventory: inv},
+		Secrets: Secrets{Key: SecretItem{"key", "k"}}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "proxy_password")
 	assert.NotContains(t, err.Error(), "hunter2")

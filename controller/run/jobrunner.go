@@ -1,4 +1,4 @@
-package controller
+package run
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -33,8 +34,8 @@ import (
 
 // Run modes (Options.RunMode, --run-mode).
 const (
-	RunModeInProcess = "in-process"
-	RunModeJob       = "job"
+	ModeInProcess = "in-process"
+	ModeJob       = "job"
 )
 
 // JobOptions configure the Job runner.
@@ -113,6 +114,9 @@ const (
 	// maxJobRequest bounds the request: the API server allows 256 KiB of
 	// annotations on an object.
 	maxJobRequest = 200 << 10
+	// JobCommand is what the run container runs: the image's
+	// wsu-controller (its entrypoint is the wsu CLI).
+	JobCommand = "/usr/local/bin/wsu-controller"
 	// JobContainer is the name of the container that runs wsu.
 	JobContainer = "run"
 	// JobInstanceLabel names the WindowsInstance a Job runs for.
@@ -137,7 +141,7 @@ const (
 )
 
 // JobRunner runs each playbook run as a Kubernetes Job from wsu's own
-// image: `wsu controller run-job` in the Job's pod reads the run request
+// image: `wsu-controller run-job` in the Job's pod reads the run request
 // (an annotation of the Job's pod template, through a downwardAPI volume)
 // and the Secrets it names (the instance's key Secret and varsFrom
 // Secrets, mounted by reference: the runner writes no Secret, so the
@@ -161,13 +165,10 @@ type JobRunner struct {
 	Options JobOptions
 }
 
-// NewJobRunner makes a Job runner with its own (uncached) client.
-func NewJobRunner(cfg *rest.Config, o JobOptions) (*JobRunner, error) {
+// NewJobRunner makes a Job runner with its own (uncached) client; scheme
+// must hold the core types and wsu.dev/v1alpha1 (the manager's).
+func NewJobRunner(cfg *rest.Config, scheme *runtime.Scheme, o JobOptions) (*JobRunner, error) {
 	if err := checkJobOptions(o); err != nil {
-		return nil, err
-	}
-	scheme, err := NewScheme()
-	if err != nil {
 		return nil, err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
@@ -181,54 +182,62 @@ func NewJobRunner(cfg *rest.Config, o JobOptions) (*JobRunner, error) {
 // is Pending, and the Job's completion (the controller owns and watches its
 // Jobs) reconciles the instance again, whose next pass asks for the same
 // run and gets its result.
-func (j *JobRunner) Run(ctx context.Context, req RunRequest) RunOutcome {
+func (j *JobRunner) Run(ctx context.Context, req Request) Outcome {
 	out, err := j.run(ctx, req)
 	if err != nil {
-		return RunOutcome{Failed: true, Message: err.Error()}
+		return Outcome{Failed: true, Message: err.Error()}
 	}
 	return out
 }
 
-func (j *JobRunner) run(ctx context.Context, req RunRequest) (RunOutcome, error) {
+func (j *JobRunner) run(ctx context.Context, req Request) (Outcome, error) {
 	ns, name, ok := strings.Cut(req.Instance, "/")
 	if !ok {
-		return RunOutcome{}, fmt.Errorf("the Job runner needs the instance as NAMESPACE/NAME, not %q", req.Instance)
+		return Outcome{}, fmt.Errorf("the Job runner needs the instance as NAMESPACE/NAME, not %q", req.Instance)
 	}
 	wi := &wsuv1.WindowsInstance{}
 	if err := j.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, wi); err != nil {
-		return RunOutcome{}, fmt.Errorf("reading the instance: %w", err)
+		return Outcome{}, fmt.Errorf("reading the instance: %w", err)
 	}
 	sr, data, mounts, err := jobRequestOf(req)
 	if err != nil {
-		return RunOutcome{}, err
+		return Outcome{}, err
 	}
 	id, err := identify(wi, sr, req)
 	if err != nil {
-		return RunOutcome{}, err
+		return Outcome{}, err
 	}
 	jobs, err := j.instanceJobs(ctx, wi)
 	if err != nil {
-		return RunOutcome{}, err
+		return Outcome{}, err
 	}
 	if out, found, err := j.resume(ctx, jobs, id, req); found || err != nil {
 		return out, err
 	}
 	if n, err := j.running(ctx, wi.Namespace); err != nil || (j.Options.MaxRunning > 0 && n >= j.Options.MaxRunning) {
-		return RunOutcome{Pending: true, RetryAfter: j.retry()}, err
+		return Outcome{Pending: true, RetryAfter: j.retry()}, err
 	}
 	tmpl := j.podTemplate(wi, req.Mode, string(data), sr.SecretFiles.HostVars[kubeinv.KeyVar], mounts)
 	job, err := j.createJob(ctx, wi, id, tmpl)
 	if err != nil {
-		return RunOutcome{}, err
+		return Outcome{}, err
 	}
 	log.FromContext(ctx).Info("run started as a Job", "job", job.Name, "mode", req.Mode, "playbook", req.Playbook)
-	return RunOutcome{Pending: true}, nil
+	return Outcome{Pending: true}, nil
+}
+
+// PodRequest is req's run request as a Job's pod receives it
+// (request.json, what `wsu-controller run-job` decodes with
+// setup.DecodeRequest), or why req cannot run in a Job.
+func PodRequest(req Request) ([]byte, error) {
+	_, data, _, err := jobRequestOf(req)
+	return data, err
 }
 
 // jobRequestOf is req as a Job's pod receives it (jobRequest), that
 // request's JSON (the pod template's annotation) and the Secret volumes it
 // names.
-func jobRequestOf(req RunRequest) (setup.Request, []byte, *secretMounts, error) {
+func jobRequestOf(req Request) (setup.Request, []byte, *secretMounts, error) {
 	sr, mounts, err := jobRequest(req)
 	if err != nil {
 		return setup.Request{}, nil, nil, err
@@ -250,9 +259,9 @@ func jobRequestOf(req RunRequest) (setup.Request, []byte, *secretMounts, error) 
 // Job), so a pass that resumes an apply does not plan again. Any other run
 // of the instance still going is waited for (never two runs on one host at
 // once); one finished that no pass asks for (its instance changed since,
-// or a run with the key Secret's other key, keyrotation.go's tryOtherKey,
+// or a run with the key Secret's other key, the controller's tryOtherKey,
 // whose result the pass after next reads) is left to the TTL.
-func (j *JobRunner) resume(ctx context.Context, jobs []batchv1.Job, id runIdentity, req RunRequest) (RunOutcome, bool, error) {
+func (j *JobRunner) resume(ctx context.Context, jobs []batchv1.Job, id runIdentity, req Request) (Outcome, bool, error) {
 	for i := range jobs {
 		job := &jobs[i]
 		if !id.is(job) {
@@ -260,7 +269,7 @@ func (j *JobRunner) resume(ctx context.Context, jobs []batchv1.Job, id runIdenti
 		}
 		finished, why := jobFinished(job)
 		if !finished {
-			return RunOutcome{Pending: true}, true, nil
+			return Outcome{Pending: true}, true, nil
 		}
 		out, err := j.read(ctx, job, why, req)
 		return out, true, err
@@ -275,26 +284,26 @@ func (j *JobRunner) resume(ctx context.Context, jobs []batchv1.Job, id runIdenti
 	for i := range jobs {
 		if finished, _ := jobFinished(&jobs[i]); !finished {
 			log.FromContext(ctx).Info("waiting for the instance's other run to finish", "job", jobs[i].Name)
-			return RunOutcome{Pending: true}, true, nil
+			return Outcome{Pending: true}, true, nil
 		}
 	}
-	return RunOutcome{}, false, nil
+	return Outcome{}, false, nil
 }
 
 // read reads a finished Job's result and marks the Job recorded.
-func (j *JobRunner) read(ctx context.Context, job *batchv1.Job, why string, req RunRequest) (RunOutcome, error) {
+func (j *JobRunner) read(ctx context.Context, job *batchv1.Job, why string, req Request) (Outcome, error) {
 	res, rerr := j.result(ctx, job, why)
 	if err := j.markRecorded(ctx, job); err != nil {
-		return RunOutcome{}, err
+		return Outcome{}, err
 	}
 	if rerr != nil {
-		return RunOutcome{}, fmt.Errorf("the Job %s: %w", job.Name, rerr)
+		return Outcome{}, fmt.Errorf("the Job %s: %w", job.Name, rerr)
 	}
 	// A host key the Job trusted on first use is pinned from the
 	// controller's own known_hosts file, as after an in-process run.
 	if f := knownHostsFile(req.Inventory); f != "" && res.KnownHosts != "" {
 		if err := os.WriteFile(f, []byte(res.KnownHosts), 0o600); err != nil {
-			return RunOutcome{}, err
+			return Outcome{}, err
 		}
 	}
 	log.FromContext(ctx).Info("run finished as a Job", "job", job.Name, "mode", req.Mode, "failed", res.Failed)
@@ -345,7 +354,7 @@ func (j *JobRunner) running(ctx context.Context, ns string) (int, error) {
 		return 0, nil
 	}
 	list := &batchv1.JobList{}
-	if err := j.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: runJobSelector()}); err != nil {
+	if err := j.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: JobSelector()}); err != nil {
 		return 0, fmt.Errorf("listing the running Jobs: %w", err)
 	}
 	n := 0
@@ -357,8 +366,8 @@ func (j *JobRunner) running(ctx context.Context, ns string) (int, error) {
 	return n, nil
 }
 
-// unfinishedApplies are the namespace's apply Jobs not finished yet.
-func (j *JobRunner) unfinishedApplies(ctx context.Context, ns string) ([]batchv1.Job, error) {
+// UnfinishedApplies are the namespace's apply Jobs not finished yet.
+func (j *JobRunner) UnfinishedApplies(ctx context.Context, ns string) ([]batchv1.Job, error) {
 	list := &batchv1.JobList{}
 	if err := j.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{JobModeLabel: string(engine.ModeApply)}); err != nil {
 		return nil, fmt.Errorf("listing the apply Jobs: %w", err)
@@ -396,7 +405,7 @@ func (j *JobRunner) markRecorded(ctx context.Context, job *batchv1.Job) error {
 
 // runIdentity says which run a Job is: its instance (UID) at its spec's
 // generation, its playbook and the Secret items it mounts (the key it logs
-// in with: keyrotation.go's tryOtherKey tries the other one as a run of its
+// in with: the controller's tryOtherKey tries the other one as a run of its
 // own), hashed; its mode; the plan hash an apply is held to. Not the whole
 // request: between the pass that starts a run and the one that reads it,
 // the request changes with what the run itself recorded (a host key trusted
@@ -409,15 +418,15 @@ type runIdentity struct {
 	mode     engine.Mode
 	playbook string
 	hash     string
-	plan     *RunOutcome
+	plan     *Outcome
 }
 
-func identify(wi *wsuv1.WindowsInstance, sr setup.Request, req RunRequest) (runIdentity, error) {
+func identify(wi *wsuv1.WindowsInstance, sr setup.Request, req Request) (runIdentity, error) {
 	data, err := json.Marshal(struct {
-		UID        string     `json:"uid"`
-		Generation int64      `json:"generation"`
-		Playbook   string     `json:"playbook"`
-		Secrets    RunSecrets `json:"secrets"`
+		UID        string  `json:"uid"`
+		Generation int64   `json:"generation"`
+		Playbook   string  `json:"playbook"`
+		Secrets    Secrets `json:"secrets"`
 	}{string(wi.UID), wi.Generation, req.Playbook, req.Secrets})
 	if err != nil {
 		return runIdentity{}, err
@@ -427,7 +436,7 @@ func identify(wi *wsuv1.WindowsInstance, sr setup.Request, req RunRequest) (runI
 }
 
 func (id runIdentity) labels(instance string) map[string]string {
-	l := map[string]string{JobInstanceLabel: instance, JobModeLabel: string(id.mode), JobRunLabel: id.run, JobPlaybookLabel: labelValue(id.playbook)}
+	l := map[string]string{JobInstanceLabel: instance, JobModeLabel: string(id.mode), JobRunLabel: id.run, JobPlaybookLabel: LabelValue(id.playbook)}
 	if id.hash != "" {
 		l[JobPlanLabel] = id.hash
 	}
@@ -442,19 +451,19 @@ func (id runIdentity) is(job *batchv1.Job) bool {
 
 // planOf is the plan an apply Job of this run carries out, when job is
 // one.
-func (id runIdentity) planOf(job *batchv1.Job) (RunOutcome, bool) {
+func (id runIdentity) planOf(job *batchv1.Job) (Outcome, bool) {
 	if job.Labels[JobRunLabel] != id.run || job.Labels[JobModeLabel] != string(engine.ModeApply) {
-		return RunOutcome{}, false
+		return Outcome{}, false
 	}
 	var res jobResult
 	if err := json.Unmarshal([]byte(job.Annotations[JobPlanAnnotation]), &res); err != nil || res.Hash == "" || res.Hash != job.Labels[JobPlanLabel] {
-		return RunOutcome{}, false
+		return Outcome{}, false
 	}
 	return res.outcome(), true
 }
 
-// runJobSelector selects the Jobs of runs (those with JobRunLabel).
-func runJobSelector() labels.Selector {
+// JobSelector selects the Jobs of runs (those with JobRunLabel).
+func JobSelector() labels.Selector {
 	req, err := labels.NewRequirement(JobRunLabel, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant key
@@ -462,9 +471,9 @@ func runJobSelector() labels.Selector {
 	return labels.NewSelector().Add(*req)
 }
 
-// labelValue makes s a label value: the characters a label allows, at
+// LabelValue makes s a label value: the characters a label allows, at
 // most 63, starting and ending with one that is alphanumeric.
-func labelValue(s string) string {
+func LabelValue(s string) string {
 	s = strings.TrimPrefix(s, "wsu:")
 	b := []byte(s)
 	for i, c := range b {
@@ -568,9 +577,10 @@ func (j *JobRunner) podTemplate(wi *wsuv1.WindowsInstance, mode engine.Mode, req
 	}
 	vmounts = append(vmounts, corev1.VolumeMount{Name: "wsu-request", MountPath: jobRequestDir, ReadOnly: true})
 	c := corev1.Container{
-		Name:  JobContainer,
-		Image: j.Options.Image,
-		Args: []string{"controller", "run-job",
+		Name:    JobContainer,
+		Image:   j.Options.Image,
+		Command: []string{JobCommand},
+		Args: []string{"run-job",
 			"--request", jobRequestDir + "/" + jobRequestFile,
 			"--key-file", keyFile},
 		VolumeMounts:             append(vmounts, mounts.mountsFor()...),

@@ -1,9 +1,8 @@
-package controller
+package run
 
 import (
 	"context"
 	"crypto/sha256"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -21,13 +20,13 @@ import (
 	sshtransport "github.com/wsu-project/wsu/transport/ssh"
 )
 
-// RunRequest is one playbook run for one instance: the run as setup takes
+// Request is one playbook run for one instance: the run as setup takes
 // it (setup.Request: mode, playbook, vars and var files, the instance's
 // one-host inventory, Kubeconfig for its cluster tasks, the confinement of
 // a site playbook, the instance's plan salt, the plan hash an apply is
 // held to), which is also what a Job's pod receives, and what only the
 // controller's side of a run needs.
-type RunRequest struct {
+type Request struct {
 	setup.Request
 	// Instance names the WindowsInstance (NAMESPACE/NAME), for logs and
 	// Jobs.
@@ -45,17 +44,17 @@ type RunRequest struct {
 	// Planned is the outcome of the plan an apply carries out (its hash
 	// is ExpectHash): a JobRunner keeps it on the apply's Job, so a pass
 	// that resumes the apply records that plan without planning again.
-	Planned *RunOutcome
+	Planned *Outcome
 	// Secrets say which Secrets the run's secret inputs come from, so a
 	// runner that must not copy them (JobRunner) hands them over by
 	// reference; the in-process runner uses the values in Inventory and
 	// Vars.
-	Secrets RunSecrets
+	Secrets Secrets
 }
 
-// RunSecrets locate a run's secret inputs in their Secrets (in the
+// Secrets locate a run's secret inputs in their Secrets (in the
 // instance's namespace).
-type RunSecrets struct {
+type Secrets struct {
 	// Key holds the private key the run logs in with (kubeinv.KeyVar).
 	Key SecretItem
 	// NewKey holds a rotation's new key (kubeinv.NewKeyVar); zero when
@@ -69,8 +68,8 @@ type RunSecrets struct {
 // SecretItem is one key of one Secret.
 type SecretItem struct{ Secret, Key string }
 
-// RunOutcome is what a run reports back into the instance's status.
-type RunOutcome struct {
+// Outcome is what a run reports back into the instance's status.
+type Outcome struct {
 	// Plan is the plan a plan-mode run made (nil from a JobRunner, which
 	// reports its Hash only).
 	Plan *planfile.Plan
@@ -86,7 +85,7 @@ type RunOutcome struct {
 	// Unreachable: no connection could be made.
 	Unreachable bool
 	// LoginRefused: the host refused to authenticate the run's key (one
-	// way of Unreachable; keyrotation.go's tryOtherKey).
+	// way of Unreachable; the controller's tryOtherKey).
 	LoginRefused bool
 	// Failed: the run failed (Unreachable included).
 	Failed bool
@@ -103,17 +102,17 @@ type RunOutcome struct {
 	Took time.Duration
 }
 
-// holdTo holds an apply to plan: in process by the plan itself, in a Job
+// HoldTo holds an apply to plan: in process by the plan itself, in a Job
 // (which reports only its plan's hash) by the hash, which the Job checks
 // against a fresh plan before applying.
-func (req *RunRequest) holdTo(plan RunOutcome) {
+func (req *Request) HoldTo(plan Outcome) {
 	req.Expect, req.ExpectHash, req.Planned = plan.Plan, plan.Hash, &plan
 }
 
 // secretVars name the vars whose values came from a varsFrom Secret:
 // sensitive in the run whatever the playbook declares, so no plan, event,
 // status or log shows them.
-func (req RunRequest) secretVars() []string {
+func (req Request) secretVars() []string {
 	var names []string
 	for i := range req.Secrets.Vars {
 		if i >= 0 && i < len(req.Vars) {
@@ -128,7 +127,7 @@ func (req RunRequest) secretVars() []string {
 // Runner runs playbooks. The in-process runner is the default; a Job runner
 // (one Kubernetes Job per run) implements the same interface.
 type Runner interface {
-	Run(ctx context.Context, req RunRequest) RunOutcome
+	Run(ctx context.Context, req Request) Outcome
 }
 
 // InProcess runs playbooks in the controller's process through package
@@ -151,7 +150,7 @@ type InProcess struct {
 }
 
 // Run implements Runner.
-func (p InProcess) Run(ctx context.Context, req RunRequest) RunOutcome {
+func (p InProcess) Run(ctx context.Context, req Request) Outcome {
 	rec := &recorder{trace: p.Trace}
 	run, diags := setup.Prepare(ctx, setup.Options{
 		Request:  req.setup(),
@@ -161,7 +160,7 @@ func (p InProcess) Run(ctx context.Context, req RunRequest) RunOutcome {
 		Sources:  p.Sources,
 	})
 	if diags.HasErrors() {
-		return RunOutcome{Failed: true, Message: firstError(diags)}
+		return Outcome{Failed: true, Message: FirstError(diags)}
 	}
 	run.Request.Expect = req.Expect
 	if req.Connections != nil {
@@ -174,7 +173,7 @@ func (p InProcess) Run(ctx context.Context, req RunRequest) RunOutcome {
 // recorder collects what a run's events say about its changes and errors.
 type recorder struct {
 	mu      sync.Mutex
-	out     RunOutcome
+	out     Outcome
 	message string
 	trace   engine.Hooks // nil: none
 }
@@ -250,14 +249,14 @@ func (r *recorder) noteError(where string, diags []engine.DiagnosticView) {
 }
 
 // outcome completes the recorded outcome with the run's result.
-func (r *recorder) outcome(res *engine.Result) RunOutcome {
+func (r *recorder) outcome(res *engine.Result) Outcome {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := r.out
 	out.Failed = res.Failed()
 	out.Message = r.message
 	if out.Message == "" && res.Failed() {
-		out.Message = firstError(append(res.SetupDiagnostics, res.Diagnostics...))
+		out.Message = FirstError(append(res.SetupDiagnostics, res.Diagnostics...))
 	}
 	if out.Message == "" && res.Cancelled {
 		out.Message = "the run was cancelled"
@@ -281,27 +280,30 @@ func (r *recorder) outcome(res *engine.Result) RunOutcome {
 // ReadDirs, so it cannot read the pod's files), a varsFrom Secret's value
 // is sensitive whatever the playbook declares, and its plan hashes are
 // keyed by its instance's salt.
-func (req RunRequest) setup() setup.Request {
+func (req Request) setup() setup.Request {
 	r := req.Request
 	r.Confined = true
 	r.SecretVars = req.secretVars()
 	if len(r.Salt) == 0 {
-		r.Salt = planSalt(req.Instance)
+		r.Salt = PlanSalt(req.Instance)
 	}
 	return r
 }
 
-// planSalt keys the hashes of an instance's plans: the same for every plan
+// PlanSalt keys the hashes of an instance's plans: the same for every plan
 // of one instance, so the same state planned twice gives the same plan
 // hash (what an approval names), and different across instances. The
 // plans stay in the controller (only their hash travels), so it need not
 // be secret.
-func planSalt(instance string) []byte {
+func PlanSalt(instance string) []byte {
 	sum := sha256.Sum256([]byte("wsu controller plan salt\x00" + instance))
 	return sum[:]
 }
 
-func firstError(diags hcl.Diagnostics) string {
+// FirstError is the first error among diags as an outcome's message
+// (its summary and detail); the first diagnostic's summary when none is an
+// error.
+func FirstError(diags hcl.Diagnostics) string {
 	for _, d := range diags {
 		if d.Severity == hcl.DiagError {
 			if d.Detail != "" {
@@ -316,11 +318,8 @@ func firstError(diags hcl.Diagnostics) string {
 	return ""
 }
 
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
-
-// truncate bounds a message kept in status and events.
-func truncate(s string, n int) string {
+// Truncate bounds a message kept in status and events.
+func Truncate(s string, n int) string {
 	s = strings.TrimSpace(s)
 	if len(s) <= n {
 		return s

@@ -1,4 +1,4 @@
-package controller
+package run
 
 import (
 	"context"
@@ -10,12 +10,12 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	wsuv1 "github.com/wsu-project/wsu/api/v1alpha1"
+	"github.com/wsu-project/wsu/controller/approval"
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/engine/planfile"
 	"github.com/wsu-project/wsu/inventory"
@@ -66,7 +66,7 @@ func TestJobPodRestricted(t *testing.T) {
 	assert.Error(t, checkJobOptions(JobOptions{Image: "wsu", ServiceAccount: "default"}), "the namespace's default ServiceAccount is refused")
 	assert.NoError(t, checkJobOptions(JobOptions{Image: "wsu", ServiceAccount: "site-runner"}))
 
-	scheme, err := NewScheme()
+	scheme, err := approval.NewScheme()
 	require.NoError(t, err)
 	c := fake.NewClientBuilder().WithScheme(scheme).Build()
 	j = &JobRunner{Client: c, Options: JobOptions{Image: "wsu", ActiveDeadline: 90 * time.Second}}
@@ -121,22 +121,22 @@ func TestJobResultFromOwnedPod(t *testing.T) {
 // once, a run beyond them waiting with a retry; a finished Job's result is
 // read once (with the Job's own run time), and the Job marked recorded.
 func TestJobRunnerOneRunPerHost(t *testing.T) {
-	scheme, err := NewScheme()
+	scheme, err := approval.NewScheme()
 	require.NoError(t, err)
 	a := &wsuv1.WindowsInstance{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", UID: "uid-a"}}
 	b := &wsuv1.WindowsInstance{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns", UID: "uid-b"}}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(a, b).WithStatusSubresource(&batchv1.Job{}).Build()
 	j := &JobRunner{Client: c, Options: JobOptions{Image: "wsu", MaxRunning: 1}}
 	ctx := context.Background()
-	request := func(instance string, playbook ...string) RunRequest {
+	request := func(instance string, playbook ...string) Request {
 		inv, diags := inventory.ParseWindowsInstances("windowsinstance/ns/"+instance, map[string]string{instance: "username=Administrator"})
 		require.False(t, diags.HasErrors())
 		pb := "wsu:join.hcl"
 		if len(playbook) > 0 {
 			pb = playbook[0]
 		}
-		return RunRequest{Instance: "ns/" + instance, Request: setup.Request{Mode: engine.ModePlan, Inputs: planfile.Inputs{Playbook: pb}, Inventory: inv},
-			Secrets: RunSecrets{Key: SecretItem{Secret: "key", Key: "private-key.pem"}}}
+		return Request{Instance: "ns/" + instance, Request: setup.Request{Mode: engine.ModePlan, Inputs: planfile.Inputs{Playbook: pb}, Inventory: inv},
+			Secrets: Secrets{Key: SecretItem{Secret: "key", Key: "private-key.pem"}}}
 	}
 	jobs := func() []batchv1.Job {
 		list := &batchv1.JobList{}
@@ -178,41 +178,4 @@ func TestJobRunnerOneRunPerHost(t *testing.T) {
 	assert.Equal(t, "true", first.Annotations[JobRecordedAnnotation])
 	assert.True(t, j.Run(ctx, request("a")).Pending, "read once: asked again, a new run")
 	assert.Len(t, jobs(), 2)
-}
-
-// TestJobRolloutSlots: in Job mode a pass does not hold its rollout slot
-// while its run goes on in a Job, so an unfinished upgrade, removal or key
-// rotation Job counts its instance out of service (whoever started it); a
-// join's Job, or a finished one, does not.
-func TestJobRolloutSlots(t *testing.T) {
-	scheme, err := NewScheme()
-	require.NoError(t, err)
-	inst := func(name string) *wsuv1.WindowsInstance {
-		return &wsuv1.WindowsInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
-	}
-	job := func(name, instance, playbook string, finished bool) *batchv1.Job {
-		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{
-			JobInstanceLabel: instance, JobModeLabel: string(engine.ModeApply), JobRunLabel: "r", JobPlaybookLabel: labelValue(playbook)}}}
-		if finished {
-			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
-		}
-		return j
-	}
-	a, b, c := inst("a"), inst("b"), inst("c")
-	cl := fake.NewClientBuilder().WithScheme(scheme).WithObjects(a, b, c,
-		job("join-b", "b", "wsu:join.hcl", false), job("rotate-c-old", "c", "wsu:rotate-key.hcl", true)).Build()
-	r := &InstanceReconciler{Client: cl, Options: Options{MaxUnavailable: intstr.FromInt32(1), Runner: &JobRunner{Client: cl}}, rollouts: newRolloutLimit()}
-	ctx := context.Background()
-	take := func(wi *wsuv1.WindowsInstance) bool {
-		ok, err := r.takeSlot(ctx, wi)
-		require.NoError(t, err)
-		r.rollouts.release(wi) // as a pass that started its Job returns
-		return ok
-	}
-	assert.True(t, take(b), "a join's Job and a finished rotation's take no slot")
-	require.NoError(t, cl.Create(ctx, job("rotate-a", "a", "wsu:rotate-key.hcl", false)))
-	assert.False(t, take(b), "a's rotation runs in a Job: b waits")
-	assert.True(t, take(a), "a holds its slot: it resumes")
-	r.Options.MaxUnavailable = intstr.FromInt32(2)
-	assert.True(t, take(c), "a larger limit has room")
 }

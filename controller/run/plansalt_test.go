@@ -1,4 +1,4 @@
-package controller_test
+package run_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/wsu-project/wsu/controller"
+	"github.com/wsu-project/wsu/controller/run"
 	"github.com/wsu-project/wsu/engine"
 	"github.com/wsu-project/wsu/engine/planfile"
 	"github.com/wsu-project/wsu/inventory"
@@ -42,7 +42,7 @@ play "p" {
 	plan := func(instance, pw string) string {
 		inv := inventory.Local("windows")
 		inv.Hosts["localhost"].Vars["connection"] = inventory.Var{Value: cty.StringVal("local")}
-		out := controller.InProcess{}.Run(context.Background(), controller.RunRequest{Instance: instance, Request: setup.Request{Mode: engine.ModePlan, Inputs: planfile.Inputs{Playbook: book, Vars: []string{"pw=" + pw}}, Inventory: inv, ReadDirs: []string{dir}}})
+		out := run.InProcess{}.Run(context.Background(), run.Request{Instance: instance, Request: setup.Request{Mode: engine.ModePlan, Inputs: planfile.Inputs{Playbook: book, Vars: []string{"pw=" + pw}}, Inventory: inv, ReadDirs: []string{dir}}})
 		require.False(t, out.Failed, out.Message)
 		require.NotEmpty(t, out.Hash)
 		return out.Hash

@@ -1,4 +1,4 @@
-package controller
+package approval
 
 import (
 	"context"
