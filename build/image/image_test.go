@@ -9,11 +9,12 @@ import (
 	"errors"
 	"io"
 	"log"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -153,7 +154,7 @@ func TestImage(t *testing.T) {
 		}
 	})
 
-	t.Run("SBOM lists the modules the image's wsu links", func(t *testing.T) { testSBOM(t, b) })
+	t.Run("SBOM lists the modules the image's executables link", func(t *testing.T) { testSBOM(t, b) })
 
 	t.Run("reproducible", func(t *testing.T) {
 		again := buildOnce(t, t.TempDir())
@@ -325,10 +326,11 @@ func fileSHA(t *testing.T, path string) string {
 }
 
 // testSBOM checks the SBOM make image writes against go version -m of the
-// image's wsu (the toolchain's own reading of its build information, not
-// the SBOM's code): every module it links, at the version linked, and the
-// Go toolchain; each one a package the image's executable depends on; the
-// same bytes for the same build.
+// image's executables, wsu and wsu-controller (the toolchain's own reading
+// of their build information, not the SBOM's code): every module either
+// links, at the version linked, and the Go toolchain; each one a package
+// an executable of the image depends on; the same bytes for the same
+// build.
 func testSBOM(t *testing.T, b built) {
 	data, err := SBOM(b.context, WSU(), b.meta)
 	require.NoError(t, err)
@@ -336,25 +338,17 @@ func testSBOM(t *testing.T, b built) {
 	require.NoError(t, err)
 	assert.Equal(t, string(data), string(again), "reproducible")
 
-	out, err := exec.Command("go", "version", "-m", filepath.Join(b.context, CtxWSU)).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	var want []string
-	goVersion := ""
-	for i, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		switch {
-		case i == 0 && len(f) == 2:
-			goVersion = f[1]
-		case len(f) >= 3 && f[0] == "dep":
-			want = append(want, f[1]+"@"+f[2])
-		case len(f) >= 3 && f[0] == "=>": // the replacement is what was linked
-			want[len(want)-1] = f[1] + "@" + f[2]
+	linked := map[string]bool{"github.com/wsu-project/wsu@" + b.meta.Version: true}
+	perExe := map[string]int{} // the image's path → its modules, the stdlib and wsu's own included
+	for exe, dest := range map[string]string{CtxWSU: WSUPath, CtxWSUController: WSUControllerPath} {
+		mods, goVersion := goVersionM(t, filepath.Join(b.context, exe))
+		linked["stdlib@"+goVersion] = true
+		for _, m := range mods {
+			linked[m] = true
 		}
+		perExe[dest] = len(mods) + 2
 	}
-	require.NotEmpty(t, want, "go version -m lists the binary's modules:\n%s", out)
-	require.NotEmpty(t, goVersion)
-	want = append(want, "stdlib@"+goVersion, "github.com/wsu-project/wsu@"+b.meta.Version)
-	sort.Strings(want)
+	want := slices.Sorted(maps.Keys(linked))
 	got, err := SBOMModules(data)
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
@@ -379,15 +373,39 @@ func testSBOM(t *testing.T, b built) {
 		assert.NotContains(t, ids, p.SPDXID, "unique SPDXIDs")
 		ids[p.SPDXID] = p.Name
 	}
-	depends := 0
+	depends := map[string]int{}
 	for _, r := range doc.Relationships {
 		assert.Contains(t, ids, r.Element)
 		assert.Contains(t, ids, r.Related)
-		if r.Type == "DEPENDS_ON" && ids[r.Element] == WSUPath {
-			depends++
+		if r.Type == "DEPENDS_ON" {
+			depends[ids[r.Element]]++
 		}
 	}
-	assert.Equal(t, len(want), depends, "wsu depends on each module")
+	assert.Equal(t, perExe, depends, "each executable depends on each module it links")
+	assert.Less(t, perExe[WSUPath], perExe[WSUControllerPath], "the CLI links fewer modules than the cluster face")
+}
+
+// goVersionM is what go version -m says exe links: its modules as
+// path@version (a replacement's, where one replaced a module) and its Go
+// version.
+func goVersionM(t *testing.T, exe string) (mods []string, goVersion string) {
+	t.Helper()
+	out, err := exec.Command("go", "version", "-m", exe).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	for i, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case i == 0 && len(f) == 2:
+			goVersion = f[1]
+		case len(f) >= 3 && f[0] == "dep":
+			mods = append(mods, f[1]+"@"+f[2])
+		case len(f) >= 3 && f[0] == "=>": // the replacement is what was linked
+			mods[len(mods)-1] = f[1] + "@" + f[2]
+		}
+	}
+	require.NotEmpty(t, mods, "go version -m lists %s's modules:\n%s", exe, out)
+	require.NotEmpty(t, goVersion)
+	return mods, goVersion
 }
 
 // moduleVersion is the version go.mod selects for a module.
