@@ -269,10 +269,10 @@ func (b *shippedBed) install(t *testing.T, objs []*unstructured.Unstructured, be
 func kustomizeInstall(t *testing.T, b *shippedBed) []*unstructured.Unstructured {
 	args := "/spec/template/spec/containers/0/args"
 	ops := []patchOp{
-		{Op: "test", Path: args + "/3", Value: "--metrics-bind-address=:8443"},
-		{Op: "replace", Path: args + "/3", Value: "--metrics-bind-address=127.0.0.1:0"},
-		{Op: "test", Path: args + "/4", Value: "--health-probe-bind-address=:8081"},
-		{Op: "replace", Path: args + "/4", Value: "--health-probe-bind-address=127.0.0.1:0"},
+		{Op: "test", Path: args + "/2", Value: "--metrics-bind-address=:8443"},
+		{Op: "replace", Path: args + "/2", Value: "--metrics-bind-address=127.0.0.1:0"},
+		{Op: "test", Path: args + "/3", Value: "--health-probe-bind-address=:8081"},
+		{Op: "replace", Path: args + "/3", Value: "--health-probe-bind-address=127.0.0.1:0"},
 	}
 	for _, a := range b.hostVarArgs(t) {
 		ops = append(ops, patchOp{Op: "add", Path: args + "/-", Value: a})

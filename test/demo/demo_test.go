@@ -26,6 +26,7 @@ func TestControllerDemo(t *testing.T) {
 	require.NoError(t, err)
 	wsu := filepath.Join(t.TempDir(), "wsu")
 	require.NoError(t, harness.BuildWSU(context.Background(), wsu))
+	require.NoError(t, harness.BuildWSUController(context.Background(), wsu), "wsu controller runs it")
 	var out bytes.Buffer
 	err = runControllerDemo(wsu, filepath.Join(root, "deploy", "rendered", "kubernetes.yaml"), harness.NetworkOVNHybrid, false, &out)
 	text := out.String()

@@ -484,6 +484,13 @@ func BuildWSU(ctx context.Context, out string) error {
 	return build(ctx, filepath.Join(filepath.Dir(out), agentbin.FileName(agentbin.Native())), "./cmd/wsu-agent")
 }
 
+// BuildWSUController builds wsu-controller, the cluster face, beside the
+// wsu binary at wsu, where `wsu controller` finds it (as make build puts
+// both in bin/).
+func BuildWSUController(ctx context.Context, wsu string) error {
+	return build(ctx, filepath.Join(filepath.Dir(wsu), "wsu-controller"), "./cmd/wsu-controller")
+}
+
 // AgentBeside is the node agent for this machine beside the wsu binary
 // (make build and BuildWSU put it there), or else one built into dir.
 func AgentBeside(ctx context.Context, wsu, dir string) (string, error) {
