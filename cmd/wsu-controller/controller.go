@@ -59,7 +59,7 @@ the workflows and a troubleshooting table.`,
 			o.Kubeconfig = kubeconfig
 			o.IgnoreWMCO = !wmcoCheck
 			// Installed by OLM: report Upgradeable (controller/upgradeable.go).
-			o.OperatorCondition = envValue(a.env, controller.OperatorConditionNameEnv)
+			o.OperatorCondition = os.Getenv(controller.OperatorConditionNameEnv)
 			switch o.RunMode {
 			case run.ModeInProcess:
 				o.Runner = run.InProcess{Agents: a.agentSource(), Sources: setup.NewSourceHashes()}

@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"strings"
 	"syscall"
 
 	"github.com/wsu-project/wsu/cmd/internal/agents"
@@ -24,7 +23,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	a := &app{stdout: os.Stdout, stderr: os.Stderr, env: os.Environ(), agents: agents.Options(wsuName())}
+	a := &app{stdout: os.Stdout, stderr: os.Stderr, agents: agents.Options(wsuName())}
 	cmd := a.controllerCommand()
 	cmd.SetArgs(os.Args[1:])
 	err := cmd.ExecuteContext(ctx)
@@ -38,7 +37,6 @@ func main() {
 // app holds what the commands share.
 type app struct {
 	stdout, stderr io.Writer
-	env            []string
 	// agents say where a run finds the agent builds it deploys: embedded,
 	// beside this program, or the wsu beside it for its own platform.
 	agents *agentbin.Options
@@ -54,14 +52,4 @@ func wsuName() string {
 		return "wsu.exe"
 	}
 	return "wsu"
-}
-
-// envValue is the value of name in env ("" when unset).
-func envValue(env []string, name string) string {
-	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
-			return v
-		}
-	}
-	return ""
 }
