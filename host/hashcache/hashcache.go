@@ -22,10 +22,18 @@ import (
 
 // racyWindow: a file modified this close to when it was hashed might be
 // changed again within the file system's timestamp granularity without its
-// mtime moving (Linux stamps from a coarse clock), so its entry is not
-// trusted (git's "racily clean" problem). A cache's own (cache.racy), so a
-// test shortens it for its caches only.
+// mtime moving, so its entry is not trusted (git's "racily clean" problem).
+// It is the window where the backend cannot say how its file system
+// stamps times (host.ModTimeStepper), and the most any file system gets.
+// A cache's own (cache.racy), so a test shortens it for its caches only.
 const racyWindow = 2 * time.Second
+
+// minRacyWindow is the window on a file system whose stamps advance at
+// least once a clock tick (NTFS, ext4: 10-16 ms): twice its step, and never
+// less than this, so a re-run moments after a copy (a bench's, an admin's
+// second look) finds the copy's sums, which the agent warms this long
+// after writing.
+const minRacyWindow = 100 * time.Millisecond
 
 // version of the cache file format; another version is ignored.
 const version = 1
@@ -108,6 +116,20 @@ func (c *cache) load() {
 	}
 }
 
+// window is the racy window for path: from its file system's time step
+// where the backend knows it, else the cache's racy window.
+func (c *cache) window(ctx context.Context, path string) time.Duration {
+	st, ok := c.Host.(host.ModTimeStepper)
+	if !ok {
+		return c.racy
+	}
+	step := st.ModTimeStep(ctx, path)
+	if step <= 0 {
+		return c.racy
+	}
+	return min(c.racy, max(2*step, minRacyWindow))
+}
+
 func (e *entry) matches(fi host.FileInfo, racy time.Duration) bool {
 	return e.Size == fi.Size && e.ModTime == fi.ModTime.UnixNano() &&
 		e.HashedAt-e.ModTime >= int64(racy)
@@ -124,9 +146,10 @@ func (c *cache) SHA256(ctx context.Context, path string) (string, error) {
 		c.forget(path, false)
 		return c.Host.SHA256(ctx, path)
 	}
+	racy := c.window(ctx, path)
 	c.mu.Lock()
 	c.load()
-	if e := c.entries[path]; e != nil && e.matches(before, c.racy) {
+	if e := c.entries[path]; e != nil && e.matches(before, racy) {
 		sum := e.SHA256
 		c.mu.Unlock()
 		return sum, nil
@@ -193,7 +216,7 @@ func (c *cache) warmLater(path string) {
 	c.warming.Add(1)
 	go func() {
 		defer c.warming.Done()
-		t := time.NewTimer(c.racy + warmMargin)
+		t := time.NewTimer(c.window(c.warmCtx, path) + warmMargin)
 		defer t.Stop()
 		select {
 		case <-t.C:

@@ -249,3 +249,47 @@ func BenchmarkSHA256Cache(b *testing.B) {
 		}
 	})
 }
+
+// stepping reports its file systems' time step, as a platform does.
+type stepping struct {
+	host.Host
+	step time.Duration
+}
+
+func (s stepping) ModTimeStep(context.Context, string) time.Duration { return s.step }
+
+// How soon after a write a sum is trusted follows the file system's time
+// step: on one stamping at a clock tick, a sum taken 300 ms after the
+// write is served to the next run; where the step is FAT's two seconds,
+// or not known, it is taken again.
+func TestRacyWindowFollowsFileSystem(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		step   time.Duration
+		rehash bool
+	}{
+		{"clock tick (NTFS, ext4)", 16 * time.Millisecond, false},
+		{"two seconds (FAT)", 2 * time.Second, true},
+		{"not known (a network share)", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p, cacheFile := filepath.Join(dir, "kubelet.exe"), filepath.Join(dir, "hash-cache.json")
+			writeOld(t, p, []byte("kubelet"), time.Now().Add(-300*time.Millisecond))
+			_, err := Wrap(stepping{Host: local.New(), step: tt.step}, cacheFile).SHA256(ctx, p)
+			require.NoError(t, err)
+
+			next := &counting{Host: local.New()}
+			got, err := Wrap(stepping{Host: next, step: tt.step}, cacheFile).SHA256(ctx, p)
+			require.NoError(t, err)
+			assert.Equal(t, sum([]byte("kubelet")), got)
+			want := int64(0)
+			if tt.rehash {
+				want = 1
+			}
+			assert.Equal(t, want, next.n.Load(), "hashes reaching the host in the next run")
+		})
+	}
+}

@@ -60,6 +60,19 @@ func (h *Host) DiskFree(ctx context.Context, path string) (host.DiskSpace, error
 	return ds, err
 }
 
+var _ host.ModTimeStepper = (*Host)(nil)
+
+// ModTimeStep is how coarsely the file system holding the simulation's
+// file for path stamps modification times: the simulated host's files are
+// files of the machine it runs on, so their times are that file system's.
+func (h *Host) ModTimeStep(_ context.Context, path string) time.Duration {
+	lp, err := h.LocalPath(path)
+	if err != nil {
+		return 0
+	}
+	return osfs.ModTimeStep(lp)
+}
+
 // SetClockOffset moves the simulated host's clock by d from the real one
 // (a test's clock skew). It persists, like every table of the simulation.
 func (h *Host) SetClockOffset(d time.Duration) error {

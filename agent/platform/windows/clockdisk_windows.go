@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/windows"
@@ -61,4 +62,49 @@ func nearestDir(path string) (string, error) {
 		}
 		p = parent
 	}
+}
+
+var _ host.ModTimeStepper = (*winHost)(nil)
+
+// clockTick is how often Windows advances the system time file times are
+// stamped with: 15.625 ms unless a program asks for finer.
+const clockTick = 16 * time.Millisecond
+
+// ModTimeStep asks GetVolumeInformation which file system holds path:
+// NTFS, ReFS and exFAT stamp at the clock tick, FAT at two seconds;
+// anything else (a network share: its server's clock) is not known, 0.
+func (h *winHost) ModTimeStep(_ context.Context, path string) time.Duration {
+	name, err := fileSystemName(path)
+	if err != nil {
+		return 0
+	}
+	switch strings.ToUpper(name) {
+	case "NTFS", "REFS", "EXFAT":
+		return clockTick
+	case "FAT", "FAT32":
+		return 2 * time.Second
+	}
+	return 0
+}
+
+// fileSystemName is the name of the file system of the volume holding
+// path (or its nearest existing parent).
+func fileSystemName(path string) (string, error) {
+	dir, err := nearestDir(path)
+	if err != nil {
+		return "", err
+	}
+	p, err := windows.UTF16PtrFromString(dir)
+	if err != nil {
+		return "", err
+	}
+	root := make([]uint16, windows.MAX_PATH+1)
+	if err := windows.GetVolumePathName(p, &root[0], uint32(len(root))); err != nil {
+		return "", err
+	}
+	fsName := make([]uint16, windows.MAX_PATH+1)
+	if err := windows.GetVolumeInformation(&root[0], nil, 0, nil, nil, nil, &fsName[0], uint32(len(fsName))); err != nil {
+		return "", err
+	}
+	return windows.UTF16ToString(fsName), nil
 }

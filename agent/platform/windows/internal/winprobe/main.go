@@ -127,6 +127,8 @@ func do(h host.Host, name string, a args) (any, error) {
 		return h.SystemTime(ctx)
 	case "disk-free":
 		return h.DiskFree(ctx, a.Path)
+	case "mtime-step":
+		return h.(host.ModTimeStepper).ModTimeStep(ctx, a.Path), nil
 	case "facts":
 		return h.Facts(ctx)
 	case "stat":
