@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -165,14 +166,49 @@ func (m Preflight) check(ctx context.Context, cfg modules.Config, h host.Host) (
 	}
 	r := &run{cfg: cfg, h: h}
 	r.nodeName()
-	r.build(ctx)
-	r.services(ctx)
-	r.disk(ctx)
-	if r.connect(m.Cache) {
-		r.apiServer(ctx)
-		r.clock(ctx)
+	nodeChecks := []func(*run, context.Context){(*run).build, (*run).services, (*run).disk}
+	cluster := &run{cfg: cfg, h: h}
+	var clusterChecks []func(*run, context.Context)
+	if cluster.connect(m.Cache) {
+		clusterChecks = []func(*run, context.Context){(*run).apiServer, (*run).clock}
+	}
+	// The checks read different things, each a round trip or a few to the
+	// node or the API server: they run side by side, and what they found
+	// is told in this order, the connection's errors before the API
+	// server's checks.
+	parts := sideBySide(ctx, cluster, append(nodeChecks, clusterChecks...))
+	for _, p := range parts[:len(nodeChecks)] {
+		r.merge(p)
+	}
+	r.merge(cluster)
+	for _, p := range parts[len(nodeChecks):] {
+		r.merge(p)
 	}
 	return r.result(), r.diags
+}
+
+// sideBySide runs each check on a run of its own (with base's cluster
+// client) at once, and returns the runs in the checks' order.
+func sideBySide(ctx context.Context, base *run, checks []func(*run, context.Context)) []*run {
+	parts := make([]*run, len(checks))
+	var wg sync.WaitGroup
+	for i, c := range checks {
+		parts[i] = &run{cfg: base.cfg, h: base.h, cl: base.cl}
+		wg.Go(func() { c(parts[i], ctx) })
+	}
+	wg.Wait()
+	return parts
+}
+
+// merge adds what part found to r.
+func (r *run) merge(part *run) {
+	r.ok = append(r.ok, part.ok...)
+	r.diags = append(r.diags, part.diags...)
+	r.installed = append(r.installed, part.installed...)
+	r.wmco = r.wmco || part.wmco
+	if part.server != "" {
+		r.server = part.server
+	}
 }
 
 func (m Preflight) Plan(ctx context.Context, req modules.PlanRequest) modules.PlanResponse {
@@ -323,22 +359,53 @@ func (r *run) disk(ctx context.Context) {
 // spent already).
 func (r *run) payloadBytes(ctx context.Context) (uint64, error) {
 	payload := modutil.Get(r.cfg, "payload")
-	var total uint64
+	type file struct{ dest, src string }
+	var files []file
 	for it := payload.ElementIterator(); it.Next(); {
 		k, v := it.Element()
-		fi, err := os.Stat(v.AsString())
-		if err != nil {
-			return 0, err
+		files = append(files, file{k.AsString(), v.AsString()})
+	}
+	// One stat per file on the node, a few at once; the first error in
+	// the payload's order is the one told.
+	need := make([]uint64, len(files))
+	errs := make([]error, len(files))
+	sem := make(chan struct{}, statsAtOnce)
+	var wg sync.WaitGroup
+	for i, f := range files {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			need[i], errs[i] = lacking(ctx, r.h, f.dest, f.src)
+		})
+	}
+	wg.Wait()
+	var total uint64
+	for i := range files {
+		if errs[i] != nil {
+			return 0, errs[i]
 		}
-		on, err := r.h.Stat(ctx, k.AsString())
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", k.AsString(), err)
-		}
-		if !on.Exists || on.Size != fi.Size() {
-			total += uint64(fi.Size()) //nolint:gosec // a size is not negative
-		}
+		total += need[i]
 	}
 	return total, nil
+}
+
+// statsAtOnce bounds the payload stats in flight on one connection.
+const statsAtOnce = 8
+
+// lacking is src's size unless dest on the node already has it.
+func lacking(ctx context.Context, h host.Host, dest, src string) (uint64, error) {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return 0, err
+	}
+	on, err := h.Stat(ctx, dest)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", dest, err)
+	}
+	if on.Exists && on.Size == fi.Size() {
+		return 0, nil
+	}
+	return uint64(fi.Size()), nil //nolint:gosec // a size is not negative
 }
 
 // connect gets the cluster client; false (with an error) when there is

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -208,7 +209,85 @@ func TestPreflightReportsEveryProblem(t *testing.T) {
 		assert.Equal(t, hcl.DiagError, d.Severity)
 		summaries = append(summaries, d.Summary)
 	}
-	assert.ElementsMatch(t, []string{"Invalid node name", "Windows build not supported", "Host clock off the API server's"}, summaries)
+	assert.Equal(t, []string{"Invalid node name", "Windows build not supported", "Host clock off the API server's"}, summaries,
+		"told in the checks' order, though they ran side by side")
+}
+
+// meeting holds each call of a check's first read until every other
+// check has made its own first read: run one after another, the checks
+// would wait on each other forever (here: until the deadline).
+type meeting struct {
+	host.Host
+	arrived chan string
+	all     chan struct{}
+	seen    sync.Map
+}
+
+func (m *meeting) meet(ctx context.Context, what string) error {
+	if _, dup := m.seen.LoadOrStore(what, true); !dup {
+		m.arrived <- what
+	}
+	select {
+	case <-m.all:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s waited for the other checks: %w", what, ctx.Err())
+	}
+}
+
+func (m *meeting) QueryService(ctx context.Context, name string) (host.ServiceInfo, error) {
+	if err := m.meet(ctx, "services"); err != nil {
+		return host.ServiceInfo{}, err
+	}
+	return m.Host.QueryService(ctx, name)
+}
+
+func (m *meeting) Stat(ctx context.Context, path string) (host.FileInfo, error) {
+	if err := m.meet(ctx, "stat "+path); err != nil {
+		return host.FileInfo{}, err
+	}
+	return m.Host.Stat(ctx, path)
+}
+
+func (m *meeting) DialTCP(ctx context.Context, addr string, timeout time.Duration) error {
+	if err := m.meet(ctx, "dial"); err != nil {
+		return err
+	}
+	return m.Host.DialTCP(ctx, addr, timeout)
+}
+
+func (m *meeting) SystemTime(ctx context.Context) (time.Time, error) {
+	if err := m.meet(ctx, "clock"); err != nil {
+		return time.Time{}, err
+	}
+	return m.Host.SystemTime(ctx)
+}
+
+// The checks, and the payload's stats within the disk check, run side by
+// side: the services, both payload files' stats, the API server's dial
+// and the clock are all asked before any is answered.
+func TestPreflightChecksSideBySide(t *testing.T) {
+	c := cluster(t)
+	f := newFixture(t)
+	second := filepath.Join(t.TempDir(), "kube-proxy.exe")
+	require.NoError(t, os.WriteFile(second, []byte("kube-proxy"), 0o644))
+	cfg := f.config(t, c.Kubeconfig, map[string]cty.Value{"payload": cty.MapVal(map[string]cty.Value{
+		`C:\k\kubelet.exe`: cty.StringVal(f.payload), `C:\k\kube-proxy.exe`: cty.StringVal(second)})})
+	want := []string{"services", `stat C:\k\kubelet.exe`, `stat C:\k\kube-proxy.exe`, "dial", "clock"}
+	m := &meeting{Host: f.agent(t), arrived: make(chan string, len(want)), all: make(chan struct{})}
+	go func() {
+		var got []string
+		for range want {
+			got = append(got, <-m.arrived)
+		}
+		assert.ElementsMatch(t, want, got)
+		close(m.all)
+	}()
+	tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	resp := Preflight{Cache: kube.NewCache(kube.Defaults{})}.Plan(tctx, modules.PlanRequest{Config: cfg, Host: m})
+	require.False(t, resp.Diagnostics.HasErrors(), "%v", resp.Diagnostics)
+	assert.Contains(t, resp.Result.GetAttr("summary").AsString(), "6 checks passed")
 }
 
 func TestPreflightValidate(t *testing.T) {
