@@ -9,6 +9,7 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -89,17 +90,25 @@ func NewCSRList(kc kubernetes.Interface) *CSRList {
 // every change made before then: its own approvals, what a test created)
 // and at most maxAge ago.
 func (l *CSRList) NodeCSRs(ctx context.Context, want Expectation, since time.Time) (NodeSurvey, error) {
-	want, err := withCluster(ctx, want, l.clusterAddresses)
-	if err != nil {
-		return NodeSurvey{Want: want}, err
-	}
-	node, err := GetNode(ctx, l.kc, want.NodeName)
-	if err != nil {
-		return NodeSurvey{Want: want}, err
-	}
-	s, err := l.snapshot(ctx, since)
-	if err != nil {
-		return NodeSurvey{Want: want, Node: node}, fmt.Errorf("listing CertificateSigningRequests: %w", err)
+	// Three reads of their own, each a round trip: at once.
+	var (
+		node                     *corev1.Node
+		s                        *csrSnapshot
+		wantErr, nodeErr, csrErr error
+		wg                       sync.WaitGroup
+	)
+	name := want.NodeName
+	wg.Go(func() { want, wantErr = withCluster(ctx, want, l.clusterAddresses) })
+	wg.Go(func() { node, nodeErr = GetNode(ctx, l.kc, name) })
+	wg.Go(func() { s, csrErr = l.snapshot(ctx, since) })
+	wg.Wait()
+	switch {
+	case wantErr != nil:
+		return NodeSurvey{Want: want}, wantErr
+	case nodeErr != nil:
+		return NodeSurvey{Want: want}, nodeErr
+	case csrErr != nil:
+		return NodeSurvey{Want: want, Node: node}, fmt.Errorf("listing CertificateSigningRequests: %w", csrErr)
 	}
 	csrs, want := Judge(s.forNode(want.NodeName), want, node)
 	return NodeSurvey{Want: want, Node: node, CSRs: csrs}, nil

@@ -353,3 +353,15 @@ func anyOf(chs []<-chan struct{}) wake {
 func waitedVal(d time.Duration) cty.Value {
 	return cty.NumberFloatVal(d.Round(time.Millisecond).Seconds())
 }
+
+// getOrNil is a Get's object, nil when it is not found; err only for
+// another failure.
+func getOrNil[T any](obj *T, err error) (*T, error) {
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return obj, nil
+}

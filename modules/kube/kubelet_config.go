@@ -15,6 +15,7 @@ import (
 
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/modules"
+	"github.com/wsu-project/wsu/modules/modutil"
 )
 
 // KubeletConfig reads a kubeadm cluster's kubelet configuration and renders
@@ -132,24 +133,38 @@ func errMissingConfigMap(name, key, phase string) string {
 // readKubeletInputs reads both ConfigMaps and the Node. A missing ConfigMap
 // is a diagnostic of its own; other failures are API errors.
 func readKubeletInputs(ctx context.Context, cl *kube.Client, cfg modules.Config) (r kubeletReading, diags hcl.Diagnostics) {
-	text, diags := configMapKey(ctx, cl, cfg, "kubelet-config", "kubelet", "kubelet")
+	var node kubeletReading // the Node's part, read beside the ConfigMaps
+	diags = modutil.Together(
+		func() hcl.Diagnostics {
+			text, diags := configMapKey(ctx, cl, cfg, "kubelet-config", "kubelet", "kubelet")
+			if diags.HasErrors() {
+				return diags
+			}
+			doc, err := parseKubeletDoc(text)
+			if err != nil {
+				return hcl.Diagnostics{cfg.Error("kubeconfig", "Invalid kube-system/kubelet-config", "Its key \"kubelet\" is not a KubeletConfiguration: "+err.Error())}
+			}
+			r.doc = doc
+			return nil
+		},
+		func() hcl.Diagnostics {
+			text, diags := configMapKey(ctx, cl, cfg, "kubeadm-config", "ClusterConfiguration", "kubeadm")
+			if diags.HasErrors() {
+				return diags
+			}
+			if err := yaml.Unmarshal([]byte(text), &r.cluster); err != nil {
+				return hcl.Diagnostics{cfg.Error("kubeconfig", "Invalid kube-system/kubeadm-config", "Its key \"ClusterConfiguration\": "+err.Error())}
+			}
+			return nil
+		},
+		func() hcl.Diagnostics { return readNodeCIDRs(ctx, cl, cfg, &node) },
+	)
 	if diags.HasErrors() {
 		return r, diags
 	}
-	doc, err := parseKubeletDoc(text)
-	if err != nil {
-		return r, hcl.Diagnostics{cfg.Error("kubeconfig", "Invalid kube-system/kubelet-config", "Its key \"kubelet\" is not a KubeletConfiguration: "+err.Error())}
-	}
-	r.doc, r.from = doc, []string{"kubelet config from kube-system/kubelet-config"}
-	text, diags = configMapKey(ctx, cl, cfg, "kubeadm-config", "ClusterConfiguration", "kubeadm")
-	if diags.HasErrors() {
-		return r, diags
-	}
-	if err := yaml.Unmarshal([]byte(text), &r.cluster); err != nil {
-		return r, hcl.Diagnostics{cfg.Error("kubeconfig", "Invalid kube-system/kubeadm-config", "Its key \"ClusterConfiguration\": "+err.Error())}
-	}
-	r.from = append(r.from, "networks from kube-system/kubeadm-config")
-	return r, readNodeCIDRs(ctx, cl, cfg, &r)
+	r.nodeCIDR = node.nodeCIDR
+	r.from = append([]string{"kubelet config from kube-system/kubelet-config", "networks from kube-system/kubeadm-config"}, node.from...)
+	return r, nil
 }
 
 // configMapKey reads one key of a kube-system ConfigMap that must exist.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/modules"
+	"github.com/wsu-project/wsu/modules/modutil"
 )
 
 // MetricsEndpoint publishes a node's windows_exporter to the cluster as
@@ -337,40 +338,48 @@ func (t metricsTarget) awaitServingCert(ctx context.Context, cl *kube.Client) (*
 
 func (m MetricsEndpoint) observe(ctx context.Context, cfg modules.Config, cl *kube.Client, t metricsTarget) (observed, hcl.Diagnostics) {
 	var o observed
-	svc, err := cl.Kube.CoreV1().Services(t.ns).Get(ctx, t.svc, metav1.GetOptions{})
-	switch {
-	case err == nil:
-		if svc.Labels[managedByLabel] != ManagedBy && !t.absent {
-			return o, hcl.Diagnostics{cfg.Error("service", "Service not managed by wsu",
-				fmt.Sprintf("Service %s/%s exists without the label %s=%s, so someone else created it (WMCO's own, perhaps); wsu does not take it over. Delete it, or publish under another service name.", t.ns, t.svc, managedByLabel, ManagedBy))}
-		}
-		o.svc = svc
-	case !apierrors.IsNotFound(err):
-		return o, apiError(cfg, "namespace", "Cannot read the Service", err)
-	}
-	slice, err := cl.Kube.DiscoveryV1().EndpointSlices(t.ns).Get(ctx, t.slice, metav1.GetOptions{})
-	switch {
-	case err == nil:
-		o.slice = slice
-	case !apierrors.IsNotFound(err):
-		return o, apiError(cfg, "namespace", "Cannot read the EndpointSlice", err)
-	}
-	if t.absent {
-		return o, nil
-	}
-	if t.certSecret != "" {
-		if o.cert, err = t.readServingCert(ctx, cl); err != nil {
-			return o, apiError(cfg, "serving_cert_secret", "Cannot read the serving certificate's Secret", err)
-		}
-	}
-	node, err := cl.Kube.CoreV1().Nodes().Get(ctx, t.node, metav1.GetOptions{})
-	switch {
-	case err == nil:
-		o.node = node
-	case !apierrors.IsNotFound(err):
-		return o, apiError(cfg, "node_name", "Cannot read the Node", err)
-	}
-	return o, nil
+	diags := modutil.Together(
+		func() hcl.Diagnostics {
+			svc, err := getOrNil(cl.Kube.CoreV1().Services(t.ns).Get(ctx, t.svc, metav1.GetOptions{}))
+			switch {
+			case err != nil:
+				return apiError(cfg, "namespace", "Cannot read the Service", err)
+			case svc != nil && svc.Labels[managedByLabel] != ManagedBy && !t.absent:
+				return hcl.Diagnostics{cfg.Error("service", "Service not managed by wsu",
+					fmt.Sprintf("Service %s/%s exists without the label %s=%s, so someone else created it (WMCO's own, perhaps); wsu does not take it over. Delete it, or publish under another service name.", t.ns, t.svc, managedByLabel, ManagedBy))}
+			}
+			o.svc = svc
+			return nil
+		},
+		func() hcl.Diagnostics {
+			var err error
+			if o.slice, err = getOrNil(cl.Kube.DiscoveryV1().EndpointSlices(t.ns).Get(ctx, t.slice, metav1.GetOptions{})); err != nil {
+				return apiError(cfg, "namespace", "Cannot read the EndpointSlice", err)
+			}
+			return nil
+		},
+		func() hcl.Diagnostics {
+			if t.absent || t.certSecret == "" {
+				return nil
+			}
+			var err error
+			if o.cert, err = t.readServingCert(ctx, cl); err != nil {
+				return apiError(cfg, "serving_cert_secret", "Cannot read the serving certificate's Secret", err)
+			}
+			return nil
+		},
+		func() hcl.Diagnostics {
+			if t.absent {
+				return nil
+			}
+			var err error
+			if o.node, err = getOrNil(cl.Kube.CoreV1().Nodes().Get(ctx, t.node, metav1.GetOptions{})); err != nil {
+				return apiError(cfg, "node_name", "Cannot read the Node", err)
+			}
+			return nil
+		},
+	)
+	return o, diags
 }
 
 // diff is the change, shared by Plan and Apply.

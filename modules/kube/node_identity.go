@@ -25,6 +25,7 @@ import (
 	"github.com/wsu-project/wsu/host"
 	"github.com/wsu-project/wsu/kube"
 	"github.com/wsu-project/wsu/modules"
+	"github.com/wsu-project/wsu/modules/modutil"
 )
 
 // NodeIdentity gives a node component (Azure's cloud-node-manager, or
@@ -265,58 +266,50 @@ const maxTokenBytes = 16 << 10
 
 func (m NodeIdentity) observe(ctx context.Context, cfg modules.Config, cl *kube.Client, h host.Host, id identity) (idObserved, hcl.Diagnostics) {
 	var o idObserved
-	var err error
-	if o.sa, err = cl.Kube.CoreV1().ServiceAccounts(id.ns).Get(ctx, id.sa, metav1.GetOptions{}); err != nil {
-		o.sa = nil
-		if !apierrors.IsNotFound(err) {
-			return o, idAPIError(cfg, "namespace", "Cannot read the ServiceAccount", err)
-		}
-	}
-	if id.ownRole {
-		if o.role, err = cl.Kube.RbacV1().ClusterRoles().Get(ctx, id.role, metav1.GetOptions{}); err != nil {
-			o.role = nil
-			if !apierrors.IsNotFound(err) {
-				return o, idAPIError(cfg, "name", "Cannot read the ClusterRole", err)
+	nodeFile := func(path string, into func([]byte)) func() hcl.Diagnostics {
+		return func() hcl.Diagnostics {
+			b, err := h.ReadFile(ctx, path, maxTokenBytes)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				return nil
+			case err != nil:
+				return hcl.Diagnostics{cfg.Error("dir", "Cannot read the node's files", fmt.Sprintf("%s: %v", path, err))}
 			}
+			into(b)
+			return nil
 		}
 	}
-	if o.binding, err = cl.Kube.RbacV1().ClusterRoleBindings().Get(ctx, id.role, metav1.GetOptions{}); err != nil {
-		o.binding = nil
-		if !apierrors.IsNotFound(err) {
-			return o, idAPIError(cfg, "name", "Cannot read the ClusterRoleBinding", err)
-		}
-	}
-	if !id.absent {
-		if o.node, err = cl.Kube.CoreV1().Nodes().Get(ctx, id.node, metav1.GetOptions{}); err != nil {
-			o.node = nil
-			if !apierrors.IsNotFound(err) {
-				return o, idAPIError(cfg, "node_name", "Cannot read the Node", err)
+	diags := modutil.Together(
+		func() hcl.Diagnostics {
+			var err error
+			o.sa, err = getOrNil(cl.Kube.CoreV1().ServiceAccounts(id.ns).Get(ctx, id.sa, metav1.GetOptions{}))
+			return idAPIError(cfg, "namespace", "Cannot read the ServiceAccount", err)
+		},
+		func() hcl.Diagnostics {
+			if !id.ownRole {
+				return nil
 			}
-		}
-	}
-	for _, f := range []struct {
-		path string
-		into func([]byte)
-	}{
-		{id.kubeconfigPath(), func(b []byte) { o.kubeconfig = b }},
-		{id.tokenPath(), func(b []byte) { o.tokenExists, o.claims = true, decodeClaims(b) }},
-	} {
-		st, err := h.Stat(ctx, f.path)
-		if err != nil {
-			return o, hcl.Diagnostics{cfg.Error("dir", "Cannot read the node's files", err.Error())}
-		}
-		if !st.Exists {
-			continue
-		}
-		b, err := h.ReadFile(ctx, f.path, maxTokenBytes)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return o, hcl.Diagnostics{cfg.Error("dir", "Cannot read the node's files", fmt.Sprintf("%s: %v", f.path, err))}
-		}
-		if err == nil {
-			f.into(b)
-		}
-	}
-	return o, nil
+			var err error
+			o.role, err = getOrNil(cl.Kube.RbacV1().ClusterRoles().Get(ctx, id.role, metav1.GetOptions{}))
+			return idAPIError(cfg, "name", "Cannot read the ClusterRole", err)
+		},
+		func() hcl.Diagnostics {
+			var err error
+			o.binding, err = getOrNil(cl.Kube.RbacV1().ClusterRoleBindings().Get(ctx, id.role, metav1.GetOptions{}))
+			return idAPIError(cfg, "name", "Cannot read the ClusterRoleBinding", err)
+		},
+		func() hcl.Diagnostics {
+			if id.absent {
+				return nil
+			}
+			var err error
+			o.node, err = getOrNil(cl.Kube.CoreV1().Nodes().Get(ctx, id.node, metav1.GetOptions{}))
+			return idAPIError(cfg, "node_name", "Cannot read the Node", err)
+		},
+		nodeFile(id.kubeconfigPath(), func(b []byte) { o.kubeconfig = b }),
+		nodeFile(id.tokenPath(), func(b []byte) { o.tokenExists, o.claims = true, decodeClaims(b) }),
+	)
+	return o, diags
 }
 
 // renewReason says why the token on the node must be replaced, "" when it
@@ -633,8 +626,11 @@ func (id identity) remove(ctx context.Context, cfg modules.Config, cl *kube.Clie
 }
 
 // idAPIError is apiError naming the permissions this module needs, which
-// are files of their own, not wsu-cluster-role.yaml.
+// are files of their own, not wsu-cluster-role.yaml; nil for a nil err.
 func idAPIError(cfg modules.Config, attr, summary string, err error) hcl.Diagnostics {
+	if err == nil {
+		return nil
+	}
 	detail := err.Error()
 	if apierrors.IsForbidden(err) {
 		detail += "\n\nThe identity wsu runs as lacks this permission: on Azure bind deploy/rbac/azure-cloud-node-manager.yaml to it " +
