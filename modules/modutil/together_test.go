@@ -30,7 +30,11 @@ func TestTogether(t *testing.T) {
 	}
 	d := Together(
 		func() hcl.Diagnostics { assert.True(t, meet(), "ran alone"); return nil },
-		func() hcl.Diagnostics { assert.True(t, meet(), "ran alone"); time.Sleep(50 * time.Millisecond); return fail("second") },
+		func() hcl.Diagnostics {
+			assert.True(t, meet(), "ran alone")
+			time.Sleep(50 * time.Millisecond)
+			return fail("second")
+		},
 		func() hcl.Diagnostics { assert.True(t, meet(), "ran alone"); return fail("third") },
 	)
 	assert.Equal(t, fail("second"), d)
