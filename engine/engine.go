@@ -270,6 +270,8 @@ type runner struct {
 	// unmatched say which plays' hosts matched no host, for a run that
 	// checked nothing.
 	unmatched []string
+	// shared holds the locals every host with the same variables shares.
+	shared sharedLocals
 }
 
 // instance is one playbook file in the include tree.

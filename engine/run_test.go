@@ -903,3 +903,40 @@ play "p" {
 	assert.Contains(t, rec.result(t, "localhost", "each").Message, "known only after apply")
 	assert.Equal(t, "still planned", rec.result(t, "localhost", "after").Message)
 }
+
+// A local that reads only variables is evaluated once per run for the
+// hosts whose variables are the same: the second host, run after the first
+// rewrote the file the local reads, still gets what the first read (one
+// value for the run, as Terraform evaluates a module's locals once); a
+// host whose variable differs evaluates its own.
+func TestLocalsSharedAcrossHostsWithSameVariables(t *testing.T) {
+	f := newFixture(t, map[string]string{"play.hcl": rootVar + `
+variable "name" {
+  type    = string
+  default = "input"
+}
+locals {
+  content = file("${var.root}/${var.name}.txt")
+}
+play "p" {
+  hosts  = "all"
+  serial = 1
+  task "read" {
+    print { msg = local.content }
+  }
+  task "rewrite" {
+    file {
+      path    = "${var.root}/${var.name}.txt"
+      content = "rewritten"
+    }
+  }
+}`})
+	require.NoError(t, os.WriteFile(filepath.Join(f.root, "input.txt"), []byte("first"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(f.root, "other.txt"), []byte("other"), 0o644))
+	f.inv = "a connection=local\nb connection=local\nc connection=local name=other\n"
+	res, rec := f.run(engine.ModeApply)
+	require.False(t, res.Failed(), "%v", res.Diagnostics)
+	assert.Equal(t, "first", rec.result(t, "a", "read").Message)
+	assert.Equal(t, "first", rec.result(t, "b", "read").Message, "the value a's scope evaluated")
+	assert.Equal(t, "other", rec.result(t, "c", "read").Message, "c's own variables, its own value")
+}

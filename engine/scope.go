@@ -385,10 +385,22 @@ func (sc *scope) local(name string, extra, playVars map[string]cty.Value, visiti
 	}
 	vars := sc.roots(trs, extra, playVars)
 	vars[playbook.RootLocal] = cty.ObjectVal(locals)
+	cacheable := !volatile && sc.hs != nil
+	shared, key, inputs := cacheable && hostFree(trs), sharedLocalKey{sc.inst, name}, cty.NilVal
+	if shared {
+		inputs = cty.ObjectVal(map[string]cty.Value{playbook.RootVar: vars[playbook.RootVar], playbook.RootLocal: vars[playbook.RootLocal]})
+		if v, ok := sc.r.shared.get(key, inputs); ok {
+			sc.locals[name] = v
+			return v, diags
+		}
+	}
 	v, d := l.Expr.Value(&hcl.EvalContext{Variables: vars, Functions: sc.funcs})
 	diags = append(diags, d...)
-	if !volatile && !d.HasErrors() && sc.hs != nil {
+	if cacheable && !d.HasErrors() {
 		sc.locals[name] = v
+		if shared {
+			sc.r.shared.put(key, inputs, v)
+		}
 	}
 	return v, diags
 }
