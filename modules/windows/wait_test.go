@@ -166,7 +166,7 @@ func TestWait(t *testing.T) {
 }
 
 // TestWaitBacksOff: a wait whose interval is an hour still checks soon:
-// its gaps start at 100 ms and double, so the condition that holds by the
+// its gaps start at 100 ms and grow by half, so the condition that holds by the
 // third probe ends it (without the backoff it would sleep an hour; the
 // context's minute is a bound for a hung test, not a speed goal).
 func TestWaitBacksOff(t *testing.T) {
@@ -187,13 +187,14 @@ func TestWaitBacksOff(t *testing.T) {
 	assert.Equal(t, cty.StringVal("running"), ar.Result.GetAttr("observed"))
 	assert.Equal(t, 3, f.probes)
 
-	// The schedule: 100 ms, doubling, up to the interval.
+	// The schedule: 100 ms, growing by half, up to the interval.
 	var gaps []time.Duration
-	for g := min(firstGap, 2*time.Second); len(gaps) < 7; g = nextGap(g, 2*time.Second) {
+	for g := min(firstGap, 2*time.Second); len(gaps) < 10; g = nextGap(g, 2*time.Second) {
 		gaps = append(gaps, g)
 	}
 	ms := time.Millisecond
-	assert.Equal(t, []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, 1600 * ms, 2000 * ms, 2000 * ms}, gaps)
+	assert.Equal(t, []time.Duration{100 * ms, 150 * ms, 225 * ms, 337500 * time.Microsecond, 506250 * time.Microsecond,
+		759375 * time.Microsecond, 1139062500 * time.Nanosecond, 1708593750 * time.Nanosecond, 2000 * ms, 2000 * ms}, gaps)
 }
 
 func stoppedService(t *testing.T, h host.Host, name string) {
