@@ -414,10 +414,10 @@ func (m Wait) Apply(ctx context.Context, req modules.ApplyRequest) modules.Apply
 const firstGap = 100 * time.Millisecond
 
 // nextGap grows the pause between checks by half, up to interval: what
-// is awaited is seen at most a third of the time waited so far after it
-// happened (doubling: half of it; an HNS network that came 350 ms into
-// hybrid-overlay's wait was seen at 700 ms), for a check more per
-// doubling of the wait.
+// is awaited is seen at most half the time already waited after it
+// happened (doubling: as long again as already waited; an HNS network
+// that came 350 ms into hybrid-overlay's wait was seen at 700 ms), for
+// about one check more per doubling of the wait.
 func nextGap(gap, interval time.Duration) time.Duration {
 	return min(gap+gap/2, interval)
 }
