@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/wsu-project/wsu/host"
+	"github.com/wsu-project/wsu/host/osfs"
 )
 
 // racyWindow: a file modified this close to when it was hashed might be
@@ -123,11 +124,16 @@ func (c *cache) window(ctx context.Context, path string) time.Duration {
 	if !ok {
 		return c.racy
 	}
-	step := st.ModTimeStep(ctx, path)
+	return racyFor(st.ModTimeStep(ctx, path), c.racy)
+}
+
+// racyFor is the racy window on a file system of time step step (0: not
+// known), at most most.
+func racyFor(step, most time.Duration) time.Duration {
 	if step <= 0 {
-		return c.racy
+		return most
 	}
-	return min(c.racy, max(2*step, minRacyWindow))
+	return min(most, max(2*step, minRacyWindow))
 }
 
 func (e *entry) matches(fi host.FileInfo, racy time.Duration) bool {
@@ -295,6 +301,7 @@ func (c *cache) save() {
 // and re-hashing tens of MB each time delays every connection.
 func LocalSHA256(cacheFile, path string) (string, error) {
 	c := &cache{path: cacheFile}
+	racy := racyFor(osfs.ModTimeStep(path), racyWindow)
 	key := "local:" + path
 	stat := func() (host.FileInfo, error) {
 		fi, err := os.Stat(path)
@@ -311,7 +318,7 @@ func LocalSHA256(cacheFile, path string) (string, error) {
 	c.load()
 	e := c.entries[key]
 	c.mu.Unlock()
-	if e != nil && e.matches(before, c.racy) {
+	if e != nil && e.matches(before, racy) {
 		return e.SHA256, nil
 	}
 	hashedAt := time.Now()

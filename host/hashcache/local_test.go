@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -43,6 +44,26 @@ func TestLocalSHA256(t *testing.T) {
 
 	// Without a usable cache file it still answers.
 	got, err = LocalSHA256(filepath.Join(dir, "missing", "dir", "x"), bin)
+	require.NoError(t, err)
+	assert.Equal(t, sum([]byte("agent v2")), got)
+}
+
+// A sum taken within the racy window of the binary's last write is not
+// trusted: a build replaced in the same clock tick, same size, same mtime
+// (a copy that keeps times), is hashed again.
+func TestLocalSHA256Racy(t *testing.T) {
+	dir := t.TempDir()
+	bin, cacheFile := filepath.Join(dir, "wsu"), filepath.Join(dir, "cache.json")
+	now := time.Now()
+	require.NoError(t, os.WriteFile(bin, []byte("agent v1"), 0o755))
+	require.NoError(t, os.Chtimes(bin, now, now))
+	got, err := LocalSHA256(cacheFile, bin)
+	require.NoError(t, err)
+	assert.Equal(t, sum([]byte("agent v1")), got)
+
+	require.NoError(t, os.WriteFile(bin, []byte("agent v2"), 0o755))
+	require.NoError(t, os.Chtimes(bin, now, now))
+	got, err = LocalSHA256(cacheFile, bin)
 	require.NoError(t, err)
 	assert.Equal(t, sum([]byte("agent v2")), got)
 }
