@@ -211,9 +211,9 @@ func expectation(ctx context.Context, cfg modules.Config, start time.Time) kube.
 // when the run began, the window's start unless not_before says. clientCSR
 // is the client CSR this task approved earlier, if any: the join's one.
 // The CSRs it reads were listed after since: a look sees every change made
-// before it was asked for (Plan, the first look of Apply) or before the
-// previous look ended (Apply's later looks, whose approvals included), yet
-// the run's hosts polling at once share one list.
+// before it was asked for (the previous look's approvals, and the change
+// that woke it, included), yet the run's hosts looking at once share one
+// list.
 func survey(ctx context.Context, cl *kube.Client, cfg modules.Config, start time.Time, clientCSR string, since time.Time) (csrPlan, error) {
 	want := expectation(ctx, cfg, start)
 	want.ClientCSR = clientCSR
@@ -403,11 +403,12 @@ func (m CSRApprove) Apply(ctx context.Context, req modules.ApplyRequest) modules
 		clientCSR string       // the join's one client CSR, once approved here
 		rejected  rejectionLog // the latest verdict on each CSR left alone
 		last      csrPlan
-		since     = time.Now() // a look sees the CSRs as of then, or later
 	)
 	res, err := waitFor(ctx, timeout, interval, []watchOn{{cl.CSRChanges, name}, {cl.NodeChanges, name}}, func(ctx context.Context) (bool, string, error) {
-		p, err := survey(ctx, cl, cfg, m.Cache.RunStart(), clientCSR, since)
-		defer func() { since = time.Now() }()
+		// A look sees the CSRs as of when it began, or later: one woken by
+		// a CSR's change must not be answered by a list taken before the
+		// change, or it waits the whole interval for the next look.
+		p, err := survey(ctx, cl, cfg, m.Cache.RunStart(), clientCSR, time.Now())
 		if err != nil {
 			return false, "", err
 		}

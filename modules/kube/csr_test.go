@@ -508,3 +508,42 @@ func TestCSRApproveRefusesClusterNames(t *testing.T) {
 		assert.Equal(t, kube.CSRPending, state, "%s must stay pending", name)
 	}
 }
+
+// A look woken by the node's CSR is not answered with a list another
+// host's look took before the CSR came: with a minute between timed looks,
+// the join's approval must come from the wake, not the next minute.
+func TestCSRApproveWokenLookListsAgain(t *testing.T) {
+	c := csrCluster(t)
+	const node = "win-woken"
+	m := CSRApprove{testClusters}
+	cfg := cfgFor(t, m, map[string]cty.Value{
+		"kubeconfig": cty.StringVal(c.Kubeconfig),
+		"node_name":  cty.StringVal(node),
+		"addresses":  cty.ListVal([]cty.Value{cty.StringVal("192.168.50.7")}),
+		"hostnames":  cty.ListVal([]cty.Value{cty.StringVal(node)}),
+		"timeout":    cty.NumberIntVal(120),
+		"interval":   cty.NumberIntVal(60),
+	})
+	plan := m.Plan(ctx, modules.PlanRequest{Config: cfg})
+	require.False(t, plan.Diagnostics.HasErrors(), "%v", plan.Diagnostics)
+	cl, _, diags := m.client(cfg)
+	require.False(t, diags.HasErrors(), "%v", diags)
+
+	bounded, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	applied := make(chan modules.ApplyResponse, 1)
+	go func() { applied <- m.Apply(bounded, modules.ApplyRequest{Config: cfg, Change: plan.Change}) }()
+	time.Sleep(300 * time.Millisecond) // the apply's first look: no CSR yet
+
+	// Another host's look lists the CSRs now, before this node's CSR
+	// exists; the shared list keeps that list for a second.
+	_, err := cl.CSRs.NodeCSRs(ctx, kube.Expectation{NodeName: "win-other"}, time.Now())
+	require.NoError(t, err)
+	createCSR(t, c, clientCSR("client-woken", node, kube.OpenShiftBootstrapper))
+	kubelet := playKubelet(c, node, "client-woken", servingCSR("serving-woken", node, "192.168.50.7"))
+
+	resp := <-applied
+	require.False(t, resp.Diagnostics.HasErrors(), "%v", resp.Diagnostics)
+	require.NoError(t, <-kubelet) // its client CSR approved, it asked for the serving one
+	assert.Equal(t, []string{"client-woken", "serving-woken"}, stringsOf(resp.Result.GetAttr("approved")))
+}
